@@ -1,0 +1,279 @@
+/**
+ * The driver SPI: what a provider driver declares and the two functions it implements.
+ * Exported so third-party drivers can be written against it and checked with the
+ * conformance suite of `@tether/testing`.
+ *
+ * A driver is data (`name`, `capabilities`, `layout`) plus `prepare` (request → invocation,
+ * no I/O but reading the execution clone) and `parse` (the provider's official stdout
+ * protocol → typed outputs). Core spawns the invocation, stamps the outputs into `Event`s
+ * and builds the `Result` from the terminal output.
+ *
+ * @since 0.1.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Stream from "effect/Stream"
+import type { Usage } from "./Event.js"
+
+/**
+ * Sandbox levels a turn may ask for, from the most to the least restrictive.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SandboxLevel = "readOnly" | "workspaceWrite" | "unrestricted"
+
+/**
+ * MCP transports an external source may use.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type McpTransport = "stdio" | "http" | "sse"
+
+/**
+ * What a driver can honour. Asking for anything else fails before spawn with
+ * `UnsupportedCapability`; nothing is silently dropped.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Capabilities {
+  readonly resume: boolean
+  readonly fork: boolean
+  /** Transports of MCP sources it can declare (the hosted tools always use `http`). */
+  readonly mcpTransports: ReadonlyArray<McpTransport>
+  /** Can append the agent's instructions to the provider's system prompt. */
+  readonly instructions: boolean
+  /** Can project skills natively into the clone (an optimization; `read_skill` always works). */
+  readonly skillsProjection: boolean
+  readonly sandbox: ReadonlyArray<SandboxLevel>
+  /** Can restrict the tools a turn may use (allow-list flag or per-turn config). */
+  readonly toolAllowList: boolean
+  readonly streamingInput: boolean
+  readonly structuredOutput: boolean
+  readonly persistentProcess: boolean
+}
+
+/**
+ * An MCP source declared beside the hosted tools.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type McpServer =
+  | {
+    readonly _tag: "stdio"
+    readonly key: string
+    readonly command: string
+    readonly args: ReadonlyArray<string>
+    readonly env: { readonly [name: string]: string }
+  }
+  | {
+    readonly _tag: "http" | "sse"
+    readonly key: string
+    readonly url: string
+    readonly headers: { readonly [name: string]: string }
+    /** Name of an environment variable whose value is sent as `Authorization: Bearer …`. */
+    readonly bearerTokenEnv: string | undefined
+  }
+
+/**
+ * A skill as the driver may project it: its name and the directory holding `SKILL.md`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SkillFiles {
+  readonly name: string
+  readonly description: string
+  /** Absolute directory with `SKILL.md` (inline skills are written to a directory by core). */
+  readonly dir: string
+}
+
+/**
+ * How this run relates to a provider session.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SessionRequest =
+  | { readonly _tag: "New"; readonly id: string }
+  | { readonly _tag: "Resume"; readonly id: string }
+  | { readonly _tag: "Fork"; readonly from: string; readonly id: string }
+
+/**
+ * Everything a driver needs to build one invocation. It never contains the token: only the
+ * name of the environment variable that core will set to it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InvocationRequest {
+  readonly runId: string
+  readonly prompt: string
+  readonly model: string | undefined
+  /** Absolute path of the execution clone (the provider's config directory for this run). */
+  readonly profileDir: string
+  /** Absolute paths of the clone's sibling directories declared by the layout (e.g. `home`, `tmp`). */
+  readonly siblings: { readonly [name: string]: string }
+  /** Absolute working directory of the provider process. */
+  readonly workspace: string
+  readonly hosted: {
+    /** The reserved MCP server key of the hosted tools. */
+    readonly key: string
+    readonly url: string
+    readonly tokenVariable: string
+    /** Catalog names this turn may use (definition ∩ policy), sorted. */
+    readonly tools: ReadonlyArray<string>
+  }
+  readonly instructions: string
+  readonly skills: ReadonlyArray<SkillFiles>
+  readonly mcp: ReadonlyArray<McpServer>
+  readonly session: SessionRequest
+  readonly sandbox: SandboxLevel | undefined
+  /** The host environment the driver may pick allow-listed variables from. */
+  readonly hostEnv: { readonly [name: string]: string | undefined }
+}
+
+/**
+ * A file the driver materializes into the execution clone (path relative to the clone).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MaterializedFile {
+  readonly path: string
+  readonly content: string
+  readonly mode?: number
+}
+
+/**
+ * A process to spawn. `env` is complete: nothing of the host's environment is inherited.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Invocation {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env: { readonly [name: string]: string }
+  readonly cwd: string
+  /** `undefined`: stdin is closed at once; a string: written, then stdin is closed. */
+  readonly stdin: string | undefined
+  readonly files: ReadonlyArray<MaterializedFile>
+}
+
+/**
+ * The official terminal record of a turn, as the driver read it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Terminal {
+  readonly _tag: "Terminal"
+  /** `true` when the provider reported success. */
+  readonly ok: boolean
+  /** The final assistant text, when the record carries it. */
+  readonly text: string | undefined
+  readonly usage: Usage | undefined
+  readonly model: string | undefined
+  /** The provider session id a later turn resumes (the checkpoint). */
+  readonly session: string | undefined
+  readonly error: string | undefined
+  readonly raw: unknown
+}
+
+/**
+ * What a parser yields for each stdout line: zero or more of these, in order.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Output =
+  | { readonly _tag: "SessionStarted"; readonly sessionId: string; readonly model: string | undefined }
+  | { readonly _tag: "TextDelta"; readonly text: string }
+  | { readonly _tag: "ReasoningDelta"; readonly text: string }
+  | { readonly _tag: "Message"; readonly role: "assistant" | "user"; readonly text: string }
+  | {
+    readonly _tag: "ToolCall"
+    readonly phase: "start" | "end"
+    readonly callId: string
+    readonly name: string
+    readonly source: "host" | "mcp" | "builtin"
+    readonly input?: unknown
+    readonly output?: unknown
+    readonly isError?: boolean
+  }
+  | { readonly _tag: "Usage"; readonly usage: Usage }
+  | {
+    readonly _tag: "Notice"
+    readonly level: "info" | "warning" | "error"
+    readonly kind: string
+    readonly message: string
+    readonly raw?: unknown
+  }
+  | Terminal
+
+/**
+ * A protocol-level failure the driver detected (e.g. the hosted-tools MCP server failed to
+ * connect, the provider rejected the resume).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
+  reason: Schema.Literal("HostedToolsUnavailable", "ResumeRejected", "MalformedOutput", "ProviderError"),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.reason}: ${this.detail}`
+  }
+}
+
+/**
+ * What the driver knows about the `hosted` MCP server name it must map tool names back from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ParseContext {
+  readonly hostedKey: string
+  readonly session: SessionRequest
+}
+
+/**
+ * After the process ended: lets the driver turn stderr and the exit code into a typed
+ * failure (e.g. "session not found" → `ResumeRejected`). `undefined` keeps core's default.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExitInfo {
+  readonly exitCode: number | undefined
+  readonly stderr: string
+  readonly terminal: Terminal | undefined
+  readonly session: SessionRequest
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Driver {
+  readonly name: string
+  readonly capabilities: Capabilities
+  readonly layout: ProfileLayout
+  readonly prepare: (
+    request: InvocationRequest
+  ) => Effect.Effect<Invocation, ProtocolError, FileSystem.FileSystem | Path.Path>
+  /** Turns each stdout line into outputs; a line that is not the protocol becomes a `Notice`. */
+  readonly parse: (
+    lines: Stream.Stream<string>,
+    context: ParseContext
+  ) => Stream.Stream<Output, ProtocolError>
+  readonly classifyExit?: (info: ExitInfo) => ProtocolError | undefined
+}

@@ -1,0 +1,217 @@
+/**
+ * The typed events of a run. Every event carries the `runId`, a library-assigned `sequence`
+ * (strictly increasing within a run, from 0) and `time` (epoch milliseconds).
+ *
+ * Exactly one `RunStarted` opens and one `RunFinished` closes every admitted run;
+ * `RunFinished` is published after the result (and, on a thread, after the commit).
+ *
+ * @since 0.1.0
+ */
+import * as Schema from "effect/Schema"
+
+const base = {
+  runId: Schema.String,
+  sequence: Schema.Number,
+  time: Schema.Number
+}
+
+/**
+ * Token usage. A field that is `undefined` was not reported; `0` was observed as zero.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Usage extends Schema.Class<Usage>("@tether/core/Usage")({
+  inputTokens: Schema.optional(Schema.Number),
+  outputTokens: Schema.optional(Schema.Number),
+  cachedInputTokens: Schema.optional(Schema.Number),
+  reasoningTokens: Schema.optional(Schema.Number),
+  costUsd: Schema.optional(Schema.Number)
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category events
+ */
+export class RunStarted extends Schema.TaggedClass<RunStarted>()("RunStarted", {
+  ...base,
+  provider: Schema.String,
+  model: Schema.optional(Schema.String),
+  threadKey: Schema.optional(Schema.String),
+  /** The tool names this turn may use (definition ∩ policy). */
+  effectiveTools: Schema.Array(Schema.String),
+  /** The instructions sent to the provider for this turn. */
+  instructions: Schema.String
+}) {}
+
+/**
+ * The provider reported its session (the checkpoint a later turn resumes).
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class SessionStarted extends Schema.TaggedClass<SessionStarted>()("SessionStarted", {
+  ...base,
+  sessionId: Schema.String,
+  model: Schema.optional(Schema.String),
+  resumed: Schema.Boolean
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category events
+ */
+export class TextDelta extends Schema.TaggedClass<TextDelta>()("TextDelta", {
+  ...base,
+  text: Schema.String
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category events
+ */
+export class ReasoningDelta extends Schema.TaggedClass<ReasoningDelta>()("ReasoningDelta", {
+  ...base,
+  text: Schema.String
+}) {}
+
+/**
+ * A complete message of the conversation.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class Message extends Schema.TaggedClass<Message>()("Message", {
+  ...base,
+  role: Schema.Literal("assistant", "user"),
+  text: Schema.String
+}) {}
+
+/**
+ * Where a tool lives: a host tool served by the gateway, a tool of an external MCP source,
+ * or a tool built into the provider CLI.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ToolSource = Schema.Literal("host", "mcp", "builtin")
+
+/**
+ * A tool call as the provider reported it: `start` with the input, `end` with the output.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class ToolCall extends Schema.TaggedClass<ToolCall>()("ToolCall", {
+  ...base,
+  phase: Schema.Literal("start", "end"),
+  callId: Schema.String,
+  /** The tool's own name (for host tools, the catalog name, without the provider's prefix). */
+  name: Schema.String,
+  source: ToolSource,
+  input: Schema.optional(Schema.Unknown),
+  output: Schema.optional(Schema.Unknown),
+  isError: Schema.optional(Schema.Boolean)
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category events
+ */
+export class UsageReported extends Schema.TaggedClass<UsageReported>()("Usage", {
+  ...base,
+  usage: Usage
+}) {}
+
+/**
+ * Something the provider said that is not content: a retry, an unknown record kind, a warning.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class Notice extends Schema.TaggedClass<Notice>()("Notice", {
+  ...base,
+  level: Schema.Literal("info", "warning", "error"),
+  kind: Schema.String,
+  message: Schema.String,
+  raw: Schema.optional(Schema.Unknown)
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category events
+ */
+export class ProcessStarted extends Schema.TaggedClass<ProcessStarted>()("ProcessStarted", {
+  ...base,
+  pid: Schema.Number,
+  command: Schema.String
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category events
+ */
+export class ProcessExited extends Schema.TaggedClass<ProcessExited>()("ProcessExited", {
+  ...base,
+  pid: Schema.Number,
+  exitCode: Schema.optional(Schema.Number),
+  signal: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * Content deltas or raw output dropped under backpressure since the previous critical event.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class Dropped extends Schema.TaggedClass<Dropped>()("Dropped", {
+  ...base,
+  count: Schema.Number,
+  kinds: Schema.Array(Schema.String)
+}) {}
+
+/**
+ * The last event of every admitted run.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished", {
+  ...base,
+  outcome: Schema.Literal("success", "failure", "canceled"),
+  durationMs: Schema.Number,
+  reason: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const Event = Schema.Union(
+  RunStarted,
+  SessionStarted,
+  TextDelta,
+  ReasoningDelta,
+  Message,
+  ToolCall,
+  UsageReported,
+  Notice,
+  ProcessStarted,
+  ProcessExited,
+  Dropped,
+  RunFinished
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Event = typeof Event.Type
+
+/**
+ * The events that may be dropped under backpressure (content deltas; everything else is critical).
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
+export const isDroppable = (event: Event): boolean => event._tag === "TextDelta" || event._tag === "ReasoningDelta"

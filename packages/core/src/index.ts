@@ -1,0 +1,2 @@
+export * as Driver from "./Driver.js"
+export * as Event from "./Event.js"

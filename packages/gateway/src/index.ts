@@ -1,0 +1,1 @@
+export * as Gateway from "./Gateway.js"

@@ -1,0 +1,1 @@
+export * as ProfileLayout from "./ProfileLayout.js"

@@ -1,0 +1,107 @@
+/**
+ * The catalog: the frozen, provider-neutral description of a toolkit's tools, its fingerprint,
+ * and the `Executor` contract the gateway calls to run a tool.
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+
+/**
+ * A JSON Schema document (Draft 2020-12), inline, describing the encoded side of a Schema.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type JsonSchema = { readonly [key: string]: unknown }
+
+/**
+ * The tri-state MCP tool hints. A key that is absent is "unspecified"; an explicit `false`
+ * is preserved as `false` on the wire (MCP defaults destructive and open-world to true).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Annotations {
+  readonly readOnlyHint?: boolean
+  readonly destructiveHint?: boolean
+  readonly idempotentHint?: boolean
+  readonly openWorldHint?: boolean
+}
+
+/**
+ * One tool as published to a provider: everything the model may see, nothing executable.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Descriptor {
+  readonly name: string
+  readonly title: string | undefined
+  readonly description: string
+  readonly inputSchema: JsonSchema
+  readonly outputSchema: JsonSchema
+  readonly annotations: Annotations
+  readonly revision: string | undefined
+}
+
+/**
+ * A frozen list of descriptors sorted by name, and the SHA-256 fingerprint over their
+ * domain-separated canonical JSON (hex). Never contains a closure or a secret.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Catalog {
+  readonly descriptors: ReadonlyArray<Descriptor>
+  readonly fingerprint: string
+}
+
+/**
+ * The stable, model-visible codes of a generic failure.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FailureCode = "invalid_input" | "invalid_output" | "internal_error" | "deadline_exceeded" | "canceled"
+
+/**
+ * What one tool execution produced, ready to cross the provider boundary.
+ *
+ * - `Success`: `structuredContent` is always a JSON object (non-object outputs are wrapped as
+ *   `{ result: value }`, which the published output schema describes); `text` is its rendering.
+ * - `Rejected`: a `Tool.reject(code, message)` from the handler: the only model-visible failure.
+ * - `Failed`: a fixed generic message under a stable code; never handler error text.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Outcome =
+  | { readonly _tag: "Success"; readonly structuredContent: { readonly [key: string]: unknown }; readonly text: string }
+  | { readonly _tag: "Rejected"; readonly code: string; readonly message: string }
+  | { readonly _tag: "Failed"; readonly code: FailureCode; readonly message: string }
+
+/**
+ * Options of one execution.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExecuteOptions {
+  /** The handler is interrupted and `deadline_exceeded` is returned at this deadline. */
+  readonly deadline?: Duration.DurationInput
+}
+
+/**
+ * A catalog bound to its handlers: what the gateway registers. `execute` never fails and
+ * never exposes handler error text: every failure is an `Outcome`. Interrupting `execute`
+ * interrupts the handler (its finalizers run). Calling an unknown name yields
+ * `Failed("invalid_input")`; callers that must hide unknown tools check `catalog` first.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Executor {
+  readonly catalog: Catalog
+  readonly execute: (name: string, input: unknown, options?: ExecuteOptions) => Effect.Effect<Outcome>
+}

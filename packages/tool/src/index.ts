@@ -1,0 +1,1 @@
+export * as Catalog from "./Catalog.js"
