@@ -1,2 +1,3 @@
 export * as Driver from "./Driver.js"
 export * as Event from "./Event.js"
+export * as ThreadStore from "./ThreadStore.js"

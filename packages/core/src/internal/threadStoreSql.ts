@@ -1,0 +1,193 @@
+/** @internal */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import {
+  type Lease,
+  LeaseLost,
+  ThreadAlreadyExists,
+  ThreadBusy,
+  ThreadRecord,
+  ThreadStore,
+  ThreadStoreError
+} from "./threadStore.js"
+
+/**
+ * Keys are arbitrary JavaScript strings (lone surrogates and NUL included). UTF-8 would merge
+ * distinct lone surrogates, and NUL is unsafe in many SQL text paths, so a key is stored as
+ * the hex of its UTF-16 code units: exact, portable, and ordered like the key.
+ */
+export const encodeKey = (key: string): string => {
+  let out = ""
+  for (let i = 0; i < key.length; i++) out += key.charCodeAt(i).toString(16).padStart(4, "0")
+  return out
+}
+
+/** @internal */
+export const decodeKey = (hex: string): string => {
+  let out = ""
+  for (let i = 0; i < hex.length; i += 4) out += String.fromCharCode(parseInt(hex.slice(i, i + 4), 16))
+  return out
+}
+
+const migrations = Migrator.fromRecord({
+  "1_tether_threads": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE IF NOT EXISTS tether_threads (
+      key_hex TEXT PRIMARY KEY,
+      provider TEXT NOT NULL,
+      session TEXT NOT NULL,
+      fingerprint TEXT NOT NULL,
+      turns INTEGER NOT NULL,
+      updated_at BIGINT NOT NULL
+    )`
+    yield* sql`CREATE TABLE IF NOT EXISTS tether_thread_leases (
+      key_hex TEXT PRIMARY KEY,
+      holder TEXT NOT NULL,
+      expires_at BIGINT NOT NULL
+    )`
+  })
+})
+
+interface RecordRow {
+  readonly key_hex: string
+  readonly provider: string
+  readonly session: string
+  readonly fingerprint: string
+  readonly turns: number | bigint
+  readonly updated_at: number | bigint
+}
+
+interface LeaseRow {
+  readonly holder: string
+  readonly expires_at: number | bigint
+}
+
+const toRecord = (row: RecordRow) =>
+  new ThreadRecord({
+    key: decodeKey(row.key_hex),
+    provider: row.provider,
+    session: row.session,
+    fingerprint: row.fingerprint,
+    turns: Number(row.turns),
+    updatedAt: Number(row.updated_at)
+  })
+
+/** @internal */
+export const makeSql = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* Migrator.make({})({ loader: migrations, table: "tether_migrations" }).pipe(
+    Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
+  )
+  const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
+  const leaseOf = (keyHex: string) =>
+    Effect.map(
+      sql<LeaseRow>`SELECT holder, expires_at FROM tether_thread_leases WHERE key_hex = ${keyHex}`,
+      (rows) => Option.fromNullable(rows[0])
+    )
+  const held = (lease: Lease, now: number) =>
+    Effect.map(
+      leaseOf(encodeKey(lease.key)),
+      Option.match({
+        onNone: () => false,
+        onSome: (row) => row.holder === lease.holder && Number(row.expires_at) > now
+      })
+    )
+
+  return ThreadStore.of({
+    get: (key) =>
+      sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${encodeKey(key)}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRecord)),
+        Effect.mapError(storeError("get"))
+      ),
+    acquire: (key, ttl) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const keyHex = encodeKey(key)
+        const holder = crypto.randomUUID()
+        const expiresAt = now + Duration.toMillis(ttl)
+        // One statement takes a free or expired lease and leaves a live one alone.
+        yield* sql`INSERT INTO tether_thread_leases (key_hex, holder, expires_at)
+          VALUES (${keyHex}, ${holder}, ${expiresAt})
+          ON CONFLICT (key_hex) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+          WHERE tether_thread_leases.expires_at <= ${now}`
+        const current = yield* leaseOf(keyHex)
+        return { current, lease: { key, holder } satisfies Lease }
+      }).pipe(
+        sql.withTransaction,
+        Effect.mapError(storeError("acquire")),
+        Effect.flatMap(({ current, lease }) =>
+          Option.isSome(current) && current.value.holder === lease.holder
+            ? Effect.succeed(lease)
+            : Effect.fail(new ThreadBusy({ key }))
+        )
+      ),
+    renew: (lease, ttl) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const keyHex = encodeKey(lease.key)
+        const expiresAt = now + Duration.toMillis(ttl)
+        yield* sql`UPDATE tether_thread_leases SET expires_at = ${expiresAt}
+          WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now}`
+        const current = yield* leaseOf(keyHex)
+        return Option.isSome(current) && current.value.holder === lease.holder &&
+          Number(current.value.expires_at) === expiresAt
+      }).pipe(
+        sql.withTransaction,
+        Effect.mapError(storeError("renew")),
+        Effect.flatMap((ok) => ok ? Effect.void : Effect.fail(new LeaseLost({ key: lease.key })))
+      ),
+    release: (lease) =>
+      sql`DELETE FROM tether_thread_leases WHERE key_hex = ${encodeKey(lease.key)} AND holder = ${lease.holder}`.pipe(
+        Effect.asVoid,
+        Effect.mapError(storeError("release"))
+      ),
+    commit: (lease, record, mode) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const keyHex = encodeKey(lease.key)
+        const values =
+          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${record.turns}, ${record.updatedAt}`
+        // The write is guarded by the lease in the same statement: a lost lease writes nothing.
+        const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
+          WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
+        if (mode === "insert") {
+          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at)
+            SELECT ${values} WHERE ${guard}
+            ON CONFLICT (key_hex) DO NOTHING`
+        } else {
+          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at)
+            SELECT ${values} WHERE ${guard}
+            ON CONFLICT (key_hex) DO UPDATE SET provider = excluded.provider, session = excluded.session,
+              fingerprint = excluded.fingerprint, turns = excluded.turns, updated_at = excluded.updated_at`
+        }
+        if (!(yield* held(lease, now))) return "lost" as const
+        const rows = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
+        const row = rows[0]
+        const written = row !== undefined && row.session === record.session &&
+          row.fingerprint === record.fingerprint && Number(row.updated_at) === record.updatedAt &&
+          Number(row.turns) === record.turns && row.provider === record.provider
+        return written ? "ok" as const : "exists" as const
+      }).pipe(
+        sql.withTransaction,
+        Effect.mapError(storeError("commit")),
+        Effect.flatMap((status): Effect.Effect<void, LeaseLost | ThreadAlreadyExists> =>
+          status === "ok"
+            ? Effect.void
+            : status === "lost"
+            ? Effect.fail(new LeaseLost({ key: lease.key }))
+            : Effect.fail(new ThreadAlreadyExists({ key: lease.key }))
+        )
+      )
+  })
+})
+
+/** @internal */
+export const layerSql: Layer.Layer<ThreadStore, ThreadStoreError, SqlClient.SqlClient> = Layer.effect(
+  ThreadStore,
+  makeSql
+)

@@ -1,0 +1,172 @@
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { describe, expect, it } from "@effect/vitest"
+import { ThreadStore } from "@tether/core"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FastCheck from "effect/FastCheck"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
+import { execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+const record = (key: string, session: string, turns = 1) =>
+  new ThreadStore.ThreadRecord({ key, provider: "reference", session, fingerprint: "fp", turns, updatedAt: turns })
+
+const sqliteLayer = () => {
+  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
+  return ThreadStore.layerSql.pipe(
+    Layer.provide(SqliteClient.layer({ filename: Path.join(dir, "threads.db") })),
+    Layer.orDie,
+    Layer.merge(
+      Layer.scopedDiscard(
+        Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true })))
+      )
+    )
+  )
+}
+
+const stores: ReadonlyArray<readonly [string, () => Layer.Layer<ThreadStore.ThreadStore>]> = [
+  ["memory", () => ThreadStore.layerMemory],
+  ["sqlite", sqliteLayer]
+]
+
+for (const [name, makeLayer] of stores) {
+  describe(`ThreadStore (${name})`, () => {
+    const withStore = <A, E>(f: (store: ThreadStore.ThreadStore["Type"]) => Effect.Effect<A, E>) =>
+      Effect.flatMap(ThreadStore.ThreadStore, f).pipe(Effect.provide(makeLayer()))
+
+    it.effect("a missing key has no record", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          expect(Option.isNone(yield* store.get("absent"))).toBe(true)
+        })
+      ))
+
+    it.effect("one lease per key: a second acquire fails fast with ThreadBusy until release", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          const busy = yield* Effect.flip(store.acquire("k", "1 minute"))
+          expect(busy._tag).toBe("ThreadBusy")
+          const other = yield* store.acquire("other", "1 minute")
+          expect(other.key).toBe("other")
+          yield* store.release(lease)
+          const again = yield* store.acquire("k", "1 minute")
+          expect(again.holder).not.toBe(lease.holder)
+        })
+      ))
+
+    it.effect("an expired lease is taken over, and its holder can no longer commit or renew", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const first = yield* store.acquire("k", "10 seconds")
+          yield* store.commit(first, record("k", "s1"), "upsert")
+          yield* TestClock.adjust("11 seconds")
+          const second = yield* store.acquire("k", "10 seconds")
+          const lost = yield* Effect.flip(store.commit(first, record("k", "stale"), "upsert"))
+          expect(lost._tag).toBe("LeaseLost")
+          expect((yield* Effect.flip(store.renew(first, "10 seconds")))._tag).toBe("LeaseLost")
+          expect(Option.getOrThrow(yield* store.get("k")).session).toBe("s1")
+          yield* store.commit(second, record("k", "s2", 2), "upsert")
+          expect(Option.getOrThrow(yield* store.get("k")).session).toBe("s2")
+        })
+      ))
+
+    it.effect("renew keeps a lease alive past its first expiry", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "10 seconds")
+          yield* TestClock.adjust("8 seconds")
+          yield* store.renew(lease, "10 seconds")
+          yield* TestClock.adjust("8 seconds")
+          expect((yield* Effect.flip(store.acquire("k", "10 seconds")))._tag).toBe("ThreadBusy")
+          yield* store.commit(lease, record("k", "s1"), "upsert")
+        })
+      ))
+
+    it.effect("insert refuses an existing record with ThreadAlreadyExists and keeps it", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          yield* store.commit(lease, record("k", "s1"), "insert")
+          const exists = yield* Effect.flip(store.commit(lease, record("k", "s2"), "insert"))
+          expect(exists._tag).toBe("ThreadAlreadyExists")
+          expect(Option.getOrThrow(yield* store.get("k")).session).toBe("s1")
+        })
+      ))
+
+    it.effect("a released lease cannot commit", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          yield* store.release(lease)
+          const exit = yield* Effect.exit(store.commit(lease, record("k", "s1"), "upsert"))
+          expect(Exit.isFailure(exit)).toBe(true)
+          expect(Option.isNone(yield* store.get("k"))).toBe(true)
+        })
+      ))
+
+    it.effect("keys are stored and compared exactly: NUL, lone surrogates, astral characters", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const keys = ["a\u0000b", "a", "\ud800", "\udc00", "\ud83d\ude00", "tenant/42 issue#1", ""]
+          for (const [i, key] of keys.entries()) {
+            const lease = yield* store.acquire(key, "1 minute")
+            yield* store.commit(lease, record(key, `s${i}`), "insert")
+          }
+          for (const [i, key] of keys.entries()) {
+            const found = Option.getOrThrow(yield* store.get(key))
+            expect(found.key).toBe(key)
+            expect(found.session).toBe(`s${i}`)
+          }
+          expect(Option.isNone(yield* store.get("a\u0000"))).toBe(true)
+        })
+      ))
+
+    it.effect.prop(
+      "any key round-trips exactly and never aliases another",
+      [FastCheck.string({ unit: "binary", maxLength: 12 }), FastCheck.string({ unit: "binary", maxLength: 12 })],
+      ([a, b]) =>
+        withStore((store) =>
+          Effect.gen(function*() {
+            const lease = yield* store.acquire(a, "1 minute")
+            yield* store.commit(lease, record(a, "sa"), "insert")
+            const found = yield* store.get(b)
+            if (a === b) expect(Option.getOrThrow(found).key).toBe(a)
+            else expect(Option.isNone(found)).toBe(true)
+          })
+        ),
+      { fastCheck: { numRuns: 25 } }
+    )
+  })
+}
+
+describe("ThreadStore (sqlite across processes)", () => {
+  it("a record written by one host process is read by the next", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
+    try {
+      const filename = Path.join(dir, "threads.db")
+      const child = Path.join(import.meta.dirname, "fixtures/threadStoreChild.ts")
+      const run = (mode: string) =>
+        execFileSync(process.execPath, [
+          "--conditions=@tether/source",
+          "--import",
+          "tsx",
+          child,
+          filename,
+          mode,
+          JSON.stringify("k\u0000λ")
+        ], {
+          encoding: "utf8"
+        }).trim()
+      expect(run("write")).toBe("written")
+      const read = JSON.parse(run("read"))
+      expect(read).toMatchObject({ key: "k\u0000λ", session: "session-from-child", fingerprint: "fp-1", turns: 1 })
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
