@@ -3,9 +3,11 @@
  *
  * @since 0.1.0
  */
+import * as glob from "./internal/glob.js"
 
 /**
- * Glob patterns, relative to the profile root (`*`, `**`, `?`; `/` separated).
+ * Glob patterns, relative to the profile root (`*`, `**`, `?`; `/` separated). A pattern that
+ * matches a directory covers its whole subtree (`skills` is the same as `skills/**`).
  *
  * @since 0.1.0
  * @category models
@@ -13,25 +15,88 @@
 export type Globs = ReadonlyArray<string>
 
 /**
+ * The class of a profile entry. `auth` entries are never part of a fingerprint.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type EntryClass = "settings" | "mcp" | "skills" | "auth"
+
+/**
  * @since 0.1.0
  * @category models
  */
 export interface ProfileLayout {
-  /** Provider name, e.g. `claude`. */
+  /** Provider name, e.g. `claude`. Part of the stable profile identity. */
   readonly provider: string
-  /** Environment variable(s) that select the directory, e.g. `["CLAUDE_CONFIG_DIR"]`. */
+  /**
+   * Environment variable(s) that select the directory, e.g. `["CLAUDE_CONFIG_DIR"]`. An execution
+   * clone sets each of them to the clone's profile directory (`ExecutionProfile.env`).
+   */
   readonly selectorEnv: ReadonlyArray<string>
   /** The native default location, from the host's environment (e.g. `$HOME/.claude`). */
   readonly nativeDefault: (env: { readonly [name: string]: string | undefined }) => string
-  /** Which entries are settings, MCP declarations, skills and authentication. */
+  /**
+   * Which entries are settings, MCP declarations, skills and authentication. Entries that match
+   * none of them (sessions, caches, logs) are never brought into a clone. When an entry matches
+   * several classes, `auth` wins, then `mcp`, `settings`, `skills`.
+   */
   readonly classes: {
     readonly settings: Globs
     readonly mcp: Globs
     readonly skills: Globs
     readonly auth: Globs
   }
-  /** Entries the driver materializes itself: a source entry at one of these is a typed error. */
+  /**
+   * Entries the driver materializes itself. A source entry that would be brought into the clone
+   * at one of these paths fails the clone with `ProfileCollision` (reason `Reserved`) before launch.
+   */
   readonly reserved: Globs
-  /** Sibling directories the provider needs beside its profile (e.g. `home`, `tmp`). */
+  /**
+   * Sibling directories the provider needs beside its profile (e.g. `home`, `tmp`): each clone
+   * gets a fresh, empty 0700 directory per name, outside the profile directory (Codex needs
+   * `TMPDIR` outside `CODEX_HOME`).
+   */
   readonly siblings: ReadonlyArray<string>
 }
+
+/**
+ * Checks a layout at construction (returns it unchanged): a convenience for drivers so a layout
+ * literal is type-checked against the interface without widening.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <const L extends ProfileLayout>(layout: L): L => layout
+
+/**
+ * The class of the entry at `path` (relative, `/` separated), or `undefined` when the layout
+ * does not declare it.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const classify = (layout: ProfileLayout, path: string): EntryClass | undefined => {
+  const { auth, mcp, settings, skills } = layout.classes
+  if (glob.matches(auth, path)) return "auth"
+  if (glob.matches(mcp, path)) return "mcp"
+  if (glob.matches(settings, path)) return "settings"
+  if (glob.matches(skills, path)) return "skills"
+  return undefined
+}
+
+/**
+ * Whether `path` (relative, `/` separated) is one of the layout's reserved entries.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const isReserved = (layout: ProfileLayout, path: string): boolean => glob.matches(layout.reserved, path)
+
+/**
+ * Whether `patterns` match `path` (relative, `/` separated) or one of its ancestors.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const matches = (patterns: Globs, path: string): boolean => glob.matches(patterns, path)

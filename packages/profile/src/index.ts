@@ -1,1 +1,2 @@
+export * as Profile from "./Profile.js"
 export * as ProfileLayout from "./ProfileLayout.js"

@@ -1,0 +1,376 @@
+/**
+ * Provider profile selections and isolated execution clones.
+ *
+ * Every selection yields an execution clone: the configured source profile is only ever read.
+ * A clone is a fresh 0700 directory `<root>/<random>/` holding `profile/` (the directory the
+ * provider's selector variable points at), one empty directory per layout sibling (`home`,
+ * `tmp`, ...), an ownership marker and a manifest of the entries a driver materialized.
+ *
+ * Clone roots: `native()` and `dedicated(dir)` put clones under `defaultRoot()`
+ * (`<os.tmpdir()>/tether-clones-<uid>`, created 0700 and refused if it is a symlink, owned by
+ * another user or open to group/others); `cloneNative(root)` and `cloneFrom(source, root)` put
+ * them under the given root (created 0700 when missing).
+ *
+ * @since 0.1.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as internal from "./internal/clone.js"
+import * as inspection from "./internal/inspect.js"
+import type { EntryClass, ProfileLayout } from "./ProfileLayout.js"
+
+/**
+ * How authentication entries reach a clone: `link` is a symlink to the source entry (a hard
+ * link where symlinks fail), so token rotation by the provider reaches the source; `copy` is a
+ * private copy; `none` leaves them out.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AuthMode = "link" | "copy" | "none"
+
+/**
+ * Which declared classes are brought into a clone. Defaults: settings, MCP declarations and
+ * skills copied, auth `link`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CloneOptions {
+  readonly settings?: boolean
+  readonly mcp?: boolean
+  readonly skills?: boolean
+  readonly auth?: AuthMode
+}
+
+/**
+ * `CloneOptions` plus the directory clones are created in (default `defaultRoot()`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SelectionOptions extends CloneOptions {
+  readonly root?: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResolvedOptions {
+  readonly settings: boolean
+  readonly mcp: boolean
+  readonly skills: boolean
+  readonly auth: AuthMode
+}
+
+/**
+ * Where the source profile is and where its clones live. `root: undefined` means `defaultRoot()`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Selection =
+  | { readonly _tag: "Native"; readonly root: string | undefined; readonly options: ResolvedOptions }
+  | {
+    readonly _tag: "Dedicated"
+    readonly dir: string
+    readonly root: string | undefined
+    readonly options: ResolvedOptions
+  }
+  | { readonly _tag: "CloneNative"; readonly root: string; readonly options: ResolvedOptions }
+  | {
+    readonly _tag: "CloneFrom"
+    readonly source: string
+    readonly root: string
+    readonly options: ResolvedOptions
+  }
+
+const resolve = (options: CloneOptions | undefined): ResolvedOptions => ({
+  settings: options?.settings ?? true,
+  mcp: options?.mcp ?? true,
+  skills: options?.skills ?? true,
+  auth: options?.auth ?? "link"
+})
+
+/**
+ * The provider's native default location (`layout.nativeDefault(process.env)`). A missing
+ * native profile clones as an empty profile.
+ *
+ * @since 0.1.0
+ * @category selections
+ */
+export const native = (options?: SelectionOptions): Selection => ({
+  _tag: "Native",
+  root: options?.root,
+  options: resolve(options)
+})
+
+/**
+ * A profile directory reserved to one live agent of this process: a second live agent
+ * selecting the same directory fails with `ProfileInUse`. The directory must exist.
+ *
+ * @since 0.1.0
+ * @category selections
+ */
+export const dedicated = (dir: string, options?: SelectionOptions): Selection => ({
+  _tag: "Dedicated",
+  dir,
+  root: options?.root,
+  options: resolve(options)
+})
+
+/**
+ * The native profile, cloned under `root`.
+ *
+ * @since 0.1.0
+ * @category selections
+ */
+export const cloneNative = (root: string, options?: CloneOptions): Selection => ({
+  _tag: "CloneNative",
+  root,
+  options: resolve(options)
+})
+
+/**
+ * The profile at `source` (which must exist), cloned under `root`.
+ *
+ * @since 0.1.0
+ * @category selections
+ */
+export const cloneFrom = (source: string, root: string, options?: CloneOptions): Selection => ({
+  _tag: "CloneFrom",
+  source,
+  root,
+  options: resolve(options)
+})
+
+/**
+ * A file a driver writes into the clone: `path` is relative to the profile directory,
+ * `/` separated, without `..`; `mode` defaults to `0o600`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MaterializedFile {
+  readonly path: string
+  readonly content: string | Uint8Array
+  readonly mode?: number
+}
+
+/**
+ * Who a clone belongs to. `identity` overrides the default identity (`<provider>:<source>`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Owner {
+  readonly agentId: string
+  readonly identity?: string
+}
+
+/**
+ * A live execution clone, valid until its scope closes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExecutionProfile {
+  /** The clone directory (`<root>/<random>`) holding the profile and its siblings. */
+  readonly root: string
+  /** Absolute profile directory: the value of the layout's selector variables. */
+  readonly dir: string
+  /** Absolute sibling directories by layout name (each empty and 0700 at creation). */
+  readonly siblings: { readonly [name: string]: string }
+  /** Each selector variable mapped to `dir`. */
+  readonly env: { readonly [name: string]: string }
+  /** Absolute source profile path (never written). */
+  readonly source: string
+  /** Stable across clones of one source: `owner.identity` or `<provider>:<canonical source>`. */
+  readonly identity: string
+  /**
+   * sha256 (hex) over the copied settings, MCP declarations and skills (relative path, class,
+   * content); never auth: rotating a linked or copied auth file does not change it.
+   */
+  readonly fingerprint: string
+  /**
+   * Writes files into the clone, recording each in the ownership manifest (owner + content
+   * sha256). An entry brought from the source (copy or auth link) is replaced, never written
+   * through. Fails with `ProfileCollision` before writing anything when an entry exists that
+   * the clone does not own (`Unowned`), a previously materialized entry was changed
+   * (`UserModified`), or a parent is a symlink (`ThroughLink`); with `ProfileError`
+   * (`InvalidPath`) for absolute paths, `..`, empty or duplicate paths, or a path that is also
+   * the parent directory of another path of the batch; with `ProfileError` (`CloneClosed`)
+   * after the clone's scope closed. Calls on one clone run one at a time.
+   */
+  readonly materialize: (
+    files: ReadonlyArray<MaterializedFile>
+  ) => Effect.Effect<void, ProfileError | ProfileCollision>
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export class ProfileError extends Schema.TaggedError<ProfileError>()("ProfileError", {
+  reason: Schema.Literal("SourceMissing", "InvalidPath", "UnsafeRoot", "CloneClosed", "Io"),
+  path: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.reason}: ${this.path}: ${this.detail}`
+  }
+}
+
+/**
+ * A dedicated profile already used by a live agent of this process.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ProfileInUse extends Schema.TaggedError<ProfileInUse>()("ProfileInUse", {
+  dir: Schema.String,
+  agentId: Schema.String
+}) {
+  override get message(): string {
+    return `profile ${this.dir} is in use by agent ${this.agentId}`
+  }
+}
+
+/**
+ * An entry the clone must not overwrite. `Reserved`: a source entry sits at a name the layout
+ * reserves for the driver.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ProfileCollision extends Schema.TaggedError<ProfileCollision>()("ProfileCollision", {
+  reason: Schema.Literal("Reserved", "Unowned", "UserModified", "ThroughLink"),
+  path: Schema.String
+}) {
+  override get message(): string {
+    return `${this.reason}: ${this.path}`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type ProfileFailure = ProfileError | ProfileInUse | ProfileCollision
+
+/**
+ * `<os.tmpdir()>/tether-clones-<uid>`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const defaultRoot = (): string => internal.defaultRoot()
+
+/**
+ * Acquires an execution clone of `selection` for `owner`. Clones left by dead owners under the
+ * same root are reclaimed first (once per root per process). The clone is removed when the
+ * scope closes (including failure and interruption), except materialized entries that were
+ * changed after being written: those are kept and the clone is marked retained.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const clone: (
+  selection: Selection,
+  layout: ProfileLayout,
+  owner: Owner
+) => Effect.Effect<ExecutionProfile, ProfileFailure, Scope.Scope | FileSystem.FileSystem | Path.Path> = (
+  selection,
+  layout,
+  owner
+) => internal.clone(selection, layout, owner)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReclaimOptions {
+  readonly root?: string
+  /** Directories without a readable marker are removed only when older than this (default 10 min). */
+  readonly unmarkedGraceMillis?: number
+}
+
+/**
+ * Removes the clones under a root (default `defaultRoot()`) whose marker names an owner process
+ * that is no longer alive (pid + start time, so a reused pid does not keep a clone alive).
+ * Retained clones and clones of live owners are left alone. Returns the removed directories.
+ *
+ * @since 0.1.0
+ * @category reclaim
+ */
+export const reclaim: (
+  options?: ReclaimOptions
+) => Effect.Effect<ReadonlyArray<string>, ProfileError, FileSystem.FileSystem | Path.Path> = (options) =>
+  internal.reclaim(options)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface DeclaredEntry {
+  readonly path: string
+  readonly class: EntryClass
+  readonly kind: "file" | "symlink"
+  /** Whether the entry sits at a reserved name (cloning it would fail). */
+  readonly reserved: boolean
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface MaterializedEntry {
+  readonly path: string
+  readonly owner: string
+  readonly sha256: string
+  readonly state: "intact" | "modified" | "missing"
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface CloneReport {
+  readonly root: string
+  readonly agentId: string
+  readonly pid: number
+  readonly alive: boolean
+  readonly retained: boolean
+  readonly materialized: ReadonlyArray<MaterializedEntry>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Inspection {
+  readonly source: string
+  readonly exists: boolean
+  readonly identity: string
+  /** Source entries in a declared class, sorted by path. */
+  readonly declared: ReadonlyArray<DeclaredEntry>
+  /** Clones of this source found under the selection's root, as observed on disk. */
+  readonly clones: ReadonlyArray<CloneReport>
+}
+
+/**
+ * Describes what the layout declares in the selection's source and what is materialized in
+ * the clones of that source under the selection's root, only as observed on disk. Reads only.
+ *
+ * @since 0.1.0
+ * @category inspect
+ */
+export const inspect: (
+  selection: Selection,
+  layout: ProfileLayout
+) => Effect.Effect<Inspection, ProfileError, FileSystem.FileSystem | Path.Path> = (selection, layout) =>
+  inspection.inspect(selection, layout)

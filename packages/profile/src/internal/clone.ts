@@ -1,0 +1,269 @@
+/**
+ * Execution clones: acquisition, materialization with an ownership manifest, and removal.
+ *
+ * @internal
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { globalValue } from "effect/GlobalValue"
+import * as NodeFs from "node:fs/promises"
+import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
+import type { ExecutionProfile, MaterializedFile, Owner, Selection } from "../Profile.js"
+import type { ProfileLayout } from "../ProfileLayout.js"
+import * as owner from "./owner.js"
+import { clonePrefix, reclaim } from "./reclaim.js"
+import { io, lstat, seed, type Seeded, sha256, stillSeeded, walk } from "./seed.js"
+import { ensureRoot, resolveSource, rootOf } from "./source.js"
+
+export { reclaim } from "./reclaim.js"
+export { defaultRoot } from "./source.js"
+
+/** Dedicated sources held by live agents of this process: canonical path → agent id. */
+const dedicatedInUse = globalValue(Symbol.for("@tether/profile/dedicatedInUse"), () => new Map<string, string>())
+/** Roots already reclaimed by this process. */
+const reclaimedRoots = globalValue(Symbol.for("@tether/profile/reclaimedRoots"), () => new Set<string>())
+
+interface CloneState {
+  readonly seeded: Map<string, Seeded>
+  readonly manifest: Map<string, owner.ManifestEntry>
+  /** Serializes `materialize` calls and the removal at close. */
+  readonly lock: Effect.Semaphore
+  closed: boolean
+}
+
+const writeJson = (file: string, value: unknown) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const temporary = `${file}.${process.pid}.tmp`
+    yield* fs.writeFileString(temporary, JSON.stringify(value, null, 2), { mode: 0o600 })
+    yield* fs.rename(temporary, file)
+  }).pipe(Effect.mapError(io(file)))
+
+const lock = (canonical: string, agentId: string) =>
+  Effect.acquireRelease(
+    Effect.suspend(() => {
+      const holder = dedicatedInUse.get(canonical)
+      if (holder !== undefined) return Effect.fail(new ProfileInUse({ dir: canonical, agentId: holder }))
+      dedicatedInUse.set(canonical, agentId)
+      return Effect.void
+    }),
+    () => Effect.sync(() => dedicatedInUse.delete(canonical))
+  )
+
+const invalid = (path: string, detail: string) => new ProfileError({ reason: "InvalidPath", path, detail })
+
+const segmentsOf = (file: string): ReadonlyArray<string> | undefined => {
+  if (file.length === 0 || file.startsWith("/") || file.includes("\0")) return undefined
+  const segments = file.split("/")
+  return segments.some((s) => s === "" || s === "." || s === "..") ? undefined : segments
+}
+
+/** The state of a previously materialized entry on disk. */
+const entryState = (absolute: string, entry: owner.ManifestEntry) =>
+  Effect.gen(function*() {
+    const info = yield* lstat(absolute)
+    if (info === undefined) return "missing" as const
+    if (!info.isFile()) return "modified" as const
+    const content = yield* Effect.tryPromise({ try: () => NodeFs.readFile(absolute), catch: io(absolute) })
+    return sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
+  })
+
+/** @internal */
+export { entryState }
+
+const materialize = (
+  services: { readonly fs: FileSystem.FileSystem; readonly path: Path.Path },
+  profileDir: string,
+  agentId: string,
+  cloneRoot: string,
+  state: CloneState
+) =>
+(
+  files: ReadonlyArray<MaterializedFile>
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    // After close the directory is gone: writing would recreate part of it.
+    if (state.closed) return yield* new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" })
+    const planned: Array<{ readonly file: MaterializedFile; readonly rel: string; readonly absolute: string }> = []
+    const seen = new Set<string>()
+    for (const file of files) {
+      const segments = segmentsOf(file.path)
+      if (segments === undefined) return yield* invalid(file.path, "not a relative path inside the profile")
+      const rel = segments.join("/")
+      if (seen.has(rel)) return yield* invalid(file.path, "materialized twice in one batch")
+      seen.add(rel)
+      // Every existing parent must be a real directory of the clone: never write through a link.
+      for (let i = 1; i < segments.length; i++) {
+        const parent = segments.slice(0, i).join("/")
+        const info = yield* lstat(path.join(profileDir, ...segments.slice(0, i)))
+        if (info === undefined) break
+        if (info.isSymbolicLink()) return yield* new ProfileCollision({ reason: "ThroughLink", path: parent })
+        if (!info.isDirectory()) return yield* new ProfileCollision({ reason: "Unowned", path: parent })
+      }
+      const absolute = path.join(profileDir, ...segments)
+      const info = yield* lstat(absolute)
+      if (info !== undefined) {
+        const owned = state.manifest.get(rel)
+        const seeded = state.seeded.get(rel)
+        if (owned !== undefined) {
+          if ((yield* entryState(absolute, owned)) !== "intact") {
+            return yield* new ProfileCollision({ reason: "UserModified", path: rel })
+          }
+        } else if (seeded === undefined || !(yield* stillSeeded(absolute, seeded))) {
+          return yield* new ProfileCollision({ reason: "Unowned", path: rel })
+        }
+      }
+      planned.push({ file, rel, absolute })
+    }
+    for (const { rel } of planned) {
+      if (planned.some((other) => other.rel.startsWith(`${rel}/`))) {
+        return yield* invalid(rel, "materialized both as a file and as a directory in one batch")
+      }
+    }
+    for (const { absolute, file, rel } of planned) {
+      const mode = (file.mode ?? 0o600) & 0o777
+      const content = typeof file.content === "string" ? new TextEncoder().encode(file.content) : file.content
+      yield* fs.makeDirectory(path.dirname(absolute), { recursive: true, mode: 0o700 }).pipe(
+        Effect.mapError(io(absolute))
+      )
+      // Unlink first (a seeded auth link is replaced, never followed), then create exclusively.
+      yield* fs.remove(absolute, { force: true }).pipe(Effect.mapError(io(absolute)))
+      yield* fs.writeFile(absolute, content, { flag: "wx", mode }).pipe(Effect.mapError(io(absolute)))
+      yield* fs.chmod(absolute, mode).pipe(Effect.mapError(io(absolute)))
+      state.seeded.delete(rel)
+      state.manifest.set(rel, { path: rel, sha256: sha256(content), mode, owner: agentId })
+    }
+    yield* writeJson(path.join(cloneRoot, owner.manifestName), {
+      version: 1,
+      entries: [...state.manifest.values()]
+    })
+  }).pipe(
+    state.lock.withPermits(1),
+    Effect.provideService(FileSystem.FileSystem, services.fs),
+    Effect.provideService(Path.Path, services.path),
+    Effect.withSpan("Profile.materialize")
+  )
+
+/** Removes the clone; materialized entries changed since they were written are kept. */
+const release = (cloneRoot: string, profileDir: string, state: CloneState) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    state.closed = true
+    const kept: Array<string> = []
+    for (const entry of state.manifest.values()) {
+      if ((yield* entryState(path.join(profileDir, ...entry.path.split("/")), entry)) === "modified") {
+        kept.push(entry.path)
+      }
+    }
+    if (kept.length === 0) {
+      return yield* fs.remove(cloneRoot, { recursive: true, force: true }).pipe(Effect.mapError(io(cloneRoot)))
+    }
+    const keep = new Set(kept.flatMap((rel) => {
+      const segments = rel.split("/")
+      return segments.map((_, i) => segments.slice(0, i + 1).join("/"))
+    }))
+    const prune = (dir: string, rel: string): Effect.Effect<void, ProfileError> =>
+      Effect.gen(function*() {
+        for (const name of yield* Effect.tryPromise({ try: () => NodeFs.readdir(dir), catch: io(dir) })) {
+          const child = rel === "" ? name : `${rel}/${name}`
+          const absolute = path.join(dir, name)
+          if (!keep.has(child)) {
+            yield* fs.remove(absolute, { recursive: true, force: true }).pipe(Effect.mapError(io(absolute)))
+          } else if ((yield* lstat(absolute))?.isDirectory() === true) {
+            yield* prune(absolute, child)
+          }
+        }
+      })
+    yield* prune(profileDir, "")
+    for (const name of yield* Effect.tryPromise({ try: () => NodeFs.readdir(cloneRoot), catch: io(cloneRoot) })) {
+      if (name === "profile" || name === owner.markerName || name === owner.manifestName) continue
+      yield* fs.remove(path.join(cloneRoot, name), { recursive: true, force: true }).pipe(Effect.mapError(io(name)))
+    }
+    const markerFile = path.join(cloneRoot, owner.markerName)
+    const text = yield* fs.readFileString(markerFile).pipe(Effect.mapError(io(markerFile)))
+    const marker = yield* owner.decodeMarker(text).pipe(Effect.mapError(() => io(markerFile)("unreadable marker")))
+    yield* writeJson(markerFile, { ...marker, retained: kept })
+    yield* Effect.logWarning("profile clone retained: materialized entries were changed after being written").pipe(
+      Effect.annotateLogs({ clone: cloneRoot, kept: kept.join(", ") })
+    )
+  }).pipe(
+    state.lock.withPermits(1),
+    Effect.interruptible,
+    Effect.timeout(Duration.seconds(30)),
+    Effect.catchAllCause((cause) =>
+      Effect.logError("profile clone removal failed").pipe(Effect.annotateLogs({ clone: cloneRoot, cause }))
+    )
+  )
+
+/** @internal */
+export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const source = yield* resolveSource(selection, layout)
+    const { root: requested, strict } = rootOf(selection)
+    const root = yield* ensureRoot(requested, strict)
+    if (!reclaimedRoots.has(root)) {
+      reclaimedRoots.add(root)
+      yield* reclaim({ root })
+    }
+    if (selection._tag === "Dedicated") yield* lock(source.canonical, who.agentId)
+    const identity = who.identity ?? `${layout.provider}:${source.canonical}`
+    const entries = source.exists ? yield* walk(source.path, layout) : []
+    const state: CloneState = {
+      seeded: new Map(),
+      manifest: new Map(),
+      lock: yield* Effect.makeSemaphore(1),
+      closed: false
+    }
+    const cloneRoot = yield* Effect.acquireRelease(
+      Effect.gen(function*() {
+        const dir = yield* fs.makeTempDirectory({ directory: root, prefix: clonePrefix })
+        yield* fs.chmod(dir, 0o700)
+        yield* writeJson(
+          path.join(dir, owner.markerName),
+          {
+            version: 1,
+            ...owner.self(),
+            agentId: who.agentId,
+            identity,
+            provider: layout.provider,
+            source: source.path,
+            createdAt: new Date().toISOString()
+          } satisfies owner.Marker
+        )
+        return dir
+      }).pipe(Effect.mapError(io(root))),
+      (dir) => release(dir, path.join(dir, "profile"), state)
+    )
+    const dir = path.join(cloneRoot, "profile")
+    yield* fs.makeDirectory(dir, { mode: 0o700 }).pipe(Effect.mapError(io(dir)))
+    const siblings: Record<string, string> = {}
+    for (const name of layout.siblings) {
+      const sibling = path.join(cloneRoot, name)
+      if (segmentsOf(name)?.length !== 1 || name === "profile" || name.startsWith(".tether")) {
+        return yield* invalid(name, "a sibling is one plain name other than `profile`")
+      }
+      yield* fs.makeDirectory(sibling, { mode: 0o700 }).pipe(Effect.mapError(io(sibling)))
+      siblings[name] = sibling
+    }
+    const { fingerprint, seeded } = yield* seed(entries, dir, selection.options)
+    for (const [rel, entry] of seeded) state.seeded.set(rel, entry)
+    const env: Record<string, string> = {}
+    for (const name of layout.selectorEnv) env[name] = dir
+    return {
+      root: cloneRoot,
+      dir,
+      siblings,
+      env,
+      source: source.path,
+      identity,
+      fingerprint,
+      materialize: materialize({ fs, path }, dir, who.agentId, cloneRoot, state)
+    } satisfies ExecutionProfile
+  }).pipe(Effect.withSpan("Profile.clone"))

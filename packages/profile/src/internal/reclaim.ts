@@ -1,0 +1,70 @@
+/**
+ * Reclaiming clones left behind by dead owners (a host that was SIGKILLed never ran its
+ * finalizers), and reading the clones of a root.
+ *
+ * @internal
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as NodeFs from "node:fs/promises"
+import type { ReclaimOptions } from "../Profile.js"
+import * as owner from "./owner.js"
+import { io, lstat } from "./seed.js"
+import { defaultRoot } from "./source.js"
+
+/** Names produced by `mkdtemp(<root>/c-)`: nothing else in a root is ever removed. @internal */
+export const clonePrefix = "c-"
+const cloneName = /^c-[A-Za-z0-9]{6}$/
+
+/** @internal */
+export interface FoundClone {
+  readonly dir: string
+  readonly marker: owner.Marker | undefined
+  readonly mtimeMs: number
+}
+
+const readText = (file: string) =>
+  Effect.tryPromise({ try: () => NodeFs.readFile(file, "utf8").catch(() => undefined), catch: io(file) })
+
+/** The clone directories of `root` (none when it does not exist), with their markers. @internal */
+export const listClones = (root: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const names = yield* Effect.tryPromise({
+      try: () => NodeFs.readdir(root).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? [] : Promise.reject(e)),
+      catch: io(root)
+    })
+    const found: Array<FoundClone> = []
+    for (const name of names.sort()) {
+      if (!cloneName.test(name)) continue
+      const dir = path.join(root, name)
+      const info = yield* lstat(dir)
+      if (info === undefined || !info.isDirectory()) continue
+      const text = yield* readText(path.join(dir, owner.markerName))
+      const marker = text === undefined ? undefined : Option.getOrUndefined(owner.decodeMarker(text))
+      found.push({ dir, marker, mtimeMs: info.mtimeMs })
+    }
+    return found
+  })
+
+/** @internal */
+export const reclaim = (options?: ReclaimOptions) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const root = path.resolve(options?.root ?? defaultRoot())
+    const grace = options?.unmarkedGraceMillis ?? 10 * 60_000
+    const removed: Array<string> = []
+    for (const found of yield* listClones(root)) {
+      const stale = found.marker === undefined
+        ? Date.now() - found.mtimeMs > grace
+        : found.marker.retained === undefined && !owner.ownerAlive(found.marker)
+      if (!stale) continue
+      // Another process may reclaim the same directory at the same time: `force` ignores ENOENT.
+      yield* fs.remove(found.dir, { recursive: true, force: true }).pipe(Effect.mapError(io(found.dir)))
+      removed.push(found.dir)
+    }
+    return removed
+  }).pipe(Effect.withSpan("Profile.reclaim"))

@@ -1,0 +1,198 @@
+/**
+ * Reading a source profile: the walk over declared entries, seeding a clone from it and the
+ * fingerprint of what was copied. The source is only ever read (lstat, stat, readdir,
+ * readlink, realpath, read).
+ *
+ * @internal
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Effect from "effect/Effect"
+import * as NodeCrypto from "node:crypto"
+import * as NodeFs from "node:fs/promises"
+import { ProfileCollision, ProfileError } from "../Profile.js"
+import type { ResolvedOptions } from "../Profile.js"
+import type { EntryClass, ProfileLayout } from "../ProfileLayout.js"
+import * as Layout from "../ProfileLayout.js"
+import * as glob from "./glob.js"
+
+/** A declared entry of the source: a regular file, or a symlink that resolves to one. @internal */
+export interface SourceEntry {
+  readonly path: string
+  readonly absolute: string
+  readonly class: EntryClass
+  readonly kind: "file" | "symlink"
+  readonly reserved: boolean
+}
+
+/** How an entry was brought into the clone (used to recognise it before replacing it). @internal */
+export type Seeded =
+  | { readonly kind: "copy"; readonly sha256: string }
+  | { readonly kind: "symlink"; readonly target: string }
+  | { readonly kind: "hardlink"; readonly ino: number }
+
+/** @internal */
+export const io = (path: string) => (cause: unknown): ProfileError =>
+  new ProfileError({
+    reason: "Io",
+    path,
+    detail: cause instanceof Error ? cause.message : String(cause)
+  })
+
+/** @internal */
+export const sha256 = (data: string | Uint8Array): string => NodeCrypto.createHash("sha256").update(data).digest("hex")
+
+/**
+ * Whether the entry at `absolute` is still exactly what seeding put there (a provider that
+ * replaced or edited it made it its own).
+ *
+ * @internal
+ */
+export const stillSeeded = (absolute: string, seeded: Seeded) =>
+  Effect.gen(function*() {
+    const info = yield* lstat(absolute)
+    if (info === undefined) return false
+    switch (seeded.kind) {
+      case "symlink":
+        return info.isSymbolicLink() &&
+          (yield* Effect.tryPromise({ try: () => NodeFs.readlink(absolute), catch: io(absolute) })) === seeded.target
+      case "hardlink":
+        return info.isFile() && info.ino === seeded.ino
+      case "copy":
+        return info.isFile() &&
+          sha256(yield* Effect.tryPromise({ try: () => NodeFs.readFile(absolute), catch: io(absolute) })) ===
+            seeded.sha256
+    }
+  })
+
+/** lstat that answers `undefined` for a missing entry. @internal */
+export const lstat = (path: string) =>
+  Effect.tryPromise({
+    try: () =>
+      NodeFs.lstat(path).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? undefined : Promise.reject(e)),
+    catch: io(path)
+  })
+
+const allGlobs = (layout: ProfileLayout): ReadonlyArray<string> => [
+  ...layout.classes.settings,
+  ...layout.classes.mcp,
+  ...layout.classes.skills,
+  ...layout.classes.auth
+]
+
+/**
+ * Every declared entry under `source`, sorted by path. Symlinks are followed for reading
+ * (a symlinked directory is walked, cycles are cut by real path); dangling links, sockets and
+ * other special files are skipped. Directories no declared glob can reach are not walked.
+ *
+ * @internal
+ */
+export const walk = (source: string, layout: ProfileLayout) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const patterns = allGlobs(layout)
+    const entries: Array<SourceEntry> = []
+    const visit = (
+      dir: string,
+      rel: string,
+      ancestors: ReadonlySet<string>
+    ): Effect.Effect<void, ProfileError> =>
+      Effect.gen(function*() {
+        const names = yield* Effect.tryPromise({ try: () => NodeFs.readdir(dir), catch: io(dir) })
+        names.sort()
+        for (const name of names) {
+          const absolute = path.join(dir, name)
+          const relative = rel === "" ? name : `${rel}/${name}`
+          const link = yield* lstat(absolute)
+          if (link === undefined) continue
+          let info = link
+          if (link.isSymbolicLink()) {
+            const target = yield* Effect.tryPromise({
+              try: () => NodeFs.stat(absolute).catch(() => undefined),
+              catch: io(absolute)
+            })
+            if (target === undefined) continue
+            info = target
+          }
+          if (info.isDirectory()) {
+            if (!glob.couldMatchBelow(patterns, relative)) continue
+            const real = yield* Effect.tryPromise({ try: () => NodeFs.realpath(absolute), catch: io(absolute) })
+            if (ancestors.has(real)) continue
+            yield* visit(absolute, relative, new Set([...ancestors, real]))
+          } else if (info.isFile()) {
+            const cls = Layout.classify(layout, relative)
+            if (cls === undefined) continue
+            entries.push({
+              path: relative,
+              absolute,
+              class: cls,
+              kind: link.isSymbolicLink() ? "symlink" : "file",
+              reserved: Layout.isReserved(layout, relative)
+            })
+          }
+        }
+      })
+    const root = yield* Effect.tryPromise({ try: () => NodeFs.realpath(source), catch: io(source) })
+    yield* visit(source, "", new Set([root]))
+    return entries
+  })
+
+const included = (entry: SourceEntry, options: ResolvedOptions): boolean =>
+  entry.class === "auth" ? options.auth !== "none" : options[entry.class]
+
+/**
+ * Brings the included entries of `source` into `profileDir` (an empty directory). Copies are
+ * regular files with the source's permission bits; auth in `link` mode is a symlink to the
+ * source entry, or a hard link to its resolved file where symlinks fail. Returns what was
+ * seeded and the fingerprint of the copied non-auth entries. A reserved entry fails with
+ * `ProfileCollision` before anything is written.
+ *
+ * @internal
+ */
+export const seed = (
+  entries: ReadonlyArray<SourceEntry>,
+  profileDir: string,
+  options: ResolvedOptions
+) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const selected = entries.filter((entry) => included(entry, options))
+    const reserved = selected.find((entry) => entry.reserved)
+    if (reserved !== undefined) {
+      return yield* new ProfileCollision({ reason: "Reserved", path: reserved.path })
+    }
+    const seeded = new Map<string, Seeded>()
+    const digest = NodeCrypto.createHash("sha256")
+    for (const entry of selected) {
+      const target = path.join(profileDir, ...entry.path.split("/"))
+      yield* fs.makeDirectory(path.dirname(target), { recursive: true, mode: 0o700 }).pipe(
+        Effect.mapError(io(target))
+      )
+      if (entry.class === "auth" && options.auth === "link") {
+        const linked: Seeded = yield* fs.symlink(entry.absolute, target).pipe(
+          Effect.as<Seeded>({ kind: "symlink", target: entry.absolute }),
+          Effect.orElse(() =>
+            Effect.tryPromise({ try: () => NodeFs.realpath(entry.absolute), catch: io(entry.absolute) }).pipe(
+              Effect.tap((real) => fs.link(real, target).pipe(Effect.mapError(io(target)))),
+              Effect.flatMap(() => lstat(target)),
+              Effect.map((info): Seeded => ({ kind: "hardlink", ino: info?.ino ?? -1 }))
+            )
+          )
+        )
+        seeded.set(entry.path, linked)
+        continue
+      }
+      const content = yield* fs.readFile(entry.absolute).pipe(Effect.mapError(io(entry.absolute)))
+      const mode = (yield* Effect.tryPromise({ try: () => NodeFs.stat(entry.absolute), catch: io(entry.absolute) }))
+        .mode & 0o777
+      // `wx` never follows or reuses an existing entry.
+      yield* fs.writeFile(target, content, { flag: "wx", mode }).pipe(Effect.mapError(io(target)))
+      yield* fs.chmod(target, mode).pipe(Effect.mapError(io(target)))
+      seeded.set(entry.path, { kind: "copy", sha256: sha256(content) })
+      if (entry.class !== "auth") {
+        digest.update(`${entry.class}\0${entry.path}\0${sha256(content)}\n`)
+      }
+    }
+    return { seeded, fingerprint: digest.digest("hex") }
+  })
