@@ -6,6 +6,7 @@
  */
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import * as internal from "./internal/catalog.js"
 
 /**
  * A JSON Schema document (Draft 2020-12), inline, describing the encoded side of a Schema.
@@ -58,6 +59,17 @@ export interface Catalog {
 }
 
 /**
+ * The fingerprint of a list of descriptors: SHA-256 (hex) over the domain tag
+ * `tether.tool.catalog.v1` and newline, then the canonical JSON (object keys sorted, no
+ * whitespace, `undefined` members omitted) of the descriptors sorted by name. Independent of
+ * tool order and key order; equal to `catalog.fingerprint` for the catalog's descriptors.
+ *
+ * @since 0.1.0
+ * @category fingerprint
+ */
+export const fingerprint: (descriptors: ReadonlyArray<Descriptor>) => string = internal.fingerprint
+
+/**
  * The stable, model-visible codes of a generic failure.
  *
  * @since 0.1.0
@@ -88,15 +100,28 @@ export type Outcome =
  * @category models
  */
 export interface ExecuteOptions {
-  /** The handler is interrupted and `deadline_exceeded` is returned at this deadline. */
+  /**
+   * The handler is interrupted and `deadline_exceeded` is returned at this deadline, on time
+   * even if the handler ignores interruption (it is then interrupted in the background).
+   * Absent: no deadline.
+   */
   readonly deadline?: Duration.DurationInput
+  /**
+   * When this signal aborts (e.g. the MCP request's `extra.signal`), the handler is
+   * interrupted (its finalizers run in the background) and `canceled` is returned at once.
+   * An already aborted signal answers `canceled` without running the handler.
+   */
+  readonly signal?: AbortSignal
 }
 
 /**
  * A catalog bound to its handlers: what the gateway registers. `execute` never fails and
  * never exposes handler error text: every failure is an `Outcome`. Interrupting `execute`
- * interrupts the handler (its finalizers run). Calling an unknown name yields
+ * interrupts the handler (its finalizers run; with a `deadline` or `signal` the caller does
+ * not wait for them, without either it does). Calling an unknown name yields
  * `Failed("invalid_input")`; callers that must hide unknown tools check `catalog` first.
+ * `execute` opens no span of its own (it is the hot path): its caller traces the call, as the
+ * gateway's `Gateway.call` span does. Log lines carry `tool` and `code` annotations.
  *
  * @since 0.1.0
  * @category models

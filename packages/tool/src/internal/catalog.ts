@@ -1,0 +1,138 @@
+/**
+ * Validation of tool definitions, descriptors and the catalog fingerprint.
+ *
+ * @internal
+ */
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import { createHash } from "node:crypto"
+import type * as Catalog from "../Catalog.js"
+import { ToolDefinitionError } from "../Tool.js"
+import * as Json from "./json.js"
+import * as JsonSchema from "./jsonSchema.js"
+import type { ToolData } from "./tool.js"
+
+/** @internal */
+export const namePattern = /^[A-Za-z0-9_.-]{1,128}$/
+
+/** @internal */
+export const fingerprintDomain = "tether.tool.catalog.v1\n"
+
+/** What execution needs to know about one validated tool, beyond its descriptor. */
+/** @internal */
+export interface Definition {
+  readonly tool: ToolData
+  readonly descriptor: Catalog.Descriptor
+  /** The encoded output is published and sent as `{ result: value }`. */
+  readonly wrap: boolean
+  readonly outputIsOverride: boolean
+}
+
+/** @internal */
+export interface Built {
+  readonly catalog: Catalog.Catalog
+  readonly definitions: ReadonlyMap<string, Definition>
+}
+
+const shown = (name: unknown): string => {
+  const text = typeof name === "string" ? name : String(name)
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text
+}
+
+const fail = (tool: string, reason: ToolDefinitionError["reason"], detail: string) =>
+  Either.left(new ToolDefinitionError({ tool, reason, detail }))
+
+const annotationKeys = [
+  ["readOnly", "readOnlyHint"],
+  ["destructive", "destructiveHint"],
+  ["idempotent", "idempotentHint"],
+  ["openWorld", "openWorldHint"]
+] as const
+
+const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError> =>
+  Either.gen(function*() {
+    const name = tool.name
+    if (typeof name !== "string" || !namePattern.test(name)) {
+      return yield* fail(shown(name), "InvalidName", "a tool name must match ^[A-Za-z0-9_.-]{1,128}$")
+    }
+    if (typeof tool.description !== "string" || tool.description.trim().length === 0) {
+      return yield* fail(name, "EmptyDescription", "a tool needs a non-empty description")
+    }
+    if (tool.title !== undefined && (typeof tool.title !== "string" || tool.title.trim().length === 0)) {
+      return yield* fail(name, "InvalidTitle", "a title, when given, must be a non-empty string")
+    }
+    if (tool.revision !== undefined && (typeof tool.revision !== "string" || tool.revision.trim().length === 0)) {
+      return yield* fail(name, "InvalidRevision", "a revision, when given, must be a non-empty string")
+    }
+    const annotations: { -readonly [K in keyof Catalog.Annotations]: boolean } = {}
+    for (const [key, hint] of annotationKeys) {
+      const value: unknown = tool.annotations[key]
+      if (value === undefined) continue
+      if (typeof value !== "boolean") {
+        return yield* fail(name, "InvalidAnnotations", `the ${key} hint must be true, false or absent`)
+      }
+      annotations[hint] = value
+    }
+    if (annotations.readOnlyHint === true && annotations.destructiveHint === true) {
+      return yield* fail(name, "ContradictoryAnnotations", "a read-only tool cannot be destructive")
+    }
+    for (
+      const [label, schema] of [["input", tool.inputSchema], ["output", tool.outputSchema], [
+        "failure",
+        tool.failureSchema
+      ]] as const
+    ) {
+      if (!Schema.isSchema(schema)) return yield* fail(name, "InvalidSchema", `the ${label} is not an Effect Schema`)
+    }
+    const schemaOf = (label: string, override: Catalog.JsonSchema | undefined, schema: Schema.Schema.AnyNoContext) =>
+      Either.mapLeft(
+        override !== undefined ? JsonSchema.checkOverride(override) : JsonSchema.infer(schema),
+        (problem) =>
+          new ToolDefinitionError({ tool: name, reason: problem.reason, detail: `${label}: ${problem.detail}` })
+      )
+    const inputSchema = yield* schemaOf("input schema", tool.inputSchemaJson, tool.inputSchema)
+    if (!JsonSchema.isObjectSchema(inputSchema)) {
+      return yield* fail(name, "NonObjectInput", "the input must encode as a JSON object (MCP requires an object)")
+    }
+    const published = yield* schemaOf("output schema", tool.outputSchemaJson, tool.outputSchema)
+    const wrap = !JsonSchema.isObjectSchema(published)
+    const outputSchema = wrap ? JsonSchema.envelope(published) : published
+    const descriptor: Catalog.Descriptor = Json.deepFreeze({
+      name,
+      title: tool.title,
+      description: tool.description,
+      inputSchema,
+      outputSchema,
+      annotations,
+      revision: tool.revision
+    })
+    return { tool, descriptor, wrap, outputIsOverride: tool.outputSchemaJson !== undefined }
+  })
+
+const byName = (a: Catalog.Descriptor, b: Catalog.Descriptor): number => a.name < b.name ? -1 : a.name > b.name ? 1 : 0
+
+/**
+ * SHA-256 (hex) over the domain tag and the canonical JSON of the descriptors sorted by name.
+ *
+ * @internal
+ */
+export const fingerprint = (descriptors: ReadonlyArray<Catalog.Descriptor>): string => {
+  const sorted = [...descriptors].sort(byName)
+  return createHash("sha256").update(fingerprintDomain).update(Json.canonical(sorted)).digest("hex")
+}
+
+/** @internal */
+export const build = (tools: ReadonlyArray<ToolData>): Either.Either<Built, ToolDefinitionError> =>
+  Either.gen(function*() {
+    const definitions = new Map<string, Definition>()
+    for (const tool of tools) {
+      const definition = yield* describe(tool)
+      if (definitions.has(definition.descriptor.name)) {
+        return yield* fail(definition.descriptor.name, "DuplicateName", "two tools of this toolkit share this name")
+      }
+      definitions.set(definition.descriptor.name, definition)
+    }
+    const descriptors = Object.freeze([...definitions.values()].map((d) => d.descriptor).sort(byName))
+    const catalog: Catalog.Catalog = Object.freeze({ descriptors, fingerprint: fingerprint(descriptors) })
+    return { catalog, definitions }
+  })

@@ -1,0 +1,98 @@
+/**
+ * Plain JSON values: checked deep copies, deep freezing and canonical serialization
+ * (sorted keys, no insignificant whitespace).
+ *
+ * @internal
+ */
+import * as Either from "effect/Either"
+
+const maxDepth = 256
+
+const isPlainObject = (u: object): boolean => {
+  const proto = Object.getPrototypeOf(u)
+  return proto === Object.prototype || proto === null
+}
+
+type Copied = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: string }
+
+const fail = (reason: string): Copied => ({ ok: false, reason })
+
+const copy = (u: unknown, depth: number, path: string): Copied => {
+  if (u === null || typeof u === "string" || typeof u === "boolean") return { ok: true, value: u }
+  if (typeof u === "number") {
+    if (!Number.isFinite(u)) return fail(`${path} is not a finite number`)
+    // JSON has no -0: the copy holds what its JSON text says.
+    return { ok: true, value: u === 0 ? 0 : u }
+  }
+  if (typeof u !== "object") return fail(`${path} is a ${typeof u}, not JSON`)
+  if (depth >= maxDepth) return fail(`${path} is nested deeper than ${maxDepth}`)
+  if (Array.isArray(u)) {
+    const out: Array<unknown> = []
+    for (let i = 0; i < u.length; i++) {
+      const item = copy(u[i], depth + 1, `${path}[${i}]`)
+      if (!item.ok) return item
+      out.push(item.value)
+    }
+    return { ok: true, value: out }
+  }
+  if (!isPlainObject(u)) return fail(`${path} is not a plain object`)
+  const out: Record<string, unknown> = {}
+  for (const key of Object.keys(u)) {
+    const member = (u as Record<string, unknown>)[key]
+    // As in JSON.stringify, an `undefined` member is an absent one.
+    if (member === undefined) continue
+    const item = copy(member, depth + 1, `${path}.${key}`)
+    if (!item.ok) return item
+    // `__proto__` as an own key must stay data, never become the prototype.
+    Object.defineProperty(out, key, { value: item.value, enumerable: true, writable: true, configurable: true })
+  }
+  return { ok: true, value: out }
+}
+
+/**
+ * A deep copy of `u` if it is a plain JSON value (plain objects, arrays, strings, finite
+ * numbers, booleans, null; `undefined` object members are dropped), otherwise the reason it
+ * is not: nothing is converted silently (no `NaN` to `null`, no `toJSON`).
+ *
+ * @internal
+ */
+export const toJson = (u: unknown): Either.Either<unknown, string> => {
+  let copied: Copied
+  try {
+    copied = copy(u, 0, "$")
+  } catch {
+    // A getter or a Proxy trap threw while reading the value.
+    copied = fail("$ could not be read")
+  }
+  return copied.ok ? Either.right(copied.value) : Either.left(copied.reason)
+}
+
+/** @internal */
+export const deepFreeze = <A>(u: A): A => {
+  if (typeof u === "object" && u !== null && !Object.isFrozen(u)) {
+    for (const key of Object.keys(u)) deepFreeze((u as Record<string, unknown>)[key])
+    Object.freeze(u)
+  }
+  return u
+}
+
+const compareKeys = (a: string, b: string): number => a < b ? -1 : a > b ? 1 : 0
+
+/**
+ * Canonical JSON of a value already known to be plain JSON: object keys sorted by UTF-16
+ * code units, `undefined` object members omitted, numbers and strings as `JSON.stringify`
+ * writes them.
+ *
+ * @internal
+ */
+export const canonical = (u: unknown): string => {
+  if (u === null || typeof u !== "object") return JSON.stringify(u) ?? "null"
+  if (Array.isArray(u)) return `[${u.map(canonical).join(",")}]`
+  const record = u as Record<string, unknown>
+  const parts: Array<string> = []
+  for (const key of Object.keys(record).sort(compareKeys)) {
+    const value = record[key]
+    if (value !== undefined) parts.push(`${JSON.stringify(key)}:${canonical(value)}`)
+  }
+  return `{${parts.join(",")}}`
+}

@@ -1,0 +1,292 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FastCheck from "effect/FastCheck"
+import * as Schema from "effect/Schema"
+import { execFileSync } from "node:child_process"
+import * as Path from "node:path"
+import { fingerprintFixture } from "./fixtures/fingerprint.js"
+import { build, type Spec, specArbitrary, specsArbitrary } from "./fixtures/tools.js"
+
+const base = { description: "A tool.", input: { key: Schema.String }, output: Schema.String }
+
+const catalogOf = (...tools: ReadonlyArray<Tool.Any>) =>
+  Effect.runSync(Effect.either(Toolkit.catalog(Toolkit.make(...tools))))
+
+const errorOf = (...tools: ReadonlyArray<Tool.Any>) => {
+  const result = catalogOf(...tools)
+  if (Either.isRight(result)) return expect.unreachable("the toolkit was expected to be invalid")
+  return result.left
+}
+
+const fingerprintOf = (tools: ReadonlyArray<Tool.Any>): string => {
+  const result = catalogOf(...tools)
+  if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+  return result.right.fingerprint
+}
+
+describe("definition validation", () => {
+  const invalidNames = ["", "has space", "x".repeat(129), "ünïcode", "slash/name", "colon:name"]
+  for (const name of invalidNames) {
+    it(`rejects the name ${JSON.stringify(name.slice(0, 20))}`, () => {
+      const error = errorOf(Tool.make(name, base))
+      expect(error._tag).toBe("ToolDefinitionError")
+      expect(error.reason).toBe("InvalidName")
+      expect(error.tool.length).toBeLessThanOrEqual(65)
+    })
+  }
+
+  it("accepts a name of 128 allowed characters", () => {
+    expect(Either.isRight(catalogOf(Tool.make("a.B-9_".repeat(21) + "xx", base)))).toBe(true)
+  })
+
+  for (const description of ["", "   \n"]) {
+    it(`rejects the empty description ${JSON.stringify(description)}`, () => {
+      const error = errorOf(Tool.make("t", { ...base, description }))
+      expect([error.reason, error.tool]).toStrictEqual(["EmptyDescription", "t"])
+      expect(error.message).toContain("\"t\"")
+    })
+  }
+
+  it("rejects an empty title and an empty revision", () => {
+    expect(errorOf(Tool.make("t", { ...base, title: " " })).reason).toBe("InvalidTitle")
+    expect(errorOf(Tool.make("t", { ...base, revision: "" })).reason).toBe("InvalidRevision")
+  })
+
+  it("rejects duplicate names within a toolkit and across merged toolkits", () => {
+    const a = Tool.make("same", base)
+    const b = Tool.make("same", { ...base, description: "Another." })
+    expect([errorOf(a, b).reason, errorOf(a, b).tool]).toStrictEqual(["DuplicateName", "same"])
+    const merged = Toolkit.merge(Toolkit.make(a), Toolkit.make(Tool.make("other", base)), Toolkit.make(b))
+    const result = Effect.runSync(Effect.either(Toolkit.catalog(merged)))
+    expect(Either.isLeft(result) && result.left.reason).toBe("DuplicateName")
+  })
+
+  it("rejects inputs that do not encode as a JSON object", () => {
+    for (
+      const input of [
+        Schema.String,
+        Schema.Array(Schema.String),
+        Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Null)
+      ]
+    ) {
+      const error = errorOf(Tool.make("t", { ...base, input }))
+      expect([error.reason, error.tool]).toStrictEqual(["NonObjectInput", "t"])
+    }
+    expect(errorOf(Tool.make("t", { ...base, inputSchemaJson: { type: "array" } })).reason).toBe("NonObjectInput")
+  })
+
+  it("rejects schemas that cannot be expressed or do not compile", () => {
+    const cases: ReadonlyArray<Tool.Any> = [
+      Tool.make("t", { ...base, input: { big: Schema.BigIntFromSelf } }),
+      Tool.make("t", { ...base, output: Schema.instanceOf(Map) }),
+      Tool.make("t", { ...base, inputSchemaJson: { type: "object", properties: { a: { type: "strng" } } } }),
+      Tool.make("t", { ...base, outputSchemaJson: { type: "object", properties: { a: { $ref: "#/$defs/missing" } } } }),
+      Tool.make("t", {
+        ...base,
+        outputSchemaJson: { $schema: "http://json-schema.org/draft-07/schema#", type: "object" }
+      }),
+      Tool.make("t", { ...base, outputSchemaJson: { type: "object", const: () => 1 } as never }),
+      Tool.make("t", { ...base, output: "not a schema" as never })
+    ]
+    for (const tool of cases) {
+      const error = errorOf(tool)
+      expect([error.reason, error.tool]).toStrictEqual(["InvalidSchema", "t"])
+    }
+  })
+
+  it("rejects any reference in an override that is not local, and fetches nothing", () => {
+    const fetches: Array<unknown> = []
+    const original = globalThis.fetch
+    globalThis.fetch = ((...args: Array<unknown>) => {
+      fetches.push(args)
+      return original(...(args as Parameters<typeof fetch>))
+    }) as typeof fetch
+    try {
+      const refs = [
+        { type: "object", properties: { a: { $ref: "https://example.invalid/schema.json" } } },
+        { type: "object", properties: { a: { $ref: "other.json#/a" } } },
+        { type: "object", $defs: { x: { $dynamicRef: "https://example.invalid/x" } } },
+        { type: "object", properties: { a: { items: [{ $ref: "file:///etc/passwd" }] } } }
+      ]
+      for (const override of refs) {
+        const input = errorOf(Tool.make("t", { ...base, inputSchemaJson: override }))
+        const output = errorOf(Tool.make("t", { ...base, outputSchemaJson: override }))
+        expect([input.reason, output.reason]).toStrictEqual(["NonLocalRef", "NonLocalRef"])
+      }
+      const local = { type: "object", $defs: { k: { type: "string" } }, properties: { key: { $ref: "#/$defs/k" } } }
+      expect(Either.isRight(catalogOf(Tool.make("t", { ...base, inputSchemaJson: local })))).toBe(true)
+    } finally {
+      globalThis.fetch = original
+    }
+    expect(fetches).toStrictEqual([])
+  })
+
+  it("rejects contradictory and non-boolean annotations", () => {
+    const contradictory = errorOf(Tool.make("t", { ...base, annotations: { readOnly: true, destructive: true } }))
+    expect([contradictory.reason, contradictory.tool]).toStrictEqual(["ContradictoryAnnotations", "t"])
+    expect(Either.isRight(catalogOf(Tool.make("t", { ...base, annotations: { readOnly: true, destructive: false } }))))
+      .toBe(true)
+    expect(errorOf(Tool.make("t", { ...base, annotations: { idempotent: "yes" as never } })).reason).toBe(
+      "InvalidAnnotations"
+    )
+  })
+})
+
+describe("descriptors", () => {
+  it("infers inline JSON Schemas of the encoded side", () => {
+    const Input = Schema.Struct({ count: Schema.NumberFromString, at: Schema.optional(Schema.Date) }).annotations({
+      identifier: "LookupInput"
+    })
+    const result = catalogOf(Tool.make("t", { ...base, input: Input }))
+    if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+    const [descriptor] = result.right.descriptors
+    expect(descriptor!.inputSchema).toMatchObject({
+      type: "object",
+      required: ["count"],
+      properties: { count: { type: "string" }, at: { type: "string" } },
+      additionalProperties: false
+    })
+    expect(descriptor!.inputSchema).not.toHaveProperty("$ref")
+    expect(descriptor!.inputSchema).not.toHaveProperty("$defs")
+  })
+
+  it("publishes object outputs as they are and wraps other outputs in a result envelope", () => {
+    const result = catalogOf(
+      Tool.make("object", { ...base, output: Schema.Struct({ a: Schema.String }) }),
+      Tool.make("list", { ...base, output: Schema.Array(Schema.Number) })
+    )
+    if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+    const [list, object] = result.right.descriptors
+    expect(object!.outputSchema).toMatchObject({ type: "object", properties: { a: { type: "string" } } })
+    expect(list!.outputSchema).toStrictEqual({
+      type: "object",
+      properties: { result: { type: "array", items: { type: "number" } } },
+      required: ["result"],
+      additionalProperties: false
+    })
+  })
+
+  it("keeps explicit false hints and omits unspecified ones", () => {
+    const result = catalogOf(
+      Tool.make("t", { ...base, annotations: { readOnly: false, destructive: false, openWorld: true } })
+    )
+    if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+    expect(result.right.descriptors[0]!.annotations).toStrictEqual({
+      readOnlyHint: false,
+      destructiveHint: false,
+      openWorldHint: true
+    })
+  })
+
+  it("is frozen, sorted by name, plain data and detached from the overrides it was given", () => {
+    const override = { type: "object", properties: { key: { type: "string" } }, required: ["key"] }
+    const result = catalogOf(
+      Tool.make("zeta", base),
+      Tool.make("alpha", { ...base, title: "Alpha", revision: "alpha/v1", inputSchemaJson: override })
+    )
+    if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+    const catalog = result.right
+    override.properties.key.type = "number"
+    expect(catalog.descriptors.map((d) => d.name)).toStrictEqual(["alpha", "zeta"])
+    expect(catalog.descriptors[0]!.inputSchema).toMatchObject({ properties: { key: { type: "string" } } })
+    expect(catalog.descriptors[0]!.revision).toBe("alpha/v1")
+    expect(Object.isFrozen(catalog)).toBe(true)
+    expect(Object.isFrozen(catalog.descriptors)).toBe(true)
+    expect(Object.isFrozen(catalog.descriptors[0]!.inputSchema["properties"])).toBe(true)
+    expect(JSON.parse(JSON.stringify(catalog))).toStrictEqual(
+      JSON.parse(JSON.stringify(catalog, (_, value) => typeof value === "function" ? "fn" : value))
+    )
+    expect(catalog.fingerprint).toMatch(/^[0-9a-f]{64}$/)
+  })
+
+  it("is computed once per toolkit", () => {
+    const toolkit = Toolkit.make(Tool.make("t", base))
+    expect(Effect.runSync(Toolkit.catalog(toolkit))).toBe(Effect.runSync(Toolkit.catalog(toolkit)))
+  })
+})
+
+const shuffle = <A>(items: ReadonlyArray<A>, seed: number): Array<A> => {
+  const out = [...items]
+  let state = seed
+  for (let i = out.length - 1; i > 0; i--) {
+    state = (state * 1103515245 + 12345) % 2147483648
+    const j = state % (i + 1)
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}
+
+const reorderKeys = (u: unknown, seed: number): unknown => {
+  if (Array.isArray(u)) return u.map((item) => reorderKeys(item, seed))
+  if (typeof u !== "object" || u === null) return u
+  return Object.fromEntries(shuffle(Object.entries(u), seed).map(([k, v]) => [k, reorderKeys(v, seed + 1)]))
+}
+
+const mutations: ReadonlyArray<readonly [string, (spec: Spec) => Spec]> = [
+  ["name", (s) => ({ ...s, name: `${s.name}x` })],
+  ["description", (s) => ({ ...s, description: `${s.description}.` })],
+  ["title", (s) => ({ ...s, title: s.title === undefined ? "Title" : undefined })],
+  ["revision", (s) => ({ ...s, revision: s.revision === undefined ? "r/v1" : `${s.revision}2` })],
+  ["input schema", (s) => ({ ...s, input: (s.input + 1) % 3 })],
+  ["output schema", (s) => ({ ...s, output: (s.output + 1) % 4 })],
+  ["readOnly hint", (s) => ({
+    ...s,
+    annotations: { ...s.annotations, readOnly: s.annotations.readOnly === undefined ? false : undefined! }
+  })],
+  ["openWorld hint", (s) => ({
+    ...s,
+    annotations: { ...s.annotations, openWorld: s.annotations.openWorld === false ? true : false }
+  })]
+]
+
+describe("fingerprint", () => {
+  it.prop("is invariant under tool order", [specsArbitrary(), FastCheck.nat()], ([specs, seed]) => {
+    expect(fingerprintOf(shuffle(specs, seed).map(build))).toBe(fingerprintOf(specs.map(build)))
+  }, { fastCheck: { numRuns: 40 } })
+
+  it.prop("is invariant under object key order of overrides", [FastCheck.nat()], ([seed]) => {
+    const override = {
+      type: "object",
+      title: "Input",
+      properties: { b: { type: "string", minLength: 1 }, a: { type: "integer", minimum: 0 } },
+      required: ["a", "b"],
+      additionalProperties: false
+    }
+    const make = (schema: unknown) =>
+      Tool.make("t", {
+        ...base,
+        inputSchemaJson: schema as Tool.Any["inputSchemaJson"],
+        annotations: reorderKeys({ readOnly: true, idempotent: false }, seed) as Tool.Annotations
+      })
+    expect(fingerprintOf([make(reorderKeys(override, seed))])).toBe(fingerprintOf([make(override)]))
+  }, { fastCheck: { numRuns: 30 } })
+
+  for (const [field, mutate] of mutations) {
+    it.prop(`changes when the ${field} changes`, [specsArbitrary(4), FastCheck.nat()], ([specs, index]) => {
+      const at = index % specs.length
+      const changed = specs.map((spec, i) => (i === at ? mutate(spec) : spec))
+      if (new Set(changed.map((s) => s.name)).size !== changed.length) return
+      expect(fingerprintOf(changed.map(build))).not.toBe(fingerprintOf(specs.map(build)))
+    }, { fastCheck: { numRuns: 25 } })
+  }
+
+  it.prop("is unchanged when only handler code changes", [specArbitrary()], ([spec]) => {
+    const toolkit = Toolkit.make(build(spec))
+    const handlers = (label: string) =>
+      ({ [spec.name]: () => Effect.die(label) }) as unknown as Toolkit.HandlersFrom<typeof toolkit.tools, never>
+    const a = Effect.runSync(Toolkit.executorFrom(toolkit, handlers("a")))
+    const b = Effect.runSync(Toolkit.executorFrom(Toolkit.make(build(spec)), handlers("b")))
+    expect(a.catalog.fingerprint).toBe(b.catalog.fingerprint)
+  }, { fastCheck: { numRuns: 20 } })
+
+  it("is the same in another process", () => {
+    const script = Path.join(import.meta.dirname, "fixtures", "fingerprint.ts")
+    const output = execFileSync(process.execPath, ["--conditions=@tether/source", "--import", "tsx", script], {
+      encoding: "utf8",
+      cwd: Path.join(import.meta.dirname, "..")
+    })
+    expect(output.trim()).toBe(Effect.runSync(Toolkit.catalog(fingerprintFixture())).fingerprint)
+  }, 60_000)
+})
