@@ -1,0 +1,386 @@
+/**
+ * The gateway service: one lazily started loopback listener shared by every registration,
+ * token → credential lookup, per-registration call fibers, graceful close.
+ *
+ * @internal
+ */
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type * as Catalog from "@tether/tool/Catalog"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import * as Http from "node:http"
+import type { Socket } from "node:net"
+import type { Credential, Options, Registration } from "../Gateway.js"
+import { GatewayError } from "../Gateway.js"
+import * as Guard from "./guard.js"
+import * as Mcp from "./mcp.js"
+
+interface Limits {
+  readonly maxBodyBytes: number
+  readonly maxHeaderBytes: number
+  readonly maxConcurrentCalls: number
+  readonly handlerDeadline: Duration.Duration
+  readonly maxOutputBytes: number
+  readonly headersTimeout: number
+  readonly requestTimeout: number
+  readonly closeTimeout: Duration.Duration
+}
+
+const resolve = (options: Options): Limits => {
+  const requestTimeout = Duration.toMillis(options.requestTimeout ?? "30 seconds")
+  return {
+    maxBodyBytes: options.maxBodyBytes ?? 1024 * 1024,
+    maxHeaderBytes: options.maxHeaderBytes ?? 16 * 1024,
+    maxConcurrentCalls: options.maxConcurrentCalls ?? 32,
+    handlerDeadline: Duration.decode(options.handlerDeadline ?? "2 minutes"),
+    maxOutputBytes: options.maxOutputBytes ?? 4 * 1024 * 1024,
+    // Node refuses a header timeout above the request timeout.
+    headersTimeout: Math.min(Duration.toMillis(options.headersTimeout ?? "10 seconds"), requestTimeout),
+    requestTimeout,
+    closeTimeout: Duration.decode(options.closeTimeout ?? "5 seconds")
+  }
+}
+
+/** One accepted token: the registration it belongs to and the handlers of its tool set. */
+interface Entry {
+  readonly digest: Buffer
+  readonly owner: { open: boolean }
+  readonly handlers: Mcp.Handlers
+}
+
+interface Listener {
+  readonly server: Http.Server
+  readonly url: string
+  inflight: number
+  onIdle: (() => void) | undefined
+}
+
+const digestOf = (token: string): Buffer => createHash("sha256").update(token).digest()
+
+const newToken = (): string => randomBytes(32).toString("base64url")
+
+/** `[A-Z][A-Z0-9_]*` with 96 random bits. */
+const newVariable = (): string => `TETHER_MCP_${randomBytes(12).toString("hex").toUpperCase()}`
+
+const parseJson = (body: Buffer): { readonly ok: true; readonly value: unknown } | { readonly ok: false } => {
+  try {
+    return { ok: true, value: JSON.parse(body.toString("utf8")) }
+  } catch {
+    return { ok: false }
+  }
+}
+
+const isToolsCall = (body: unknown): boolean =>
+  typeof body === "object" && body !== null && (body as { readonly method?: unknown }).method === "tools/call"
+
+const outcomeCode = (outcome: Catalog.Outcome): string => outcome._tag === "Success" ? "ok" : outcome.code
+
+const deadlineExceeded: Catalog.Outcome = {
+  _tag: "Failed",
+  code: "deadline_exceeded",
+  message: "The tool did not finish before its deadline."
+}
+const invalidOutput: Catalog.Outcome = {
+  _tag: "Failed",
+  code: "invalid_output",
+  message: "The tool produced an output that could not be returned."
+}
+const internalError: Catalog.Outcome = {
+  _tag: "Failed",
+  code: "internal_error",
+  message: "The tool failed."
+}
+
+const outputSize = (outcome: Catalog.Outcome): number => {
+  if (outcome._tag !== "Success") return 0
+  try {
+    return Buffer.byteLength(JSON.stringify(outcome.structuredContent)) + Buffer.byteLength(outcome.text)
+  } catch {
+    return Number.POSITIVE_INFINITY
+  }
+}
+
+/** Why a call fiber was interrupted, for its log line. */
+interface CallState {
+  interruptedBy: "deadline" | "cancel"
+}
+
+/**
+ * One call, as a fiber of its registration. The deadline and cancellation are answered by
+ * the caller (`call` below) without waiting for this fiber, so a handler that ignores
+ * interruption cannot delay the answer.
+ */
+const callEffect = (executor: Catalog.Executor, limits: Limits, name: string, input: unknown, state: CallState) =>
+  Effect.suspend(() => {
+    const started = performance.now()
+    const log = (outcome: string, code: string) =>
+      Effect.logInfo("tool call").pipe(
+        Effect.annotateLogs({
+          tool: name,
+          outcome,
+          code,
+          durationMs: Math.round((performance.now() - started) * 100) / 100
+        })
+      )
+    return executor.execute(name, input, { deadline: limits.handlerDeadline }).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("tool execution defect", cause).pipe(Effect.as(internalError))),
+      Effect.map((outcome) => outputSize(outcome) > limits.maxOutputBytes ? invalidOutput : outcome),
+      Effect.tap((outcome) => log(outcome._tag.toLowerCase(), outcomeCode(outcome))),
+      Effect.onInterrupt(() =>
+        state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
+      ),
+      Effect.map(Mcp.toCallToolResult),
+      Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false })
+    )
+  })
+
+/** @internal */
+export const make = (options: Options = {}): Effect.Effect<
+  { readonly register: (executor: Catalog.Executor) => Effect.Effect<Registration, GatewayError, Scope.Scope> },
+  never,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const limits = resolve(options)
+    const validator = Mcp.makeValidator()
+    const lock = yield* Effect.makeSemaphore(1)
+    const tokens = new Map<string, Entry>()
+    // Per open registration: answer its pending calls and interrupt their fibers.
+    const live = new Set<Effect.Effect<void>>()
+    const state: { listener: Listener | undefined; registrations: number; calls: number } = {
+      listener: undefined,
+      registrations: 0,
+      calls: 0
+    }
+
+    const authenticate = (token: string | undefined): Entry | undefined => {
+      if (token === undefined) return undefined
+      const digest = digestOf(token)
+      const entry = tokens.get(digest.toString("base64"))
+      return entry !== undefined && entry.owner.open && timingSafeEqual(entry.digest, digest) ? entry : undefined
+    }
+
+    const onRequest =
+      (listener: Listener, authority: string, origin: string) =>
+      (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
+        listener.inflight++
+        res.once("close", () => {
+          listener.inflight--
+          if (listener.inflight === 0) listener.onIdle?.()
+        })
+        const shape = Guard.checkShape(req, authority, origin)
+        if (shape._tag === "Refused") return Guard.refuse(res, shape.refusal, true)
+        if (authenticate(Guard.presentedToken(shape.authorization)) === undefined) {
+          return Guard.refuse(res, "unauthorized", true)
+        }
+        Guard.readBody(req, limits.maxBodyBytes, (raw) => {
+          const parsed = parseJson(raw)
+          if (!parsed.ok) return Guard.refuse(res, "parse_error")
+          if (Array.isArray(parsed.value)) return Guard.refuse(res, "batch")
+          // Re-check: the registration may have closed while the body was being read.
+          const entry = authenticate(Guard.presentedToken(shape.authorization))
+          if (entry === undefined) return Guard.refuse(res, "unauthorized")
+          if (isToolsCall(parsed.value)) {
+            if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
+            state.calls++
+            // Returned as soon as the answer is flushed (or the connection is gone), so a client
+            // that sends its next call right after reading an answer never meets a stale slot.
+            let held = true
+            const release = () => {
+              if (held) state.calls--
+              held = false
+            }
+            res.once("finish", release)
+            res.once("close", release)
+          }
+          Mcp.serve(entry.handlers, req, res, parsed.value, validator).catch(() => Guard.refuse(res, "bad_request"))
+        }, (refusal) => Guard.refuse(res, refusal, true))
+      }
+
+    const start = Effect.async<Listener, GatewayError>((resume) => {
+      const responses = new WeakMap<Socket, Http.ServerResponse>()
+      const server = Http.createServer({
+        maxHeaderSize: limits.maxHeaderBytes,
+        // The Host rule is ours (exactly one, exact value, fixed body), not Node's bare 400.
+        requireHostHeader: false,
+        headersTimeout: limits.headersTimeout,
+        requestTimeout: limits.requestTimeout,
+        connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(limits.headersTimeout / 4)))
+      })
+      const listener: Listener = { server, url: "", inflight: 0, onIdle: undefined }
+      server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
+        const refusal: Guard.Refusal = error.code === "HPE_HEADER_OVERFLOW"
+          ? "header_too_large"
+          : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+          ? "timeout"
+          : "bad_request"
+        const res = responses.get(socket)
+        if (socket.writable && (res === undefined || !res.headersSent) && error.code !== "ECONNRESET") {
+          socket.end(Guard.rawRefusal(refusal))
+        }
+        socket.destroySoon()
+      })
+      const onError = (error: Error) => {
+        resume(Effect.fail(new GatewayError({ reason: "ListenFailed", detail: error.message })))
+      }
+      server.once("error", onError)
+      server.listen({ host: "127.0.0.1", port: 0, exclusive: true }, () => {
+        server.off("error", onError)
+        // After listening, server errors (e.g. a transient accept failure such as EMFILE) must
+        // not become an uncaught exception in the host; the listener keeps serving.
+        server.on("error", () => {})
+        const address = server.address()
+        if (address === null || typeof address === "string" || address.address !== "127.0.0.1") {
+          server.close()
+          return resume(Effect.fail(new GatewayError({ reason: "ListenFailed", detail: "not bound to 127.0.0.1" })))
+        }
+        const authority = `127.0.0.1:${address.port}`
+        const handle = onRequest(listener, authority, `http://${authority}`)
+        server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+          responses.set(req.socket, res)
+          handle(req, res)
+        })
+        ;(listener as { url: string }).url = `http://${authority}/mcp`
+        resume(Effect.succeed(listener))
+      })
+    })
+
+    // Graceful: stop accepting, let in-flight responses finish (bounded), then drop every socket.
+    const stop = (listener: Listener) =>
+      Effect.async<void>((resume) => {
+        // Node ≥ 19 also closes the idle keep-alive connections here.
+        listener.server.close(() => resume(Effect.void))
+        listener.onIdle = () => listener.server.closeAllConnections()
+        if (listener.inflight === 0) listener.onIdle()
+      }).pipe(
+        Effect.interruptible,
+        Effect.timeout(limits.closeTimeout),
+        Effect.ignore,
+        Effect.ensuring(Effect.sync(() => listener.server.closeAllConnections()))
+      )
+
+    const acquireListener = lock.withPermits(1)(Effect.gen(function*() {
+      if (state.listener === undefined) state.listener = yield* start
+      state.registrations++
+      return state.listener
+    }))
+
+    const releaseListener = lock.withPermits(1)(Effect.gen(function*() {
+      state.registrations--
+      const listener = state.listener
+      if (state.registrations === 0 && listener !== undefined) {
+        state.listener = undefined
+        yield* stop(listener)
+      }
+    }))
+
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        tokens.clear()
+        for (const abort of [...live]) yield* abort
+        const listener = state.listener
+        state.listener = undefined
+        if (listener !== undefined) yield* stop(listener)
+      })
+    )
+
+    const register = (executor: Catalog.Executor) =>
+      Effect.gen(function*() {
+        const listener = yield* Effect.acquireRelease(acquireListener, () => releaseListener)
+        // Calls run in their own scope so closing can be bounded even if a handler ignores
+        // interruption: every pending call is answered first, then the fibers are interrupted.
+        const callScope = yield* Scope.make()
+        const pending = new Set<() => void>()
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            for (const cancel of [...pending]) cancel()
+          }).pipe(
+            Effect.zipRight(
+              Scope.close(callScope, Exit.void).pipe(
+                Effect.disconnect,
+                Effect.timeout(limits.closeTimeout),
+                Effect.ignore
+              )
+            )
+          )
+        )
+        const calls = yield* FiberSet.make<CallToolResult>().pipe(Scope.extend(callScope))
+        const abort = Effect.sync(() => {
+          for (const cancel of [...pending]) cancel()
+        }).pipe(Effect.zipRight(FiberSet.clear(calls).pipe(Effect.disconnect)))
+        yield* Effect.acquireRelease(Effect.sync(() => live.add(abort)), () => Effect.sync(() => live.delete(abort)))
+        const run = yield* FiberSet.runtime(calls)<never>()
+        const owner = { open: true }
+        yield* Effect.addFinalizer(() => Effect.sync(() => owner.open = false))
+        const deadlineMs = Duration.toMillis(limits.handlerDeadline)
+
+        const call = (name: string, input: unknown, signal: AbortSignal): Promise<CallToolResult> =>
+          new Promise((resolve, reject) => {
+            const state: CallState = { interruptedBy: "cancel" }
+            const fiber = run(callEffect(executor, limits, name, input, state))
+            let settled = false
+            const settle = (answer: () => void, interrupt: boolean) => {
+              if (settled) return
+              settled = true
+              clearTimeout(timer)
+              signal.removeEventListener("abort", cancel)
+              pending.delete(cancel)
+              answer()
+              if (interrupt) fiber.unsafeInterruptAsFork(FiberId.none)
+            }
+            const cancel = () => settle(() => reject(Mcp.canceledError()), true)
+            const timer = setTimeout(() => {
+              state.interruptedBy = "deadline"
+              settle(() => resolve(Mcp.toCallToolResult(deadlineExceeded)), true)
+            }, deadlineMs)
+            timer.unref()
+            pending.add(cancel)
+            signal.addEventListener("abort", cancel, { once: true })
+            fiber.addObserver((exit) =>
+              settle(() => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Mcp.canceledError()), false)
+            )
+          })
+
+        const handlersFor = (names: ReadonlySet<string>): Mcp.Handlers => ({
+          tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
+          has: (name) => names.has(name),
+          call
+        })
+
+        const issue = (names: ReadonlySet<string>) =>
+          Effect.acquireRelease(
+            Effect.sync(() => {
+              const token = newToken()
+              const digest = digestOf(token)
+              const key = digest.toString("base64")
+              tokens.set(key, { digest, owner, handlers: handlersFor(names) })
+              return { token: Redacted.make(token), key }
+            }),
+            ({ key }) => Effect.sync(() => tokens.delete(key))
+          )
+
+        const all = new Set(executor.catalog.descriptors.map((d) => d.name))
+        const { token } = yield* issue(all)
+        const restrict = (tools: ReadonlyArray<string>): Effect.Effect<Credential, never, Scope.Scope> => {
+          const allowed = new Set(tools.filter((name) => all.has(name)))
+          return issue(allowed).pipe(
+            Effect.map(({ token }): Credential => ({ token, tools: Object.freeze([...allowed].sort()) }))
+          )
+        }
+        const registration: Registration = {
+          url: listener.url,
+          token,
+          tokenVariable: newVariable(),
+          restrict
+        }
+        return Object.freeze(registration)
+      }).pipe(Effect.withSpan("Gateway.register"))
+
+    return { register }
+  })

@@ -1,0 +1,116 @@
+/**
+ * The MCP side of one request: a fresh low-level SDK `Server` and a stateless JSON-response
+ * transport per request, with the tools/list and tools/call handlers of one credential.
+ *
+ * @internal
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js"
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
+import type * as Catalog from "@tether/tool/Catalog"
+import type { IncomingMessage, ServerResponse } from "node:http"
+
+/** @internal */
+export const serverInfo = { name: "tether-gateway", version: "0.1.0" } as const
+
+/**
+ * Renders descriptors as MCP tools: inputSchema, outputSchema, title and only the
+ * annotations that were set (tri-state: an absent key stays absent, `false` stays `false`).
+ *
+ * @internal
+ */
+export const toMcpTools = (descriptors: ReadonlyArray<Catalog.Descriptor>): ReadonlyArray<McpTool> =>
+  descriptors.map((descriptor) => {
+    const annotations: Record<string, boolean> = {}
+    for (const key of ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] as const) {
+      const value = descriptor.annotations[key]
+      if (value !== undefined) annotations[key] = value
+    }
+    const tool: McpTool = {
+      name: descriptor.name,
+      description: descriptor.description,
+      inputSchema: descriptor.inputSchema as McpTool["inputSchema"],
+      outputSchema: descriptor.outputSchema as NonNullable<McpTool["outputSchema"]>,
+      ...(descriptor.title !== undefined ? { title: descriptor.title } : {}),
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {})
+    }
+    return tool
+  })
+
+/**
+ * Maps an execution outcome to the MCP result: success carries `structuredContent` and its
+ * text rendering; a rejection or a generic failure is `isError` with its code and message.
+ *
+ * @internal
+ */
+export const toCallToolResult = (outcome: Catalog.Outcome): CallToolResult => {
+  switch (outcome._tag) {
+    case "Success":
+      return {
+        content: [{ type: "text", text: outcome.text }],
+        structuredContent: outcome.structuredContent as Record<string, unknown>
+      }
+    case "Rejected":
+    case "Failed":
+      return { content: [{ type: "text", text: `${outcome.code}: ${outcome.message}` }], isError: true }
+  }
+}
+
+/** The fixed JSON-RPC error a call gets when it is canceled (registration closed, client gone). @internal */
+export const canceledError = (): McpError => new McpError(ErrorCode.InternalError, "canceled")
+
+/** The fixed JSON-RPC error for a tool outside the credential's effective set. @internal */
+export const unknownToolError = (): McpError => new McpError(ErrorCode.InvalidParams, "Unknown tool")
+
+/**
+ * What one request may do: the tools it lists, and how it calls one of them. `call` is only
+ * given names from the effective set and never sees the request headers.
+ *
+ * @internal
+ */
+export interface Handlers {
+  readonly tools: ReadonlyArray<McpTool>
+  readonly has: (name: string) => boolean
+  readonly call: (name: string, input: unknown, signal: AbortSignal) => Promise<CallToolResult>
+}
+
+/**
+ * The SDK server builds a fresh Ajv instance per `Server` unless given one; it only uses it to
+ * check elicitation results, which the gateway never requests. One stateless instance per
+ * gateway avoids compiling Ajv's keyword tables on every request.
+ *
+ * @internal
+ */
+export const makeValidator = (): AjvJsonSchemaValidator => new AjvJsonSchemaValidator()
+
+/**
+ * Serves one already-validated, already-authenticated request through a fresh SDK server
+ * and transport; both are closed when the response ends.
+ *
+ * @internal
+ */
+export const serve = (
+  handlers: Handlers,
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: unknown,
+  validator: AjvJsonSchemaValidator
+): Promise<void> => {
+  const server = new Server(serverInfo, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
+  const tools = { tools: handlers.tools as Array<McpTool> }
+  server.setRequestHandler(ListToolsRequestSchema, () => tools)
+  // Only the abort signal of `extra` is read: requestInfo (the headers) is never forwarded.
+  server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+    const name = request.params.name
+    if (!handlers.has(name)) return Promise.reject(unknownToolError())
+    return handlers.call(name, request.params.arguments ?? {}, extra.signal)
+  })
+  const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true })
+  res.once("close", () => {
+    void transport.close()
+    void server.close()
+  })
+  return server.connect(transport).then(() => transport.handleRequest(req, res, body))
+}

@@ -1,0 +1,340 @@
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Gateway } from "@tether/gateway"
+import type * as Catalog from "@tether/tool/Catalog"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
+import * as Util from "node:util"
+import { makeExecutor } from "./fixtures/executors.js"
+import {
+  captured,
+  connect,
+  expectNoTokenInLogs,
+  issuedTokens,
+  logLayer,
+  portOf,
+  remember,
+  settle
+} from "./fixtures/harness.js"
+import { callBody, header, rawExchange, rawRequest, requestText } from "./fixtures/raw.js"
+
+const authHeaders = (url: string, token: string) =>
+  [
+    ["Host", `127.0.0.1:${portOf(url)}`],
+    ["Content-Type", "application/json"],
+    ["Accept", "application/json, text/event-stream"],
+    ["Authorization", `Bearer ${token}`]
+  ] as const
+
+const live = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => effect.pipe(Effect.scoped, Effect.provide(logLayer))
+
+describe("Gateway over the official MCP client", () => {
+  it.live("initializes, lists tools with schemas, title and tri-state annotations", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      expect(registration.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/)
+      expect(registration.tokenVariable).toMatch(/^[A-Z][A-Z0-9_]*$/)
+      expect(Redacted.value(registration.token)).toMatch(/^[A-Za-z0-9_-]{43}$/)
+      const client = yield* connect(registration.url, registration.token)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((t) => t.name)).toEqual(["echo", "reject", "fail", "block", "stubborn", "big"])
+      const echo = tools[0]!
+      expect(echo.title).toBe("Echo")
+      expect(echo.inputSchema).toEqual(executor.catalog.descriptors[0]!.inputSchema)
+      expect(echo.outputSchema).toEqual(executor.catalog.descriptors[0]!.outputSchema)
+      expect(echo.annotations).toEqual({ readOnlyHint: true, destructiveHint: false })
+      expect(tools[1]!.annotations).toBeUndefined()
+      expect(tools[1]!.title).toBeUndefined()
+    })))
+
+  it.live("calls a tool: success, rejection and generic failure; the executor sees only name, input and deadline", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const ok = yield* Effect.promise(() => client.callTool({ name: "echo", arguments: { text: "hello" } }))
+      expect(ok.isError).toBeFalsy()
+      expect(ok.structuredContent).toEqual({ text: "hello", owner: "a" })
+      expect(ok.content).toEqual([{ type: "text", text: JSON.stringify({ text: "hello", owner: "a" }) }])
+      const rejected = yield* Effect.promise(() => client.callTool({ name: "reject", arguments: { text: "k" } }))
+      expect(rejected.isError).toBe(true)
+      expect(rejected.content).toEqual([{ type: "text", text: "not_found: Choose an issue key that exists." }])
+      const failed = yield* Effect.promise(() => client.callTool({ name: "fail", arguments: { text: "k" } }))
+      expect(failed.isError).toBe(true)
+      expect(failed.content).toEqual([{ type: "text", text: "internal_error: The tool failed." }])
+      expect(recorder.calls[0]!.name).toBe("echo")
+      expect(recorder.calls[0]!.input).toEqual({ text: "hello" })
+      expect(Object.keys(recorder.calls[0]!.options as object)).toEqual(["deadline"])
+    })))
+
+  it.live("serves concurrent calls, each with its own result", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const texts = Array.from({ length: 24 }, (_, i) => `call-${i}`)
+      const results = yield* Effect.forEach(
+        texts,
+        (text) => Effect.promise(() => client.callTool({ name: "echo", arguments: { text } })),
+        { concurrency: "unbounded" }
+      )
+      expect(results.map((r) => r.structuredContent)).toEqual(texts.map((text) => ({ text, owner: "a" })))
+    })))
+
+  it.live("a tool outside the catalog is a JSON-RPC error that names nothing", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const missing = yield* settle(() => client.callTool({ name: "nope_secret_name", arguments: {} }))
+      expect(missing.ok).toBe(false)
+      expect(String(missing.ok ? "" : missing.error)).toContain("Unknown tool")
+      expect(String(missing.ok ? "" : missing.error)).not.toContain("nope_secret_name")
+      expect(recorder.calls).toEqual([])
+    })))
+})
+
+describe("Registrations", () => {
+  it.live("two registrations with the same tool names never cross results; revoking one leaves the other", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const a = yield* makeExecutor("a")
+      const b = yield* makeExecutor("b")
+      const regA = yield* gateway.register(a.executor)
+      const scopeB = yield* Scope.make()
+      const regB = yield* gateway.register(b.executor).pipe(Scope.extend(scopeB))
+      remember(regA.token)
+      const tokenB = remember(regB.token)
+      expect(regA.url).toBe(regB.url)
+      expect(regA.tokenVariable).not.toBe(regB.tokenVariable)
+      const clientA = yield* connect(regA.url, regA.token)
+      const clientB = yield* connect(regB.url, regB.token)
+      const calls = Array.from({ length: 30 }, (_, i) => ({ client: i % 2 === 0 ? clientA : clientB, i }))
+      const results = yield* Effect.forEach(
+        calls,
+        ({ client, i }) => Effect.promise(() => client.callTool({ name: "echo", arguments: { text: `${i}` } })),
+        { concurrency: "unbounded" }
+      )
+      results.forEach((r, i) => expect(r.structuredContent).toEqual({ text: `${i}`, owner: i % 2 === 0 ? "a" : "b" }))
+      yield* Scope.close(scopeB, Exit.void)
+      const after = yield* rawRequest(portOf(regB.url), {
+        headers: authHeaders(regB.url, tokenB),
+        body: callBody("echo")
+      })
+      expect(after.status).toBe(401)
+      const stillA = yield* Effect.promise(() => clientA.callTool({ name: "echo", arguments: { text: "x" } }))
+      expect(stillA.structuredContent).toEqual({ text: "x", owner: "a" })
+      expect(b.recorder.calls.length).toBe(15)
+    })))
+
+  it.live("closing a registration answers its in-flight call with a well-formed JSON-RPC error", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const keep = yield* makeExecutor("keep")
+      yield* gateway.register(keep.executor)
+      const { executor, recorder } = yield* makeExecutor("a")
+      const scope = yield* Scope.make()
+      const registration = yield* gateway.register(executor).pipe(Scope.extend(scope))
+      const token = remember(registration.token)
+      const pending = yield* Effect.fork(rawRequest(portOf(registration.url), {
+        headers: authHeaders(registration.url, token),
+        body: callBody("block")
+      }))
+      yield* Deferred.await(recorder.started)
+      yield* Scope.close(scope, Exit.void)
+      // Closing waited for the handler's interruption finalizer.
+      expect(recorder.interrupted).toBe(1)
+      const response = yield* Fiber.join(pending)
+      expect(response.status).toBe(200)
+      const body = JSON.parse(response.body)
+      expect(body).toEqual({ jsonrpc: "2.0", id: 2, error: { code: -32603, message: "MCP error -32603: canceled" } })
+      expect(recorder.interrupted).toBe(1)
+    })))
+
+  it.live("closing a registration answers a call whose handler ignores interruption without waiting for it", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor, recorder } = yield* makeExecutor("a")
+      const scope = yield* Scope.make()
+      const registration = yield* gateway.register(executor).pipe(Scope.extend(scope))
+      const token = remember(registration.token)
+      const started = Date.now()
+      const pending = yield* Effect.fork(rawRequest(portOf(registration.url), {
+        headers: authHeaders(registration.url, token),
+        body: callBody("stubborn")
+      }))
+      yield* Deferred.await(recorder.started)
+      yield* Effect.fork(Scope.close(scope, Exit.void))
+      const response = yield* Fiber.join(pending)
+      // The stubborn handler runs 1500 ms uninterruptibly; the answer must not wait for it.
+      expect(Date.now() - started).toBeLessThan(1200)
+      expect(JSON.parse(response.body).error.message).toBe("MCP error -32603: canceled")
+    })))
+
+  it.live("restrict mints a per-turn credential: it lists and calls only its subset, then is revoked", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const turn = yield* Scope.make()
+      const credential = yield* registration.restrict(["reject", "echo", "not_in_catalog"]).pipe(Scope.extend(turn))
+      const turnToken = remember(credential.token)
+      expect(credential.tools).toEqual(["echo", "reject"])
+      expect(turnToken).not.toBe(Redacted.value(registration.token))
+      const client = yield* connect(registration.url, credential.token)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((t) => t.name)).toEqual(["echo", "reject"])
+      const outside = yield* settle(() => client.callTool({ name: "fail", arguments: { text: "x" } }))
+      const missing = yield* settle(() => client.callTool({ name: "does_not_exist", arguments: { text: "x" } }))
+      expect(outside.ok).toBe(false)
+      expect(String(outside.ok ? "" : outside.error)).toBe(String(missing.ok ? "" : missing.error))
+      expect(recorder.calls).toEqual([])
+      const full = yield* connect(registration.url, registration.token)
+      expect((yield* Effect.promise(() => full.listTools())).tools.length).toBe(6)
+      yield* Scope.close(turn, Exit.void)
+      const revoked = yield* rawRequest(portOf(registration.url), {
+        headers: authHeaders(registration.url, turnToken),
+        body: callBody("echo")
+      })
+      expect(revoked.status).toBe(401)
+      expect((yield* Effect.promise(() => full.callTool({ name: "fail", arguments: { text: "x" } }))).isError).toBe(
+        true
+      )
+    })))
+})
+
+describe("Limits on calls", () => {
+  it.live("a handler that ignores interruption is answered deadline_exceeded at the deadline", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ handlerDeadline: "200 millis" })
+      const { executor } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const started = Date.now()
+      const result = yield* Effect.promise(() => client.callTool({ name: "stubborn", arguments: { text: "x" } }))
+      // The stubborn handler takes 1500 ms; the answer must not wait for it.
+      expect(Date.now() - started).toBeLessThan(1200)
+      expect(result.isError).toBe(true)
+      expect(result.content).toEqual([{
+        type: "text",
+        text: "deadline_exceeded: The tool did not finish before its deadline."
+      }])
+    })))
+
+  it.live("an output over the output limit becomes invalid_output", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ maxOutputBytes: 1000 })
+      const { executor } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const big = yield* Effect.promise(() => client.callTool({ name: "big", arguments: { text: "x" } }))
+      expect(big.isError).toBe(true)
+      expect(String((big.content as Array<{ text: string }>)[0]!.text)).toMatch(/^invalid_output: /)
+      const small = yield* Effect.promise(() => client.callTool({ name: "echo", arguments: { text: "x" } }))
+      expect(small.isError).toBeFalsy()
+    })))
+
+  it.live("beyond the concurrency bound a call gets 503 with Retry-After; the slot returns after an abort", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ maxConcurrentCalls: 1 })
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      const token = remember(registration.token)
+      const port = portOf(registration.url)
+      const request = requestText({ headers: authHeaders(registration.url, token), body: callBody("block") })
+      // The blocked call holds the only slot until its connection is dropped.
+      const blocked = yield* Effect.fork(rawExchange(port, [request], { timeoutMs: 60_000 }))
+      yield* Deferred.await(recorder.started)
+      const busy = yield* rawRequest(port, { headers: authHeaders(registration.url, token), body: callBody("echo") })
+      expect(busy.status).toBe(503)
+      expect(header(busy, "Retry-After")).toBe("1")
+      expect(recorder.calls.map((c) => c.name)).toEqual(["block"])
+      yield* Fiber.interrupt(blocked)
+      yield* Effect.sleep("100 millis")
+      expect(recorder.interrupted).toBe(1)
+      const free = yield* rawRequest(port, { headers: authHeaders(registration.url, token), body: callBody("echo") })
+      expect(free.status).toBe(200)
+      expect(JSON.parse(free.body).result.structuredContent).toEqual({ text: "hi", owner: "a" })
+    })))
+})
+
+describe("Logging and secrets", () => {
+  it.live("each call is one log line with tool, outcome, code and duration, and no argument value", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const before = captured.length
+      yield* Effect.promise(() => client.callTool({ name: "reject", arguments: { text: "ARGUMENT-VALUE-7731" } }))
+      const lines = captured.slice(before).filter((line) => line.includes("tool call"))
+      expect(lines.length).toBe(1)
+      expect(lines[0]).toContain("'tool', 'reject'")
+      expect(lines[0]).toContain("'outcome', 'rejected'")
+      expect(lines[0]).toContain("'code', 'not_found'")
+      expect(lines[0]).toContain("durationMs")
+      expect(captured.join("\n")).not.toContain("ARGUMENT-VALUE-7731")
+    })))
+
+  it.live("each call runs inside a Gateway.call span naming the tool", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const executor: Catalog.Executor = {
+        catalog: { descriptors: [], fingerprint: "span" },
+        execute: () =>
+          Effect.currentSpan.pipe(
+            Effect.map((span): Catalog.Outcome => ({
+              _tag: "Success",
+              structuredContent: { name: span.name, tool: String(span.attributes.get("tool.name")) },
+              text: span.name
+            })),
+            Effect.orDie
+          )
+      }
+      const { executor: base } = yield* makeExecutor("a")
+      const registration = yield* gateway.register({ catalog: base.catalog, execute: executor.execute })
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const result = yield* Effect.promise(() => client.callTool({ name: "echo", arguments: { text: "x" } }))
+      expect(result.structuredContent).toEqual({ name: "Gateway.call", tool: "echo" })
+    })))
+
+  it.live("the token never appears in the string, JSON or inspected form of exported objects", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      const token = remember(registration.token)
+      const credential = yield* registration.restrict(["echo"])
+      const turnToken = remember(credential.token)
+      const error = new Gateway.GatewayError({ reason: "ListenFailed", detail: "x" })
+      for (const value of [registration, credential, gateway, error]) {
+        for (const rendered of [String(value), JSON.stringify(value), Util.inspect(value, { depth: 20 })]) {
+          expect(rendered).not.toContain(token)
+          expect(rendered).not.toContain(turnToken)
+        }
+      }
+      expect(JSON.stringify(registration)).toContain("<redacted>")
+    })))
+
+  afterAll(() => {
+    expect(issuedTokens.length).toBeGreaterThan(0)
+    expectNoTokenInLogs()
+  })
+})

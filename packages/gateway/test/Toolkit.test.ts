@@ -1,0 +1,78 @@
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Gateway } from "@tether/gateway"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { connect, expectNoTokenInLogs, logLayer, remember } from "./fixtures/harness.js"
+
+const LookupIssue = Tool.make("lookup_issue", {
+  description: "Look up one issue by key.",
+  input: { key: Schema.String },
+  output: Schema.Struct({ title: Schema.String, state: Schema.String }),
+  title: "Issue lookup",
+  revision: "lookup_issue/v1",
+  annotations: { readOnly: true, idempotent: true, openWorld: false }
+})
+
+const CountOpen = Tool.make("count_open", {
+  description: "Count the open issues.",
+  input: {},
+  output: Schema.Number
+})
+
+const IssueTools = Toolkit.make(LookupIssue, CountOpen)
+
+const IssueToolsLive = IssueTools.toLayer({
+  lookup_issue: ({ key }) =>
+    key === "ISSUE-42"
+      ? Effect.succeed({ title: "Login is broken", state: "open" })
+      : Tool.reject("not_found", "Choose an issue key that exists in this repository."),
+  count_open: () => Effect.succeed(3)
+})
+
+describe("Gateway with a real Toolkit executor", () => {
+  it.live("through Gateway.layer(), publishes the toolkit's catalog and runs its handlers through the official client", () =>
+    Effect.gen(function*() {
+      const executor = yield* Toolkit.executor(IssueTools)
+      const gateway = yield* Gateway.Gateway
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      const lookup = tools.find((tool) => tool.name === "lookup_issue")!
+      expect(tools.map((tool) => tool.name).sort()).toEqual(["count_open", "lookup_issue"])
+      expect(lookup.title).toBe("Issue lookup")
+      expect(lookup.annotations).toEqual({ readOnlyHint: true, idempotentHint: true, openWorldHint: false })
+      expect(lookup.inputSchema.type).toBe("object")
+      expect(lookup.outputSchema?.type).toBe("object")
+
+      const found = yield* Effect.promise(() =>
+        client.callTool({ name: "lookup_issue", arguments: { key: "ISSUE-42" } })
+      )
+      expect(found.isError).toBeFalsy()
+      expect(found.structuredContent).toEqual({ title: "Login is broken", state: "open" })
+
+      const count = yield* Effect.promise(() => client.callTool({ name: "count_open", arguments: {} }))
+      expect(count.structuredContent).toEqual({ result: 3 })
+
+      const missing = yield* Effect.promise(() =>
+        client.callTool({ name: "lookup_issue", arguments: { key: "NOPE-1" } })
+      )
+      expect(missing.isError).toBe(true)
+      expect(missing.content).toEqual([{
+        type: "text",
+        text: "not_found: Choose an issue key that exists in this repository."
+      }])
+
+      const invalid = yield* Effect.promise(() =>
+        client.callTool({ name: "lookup_issue", arguments: { key: 7, extra: "VALUE-NEVER-ECHOED" } })
+      )
+      expect(invalid.isError).toBe(true)
+      const text = (invalid.content as Array<{ readonly text: string }>)[0]!.text
+      expect(text).toMatch(/^invalid_input: /)
+      expect(text).not.toContain("VALUE-NEVER-ECHOED")
+    }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Gateway.layer()]), Effect.provide(logLayer)))
+})
+
+afterAll(() => expectNoTokenInLogs())
