@@ -152,7 +152,10 @@ export interface MaterializedFile {
 }
 
 /**
- * A process to spawn. `env` is complete: nothing of the host's environment is inherited.
+ * A process to spawn. `env` is complete: nothing of the host's environment is inherited; core
+ * adds only the token variable (`hosted.tokenVariable`) and the agent's marker
+ * (`Agent.markerVariable`). The process runs in its own process group; `files` are written into
+ * the execution clone (relative to `profileDir`) before it starts.
  *
  * @since 0.1.0
  * @category models
@@ -266,6 +269,12 @@ export interface ExitInfo {
 export interface Driver {
   readonly name: string
   readonly capabilities: Capabilities
+  /**
+   * The driver's session-relevant configuration (never a secret, never a closure): it enters
+   * threads' compatibility fingerprint, so a checkpoint made under another configuration is
+   * not resumed. Optional: absent means no configuration beyond `name`.
+   */
+  readonly sessionConfig?: unknown
   readonly layout: ProfileLayout
   readonly prepare: (
     request: InvocationRequest

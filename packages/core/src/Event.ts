@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import { Result, Usage } from "./Result.js"
 
 const base = {
   runId: Schema.String,
@@ -16,18 +17,12 @@ const base = {
 }
 
 /**
- * Token usage. A field that is `undefined` was not reported; `0` was observed as zero.
+ * Token usage (defined in `Result`, re-exported here for drivers).
  *
  * @since 0.1.0
  * @category models
  */
-export class Usage extends Schema.Class<Usage>("@tether/core/Usage")({
-  inputTokens: Schema.optional(Schema.Number),
-  outputTokens: Schema.optional(Schema.Number),
-  cachedInputTokens: Schema.optional(Schema.Number),
-  reasoningTokens: Schema.optional(Schema.Number),
-  costUsd: Schema.optional(Schema.Number)
-}) {}
+export { Usage }
 
 /**
  * @since 0.1.0
@@ -171,7 +166,8 @@ export class Dropped extends Schema.TaggedClass<Dropped>()("Dropped", {
 }) {}
 
 /**
- * The last event of every admitted run.
+ * The last event of every admitted run. It carries the result, so a consumer of the stream
+ * gets exactly what `agent.run` returns.
  *
  * @since 0.1.0
  * @category events
@@ -180,7 +176,10 @@ export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished"
   ...base,
   outcome: Schema.Literal("success", "failure", "canceled"),
   durationMs: Schema.Number,
-  reason: Schema.optional(Schema.String)
+  /** The `RunError` reason when the outcome is not `success`. */
+  reason: Schema.optional(Schema.String),
+  /** The run's result: complete on `success`, partial otherwise (the same as the `RunError`'s). */
+  result: Result
 }) {}
 
 /**

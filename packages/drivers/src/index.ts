@@ -1,1 +1,4 @@
-export {}
+export * as Claude from "./Claude.js"
+export * as Cursor from "./Cursor.js"
+export * as Gemini from "./Gemini.js"
+export * as Codex from "./Codex.js"

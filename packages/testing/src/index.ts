@@ -1,1 +1,9 @@
-export {}
+export * as AnthropicServer from "./AnthropicServer.js"
+export * as ResponsesServer from "./ResponsesServer.js"
+export * as GeminiServer from "./GeminiServer.js"
+export * as FakeCli from "./FakeCli.js"
+export * as Harness from "./Harness.js"
+export * as CursorAgent from "./CursorAgent.js"
+export * as Reference from "./Reference.js"
+export * as Conformance from "./Conformance.js"
+export * as McpStdioServer from "./McpStdioServer.js"

@@ -1,0 +1,138 @@
+/**
+ * @tether/core overhead:
+ * - a run of the fake CLI emitting 10,000 events through `Agent.run`, against a raw
+ *   `child_process.spawn` + `readline` loop (JSON.parse per line) over the same program and
+ *   script, alternated in the same process (target ≤ 1.1×);
+ * - `Agent.make` → close with no run (target ≤ 30 ms).
+ *
+ * Run: node --conditions=@tether/source --import tsx bench/core.ts
+ */
+import { Agent } from "@tether/core"
+import { FakeCli, Harness } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import * as Readline from "node:readline"
+
+export interface CoreFigures {
+  readonly events: number
+  readonly agentRunMs: number
+  readonly rawRunMs: number
+  readonly runRatio: number
+  /** Fastest of each (less sensitive to a loaded machine). */
+  readonly agentRunMinMs: number
+  readonly rawRunMinMs: number
+  readonly minRatio: number
+  readonly makeCloseMs: number
+  readonly iterations: { readonly run: number; readonly makeClose: number }
+}
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+const rawRun = (input: string, home: string, cwd: string): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const child = ChildProcess.spawn(process.execPath, [FakeCli.programPath], {
+      cwd,
+      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: home, FAKE_CLI_HOME: home },
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: true
+    })
+    let stderr = ""
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    let count = 0
+    let done = false
+    const lines = Readline.createInterface({ input: child.stdout })
+    lines.on("line", (line) => {
+      const record = JSON.parse(line)
+      count++
+      if (record.type === "result") {
+        done = true
+        lines.close()
+        resolve(count)
+      }
+    })
+    child.on("error", reject)
+    child.on("close", (code, signal) => {
+      if (!done) reject(new Error(`raw run: exit ${code ?? signal} before the result: ${stderr.slice(-500)}`))
+    })
+    child.stdin.end(input)
+  })
+
+/** Measures the figures above; `runs` / `makeCloses` iterations (defaults 12 / 30). */
+export const measure = (options: { readonly runs?: number; readonly makeCloses?: number } = {}) =>
+  Effect.gen(function*() {
+    const runs = options.runs ?? 12
+    const makeCloses = options.makeCloses ?? 30
+    const sandbox = yield* Harness.sandbox
+    const events = 10_000
+    const input = FakeCli.script({ op: "deltas", count: events - 2 })
+    const home = yield* Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-")))
+    yield* Effect.addFinalizer(() => Effect.promise(() => Fs.rm(home, { recursive: true, force: true })))
+    const options_ = {
+      driver: FakeCli.driver(),
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    }
+    const agent = yield* Agent.make(options_)
+    const agentTimes: Array<number> = []
+    const rawTimes: Array<number> = []
+    // Warm-up of both paths.
+    // Every measured step is bounded: a stuck run fails the benchmark instead of hanging it.
+    const agentRun = agent.run(input).pipe(Effect.timeout("60 seconds"))
+    const raw = Effect.tryPromise(() => rawRun(input, home, sandbox.workspace)).pipe(Effect.timeout("60 seconds"))
+    yield* agentRun
+    yield* raw
+    for (let i = 0; i < runs; i++) {
+      let start = performance.now()
+      const result = yield* agentRun
+      agentTimes.push(performance.now() - start)
+      if (result.text === undefined) return yield* Effect.dieMessage("no result")
+      start = performance.now()
+      yield* raw
+      rawTimes.push(performance.now() - start)
+    }
+    const makeCloseTimes: Array<number> = []
+    for (let i = 0; i < makeCloses; i++) {
+      const start = performance.now()
+      yield* Effect.scoped(Agent.make(options_)).pipe(Effect.timeout("60 seconds"))
+      makeCloseTimes.push(performance.now() - start)
+    }
+    const agentRunMs = median(agentTimes)
+    const rawRunMs = median(rawTimes)
+    return {
+      events,
+      agentRunMs,
+      rawRunMs,
+      runRatio: agentRunMs / rawRunMs,
+      agentRunMinMs: Math.min(...agentTimes),
+      rawRunMinMs: Math.min(...rawTimes),
+      minRatio: Math.min(...agentTimes) / Math.min(...rawTimes),
+      makeCloseMs: median(makeCloseTimes),
+      iterations: { run: runs, makeClose: makeCloses }
+    } satisfies CoreFigures
+  }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+
+const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
+if (isMain) {
+  const figures = await Effect.runPromise(measure())
+  console.log(
+    `run of ${figures.events} events: agent ${figures.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
+      figures.rawRunMs.toFixed(1)
+    } ms, ratio ${figures.runRatio.toFixed(3)}× (target ≤ 1.1×; medians of ${figures.iterations.run}); fastest ${
+      figures.agentRunMinMs.toFixed(1)
+    } / ${figures.rawRunMinMs.toFixed(1)} ms = ${figures.minRatio.toFixed(3)}×`
+  )
+  console.log(
+    `Agent.make → close, no run: ${
+      figures.makeCloseMs.toFixed(1)
+    } ms (target ≤ 30 ms; median of ${figures.iterations.makeClose})`
+  )
+}

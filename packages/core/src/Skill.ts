@@ -1,0 +1,146 @@
+/**
+ * Skills: named folders of instructions (`SKILL.md` plus any files it refers to) that an agent
+ * carries in its definition. Attaching a skill installs the reserved hosted tool `read_skill`,
+ * through which the model lists and reads them on every driver; drivers that can also project
+ * skills natively into the execution clone do so from the same snapshot.
+ *
+ * @since 0.1.0
+ */
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+// The internal module imports this one back (for `SkillError`): nothing here reads it while
+// the modules are being evaluated, only when called.
+import * as internal from "./internal/skill.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@tether/core/Skill") as never
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * A skill as declared: a directory holding `SKILL.md`, or inline markdown. Immutable data;
+ * nothing is read or checked until the agent is built.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Skill =
+  | {
+    readonly [TypeId]: TypeId
+    readonly _tag: "Dir"
+    readonly name: string
+    /** Absolute path of the skill's directory. */
+    readonly path: string
+  }
+  | {
+    readonly [TypeId]: TypeId
+    readonly _tag: "Inline"
+    readonly name: string
+    /** The content of its `SKILL.md`. */
+    readonly markdown: string
+  }
+
+/**
+ * One file of a skill: a `/`-separated path relative to the skill's root and its UTF-8 text.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SkillContentFile {
+  readonly path: string
+  readonly content: string
+}
+
+/**
+ * The snapshot of a skill taken when the agent is built: every file read once (sorted by path,
+ * `SKILL.md` among them), its description and its content digest. `read_skill` and every native
+ * projection serve this snapshot, so later changes on disk never reach a running agent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Loaded {
+  readonly name: string
+  /** The frontmatter `description:` of `SKILL.md`, else its first non-heading line. */
+  readonly description: string
+  readonly source: "dir" | "inline"
+  /**
+   * SHA-256 (hex) over the name, the description and every file's path and content: the part
+   * of the thread compatibility fingerprint that covers this skill.
+   */
+  readonly digest: string
+  readonly files: ReadonlyArray<SkillContentFile>
+}
+
+/**
+ * A skill could not be loaded. Raised by `Agent.make` (wrapped in an `AgentConfigError`) before
+ * any provider process starts.
+ *
+ * - `InvalidName`: not 1-64 lowercase letters, digits and inner hyphens;
+ * - `NotFound`: the directory does not exist, is not a directory or is not an absolute path;
+ * - `MissingSkillFile`: no `SKILL.md` at the root (or empty inline markdown);
+ * - `Unreadable`: a file could not be read, is not UTF-8 text, or is a link or special file;
+ * - `TooLarge`: over 256 files, a file over 1 MiB, or over 8 MiB in total.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SkillError extends Schema.TaggedError<SkillError>()("SkillError", {
+  skill: Schema.String,
+  reason: Schema.Literal("InvalidName", "NotFound", "MissingSkillFile", "Unreadable", "TooLarge"),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `skill ${JSON.stringify(this.skill)}: ${this.reason}: ${this.detail}`
+  }
+}
+
+/**
+ * The name of the reserved hosted tool that lists and reads the agent's skills. A user tool
+ * with this name fails construction.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const readSkillToolName = "read_skill" as const
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isSkill = (u: unknown): u is Skill => internal.isSkill(u)
+
+/**
+ * A skill read from a directory that holds `SKILL.md`. Its name defaults to the directory's
+ * last path segment; pass `{ name }` when the folder name is not a valid skill name.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const dir = (path: string, options?: { readonly name?: string | undefined }): Skill =>
+  internal.dir(path, options)
+
+/**
+ * A skill given as markdown: it becomes the skill's `SKILL.md` (inline skills have no other
+ * files).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const inline = (name: string, markdown: string): Skill => internal.inline(name, markdown)
+
+/**
+ * Checks the skill's name and snapshots its content (for a directory: every regular file,
+ * UTF-8 text only, bounded; links and special files are refused).
+ *
+ * @since 0.1.0
+ * @category loading
+ */
+export const load = (skill: Skill): Effect.Effect<Loaded, SkillError> => internal.load(skill)

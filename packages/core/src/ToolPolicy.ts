@@ -1,0 +1,37 @@
+/**
+ * A per-turn tool policy: the tools one turn may list and call.
+ *
+ * The effective tools of a turn are `definition.tools ∩ policy`: `allow` (when given) keeps only
+ * the named tools, `deny` removes the named tools. The policy is applied at the request
+ * boundary for that turn only: the gateway registration lists and accepts calls of the
+ * effective tools alone (the turn's provider process carries a narrower credential minted by
+ * `Registration.restrict`, revoked when the turn ends), and the driver's allow-list
+ * (`InvocationRequest.hosted.tools`) holds the same names. The agent's definition and its
+ * compatibility fingerprint never change: the next turn without a policy sees every tool again.
+ *
+ * @since 0.1.0
+ */
+import * as internal from "./internal/toolPolicy.js"
+
+/**
+ * `allow`: only these tools (absent: every tool of the definition); `deny`: never these.
+ * Names the definition does not have are ignored (a policy never adds a tool).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolPolicy {
+  readonly allow?: ReadonlyArray<string>
+  readonly deny?: ReadonlyArray<string>
+}
+
+/**
+ * The effective tool names, sorted: `tools ∩ allow \ deny` (`tools` sorted when there is no policy).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const effective: (
+  tools: ReadonlyArray<string>,
+  policy: ToolPolicy | undefined
+) => ReadonlyArray<string> = internal.effective

@@ -1,0 +1,53 @@
+/** @internal */
+import * as Crypto from "node:crypto"
+
+/**
+ * JSON with object keys sorted at every depth and `undefined` members left out, so equal
+ * values always render to equal text whatever their key order.
+ *
+ * @internal
+ */
+export const canonicalJson = (value: unknown): string => {
+  if (value === null || typeof value !== "object") {
+    return value === undefined ? "null" : JSON.stringify(value)
+  }
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  const entries = Object.keys(value)
+    .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
+    .sort()
+    .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`)
+  return `{${entries.join(",")}}`
+}
+
+/**
+ * Everything that decides whether a provider session can be resumed by this agent
+ * (DESIGN.md §10). Ephemeral details (loopback URL and port, token, variable name, random
+ * clone directory, linked auth) are deliberately absent.
+ *
+ * @internal
+ */
+export interface CompatibilityInput {
+  readonly driver: string
+  /** The driver's session-relevant configuration (never secrets). */
+  readonly driverConfig: unknown
+  readonly model: string | undefined
+  /** The resolved (real) workspace path. */
+  readonly workspace: string
+  readonly instructions: string
+  /** The definition's skills as frozen data (names, descriptions, content digests). */
+  readonly skills: ReadonlyArray<unknown>
+  readonly mcp: ReadonlyArray<unknown>
+  readonly catalogFingerprint: string
+  readonly policy: unknown
+  readonly profileIdentity: string
+  readonly profileFingerprint: string
+  readonly identity: { readonly id: string; readonly tenant: string | undefined } | undefined
+}
+
+/**
+ * SHA-256 (hex) over the domain-separated canonical JSON of the input.
+ *
+ * @internal
+ */
+export const compatibilityFingerprint = (input: CompatibilityInput): string =>
+  Crypto.createHash("sha256").update("tether/compatibility/v1\u0000").update(canonicalJson(input)).digest("hex")

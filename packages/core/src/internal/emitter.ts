@@ -1,0 +1,124 @@
+/**
+ * Stamps run events (runId, strictly increasing sequence, time) and publishes them on the
+ * run's bounded queue. Under backpressure content deltas are dropped and counted in a
+ * `Dropped` that precedes the next critical event; in blocking mode nothing is dropped.
+ *
+ * @internal
+ */
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Queue from "effect/Queue"
+import * as Take from "effect/Take"
+import type { RunError } from "../AgentError.js"
+import * as Event from "../Event.js"
+
+function fastDelta<A extends Event.TextDelta | Event.ReasoningDelta>(
+  constructor: { readonly prototype: A },
+  tag: A["_tag"]
+): (base: Base, text: string) => A {
+  function Delta(this: Record<string, unknown>, base: Base, text: string) {
+    this["runId"] = base.runId
+    this["sequence"] = base.sequence
+    this["time"] = base.time
+    this["text"] = text
+    this["_tag"] = tag
+  }
+  Delta.prototype = constructor.prototype
+  const Constructor = Delta as unknown as new(base: Base, text: string) => A
+  return (base, text) => new Constructor(base, text)
+}
+
+/** The stamp every event carries. @internal */
+export interface Base {
+  readonly runId: string
+  readonly sequence: number
+  readonly time: number
+}
+
+/** @internal */
+export type Item = Take.Take<Event.Event, RunError>
+
+/**
+ * An event to publish: a critical event built when it is stamped, or a content delta (which
+ * may be dropped under backpressure) built on the fast path.
+ *
+ * @internal
+ */
+export type Pending =
+  | { readonly droppable: undefined; readonly build: (base: Base) => Event.Event }
+  | { readonly droppable: "TextDelta" | "ReasoningDelta"; readonly text: string }
+
+/** @internal */
+export interface Emitter {
+  /** Publishes the events in order (backpressure on critical events). */
+  readonly emit: (pending: ReadonlyArray<Pending>) => Effect.Effect<void>
+  readonly end: (error: RunError | undefined) => Effect.Effect<void>
+}
+
+/**
+ * Content-delta events built on the hot path from fields already known to be valid: the same
+ * own properties, in the same order, and the same prototype as the class constructor gives
+ * (so `instanceof`, equality and encoding hold), without its per-instance cost.
+ *
+ * @internal
+ */
+export const textDelta: (base: Base, text: string) => Event.TextDelta = fastDelta(Event.TextDelta, "TextDelta")
+
+/** @internal */
+export const reasoningDelta: (base: Base, text: string) => Event.ReasoningDelta = fastDelta(
+  Event.ReasoningDelta,
+  "ReasoningDelta"
+)
+
+/** @internal */
+export const critical = (build: (base: Base) => Event.Event): Pending => ({ droppable: undefined, build })
+
+/** @internal */
+export const make = (
+  runId: string,
+  queue: Queue.Queue<Item>,
+  capacity: number,
+  blocking: boolean
+): Emitter => {
+  let sequence = 0
+  let dropped = 0
+  const droppedKinds = new Set<string>()
+  let time = 0
+  const stamp = (build: (base: Base) => Event.Event): Event.Event => build({ runId, sequence: sequence++, time })
+  const full = () => Option.getOrElse(queue.unsafeSize(), () => 0) >= capacity
+  const emit = (pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      if (pending.length === 0) return Effect.void
+      time = Date.now()
+      const events: Array<Event.Event> = []
+      const dropping = !blocking && full()
+      for (const item of pending) {
+        if (item.droppable !== undefined) {
+          if (dropping) {
+            dropped++
+            droppedKinds.add(item.droppable)
+            continue
+          }
+        } else if (dropped > 0) {
+          const count = dropped
+          const kinds = Array.from(droppedKinds).sort()
+          dropped = 0
+          droppedKinds.clear()
+          events.push(stamp((base) => new Event.Dropped({ ...base, count, kinds }, true)))
+        }
+        const base: Base = { runId, sequence: sequence++, time }
+        events.push(
+          item.droppable === undefined
+            ? item.build(base)
+            : item.droppable === "TextDelta"
+            ? textDelta(base, item.text)
+            : reasoningDelta(base, item.text)
+        )
+      }
+      return events.length === 0 ? Effect.void : Effect.asVoid(queue.offer(Take.chunk(Chunk.unsafeFromArray(events))))
+    })
+  const end = (error: RunError | undefined) =>
+    Effect.asVoid(queue.offer(error === undefined ? Take.end : Take.fail(error)))
+  return { emit, end }
+}

@@ -1,0 +1,222 @@
+/**
+ * Skills: the pure constructors, the snapshot taken at construction (every file read once,
+ * bounded, UTF-8 text only) and the content digest the thread fingerprint covers.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import * as Crypto from "node:crypto"
+import * as NodeFs from "node:fs/promises"
+import * as NodePath from "node:path"
+import type * as Skill from "../Skill.js"
+import { SkillError } from "../Skill.js"
+
+/** The same symbol as `Skill.TypeId` (defined there; read here without an evaluation-time import). @internal */
+export const TypeId: typeof Skill.TypeId = Symbol.for("@tether/core/Skill") as typeof Skill.TypeId
+
+/** @internal */
+export const skillFile = "SKILL.md"
+
+/** @internal */
+export const limits = {
+  files: 256,
+  fileBytes: 1024 * 1024,
+  totalBytes: 8 * 1024 * 1024,
+  descriptionChars: 1024
+} as const
+
+const namePattern = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/
+
+/** @internal */
+export const isValidName = (name: string): boolean => namePattern.test(name)
+
+const Proto = {
+  [TypeId]: TypeId,
+  toJSON(this: Skill.Skill) {
+    return { _id: "@tether/core/Skill", ...this }
+  }
+}
+
+/** @internal */
+export const isSkill = (u: unknown): u is Skill.Skill => Predicate.hasProperty(u, TypeId)
+
+/** @internal */
+export const dir = (path: string, options?: { readonly name?: string | undefined }): Skill.Skill =>
+  Object.freeze(Object.assign(Object.create(Proto), {
+    _tag: "Dir" as const,
+    name: options?.name ?? NodePath.basename(path),
+    path
+  }))
+
+/** @internal */
+export const inline = (name: string, markdown: string): Skill.Skill =>
+  Object.freeze(Object.assign(Object.create(Proto), { _tag: "Inline" as const, name, markdown }))
+
+const error = (skill: string, reason: SkillError["reason"], detail: string) => new SkillError({ skill, reason, detail })
+
+const unquote = (value: string): string => {
+  const trimmed = value.trim()
+  if (trimmed.length >= 2) {
+    const first = trimmed[0]
+    if ((first === "\"" || first === "'") && trimmed.endsWith(first)) return trimmed.slice(1, -1)
+  }
+  return trimmed
+}
+
+/**
+ * The `description` of a SKILL.md: the frontmatter's `description:` scalar when there is one,
+ * else the first non-heading line of the body.
+ *
+ * @internal
+ */
+export const describe = (markdown: string): string => {
+  const lines = markdown.replace(/^\uFEFF/, "").split(/\r?\n/)
+  let body = lines
+  if (lines[0]?.trim() === "---") {
+    const end = lines.findIndex((line, i) => i > 0 && line.trim() === "---")
+    if (end > 0) {
+      for (const line of lines.slice(1, end)) {
+        const match = /^description\s*:(.*)$/.exec(line)
+        if (match !== null && unquote(match[1]!) !== "") {
+          return unquote(match[1]!).slice(0, limits.descriptionChars)
+        }
+      }
+      body = lines.slice(end + 1)
+    }
+  }
+  const first = body.map((line) => line.trim()).find((line) => line !== "" && !line.startsWith("#"))
+  return (first ?? "").slice(0, limits.descriptionChars)
+}
+
+const decoder = new TextDecoder("utf-8", { fatal: true })
+
+const sha256 = (data: string | Uint8Array): string => Crypto.createHash("sha256").update(data).digest("hex")
+
+/**
+ * Domain-separated SHA-256 over the name, the description and the sorted `(path, sha256)` of
+ * every file: equal content gives an equal digest whatever the source directory.
+ *
+ * @internal
+ */
+export const digestOf = (
+  name: string,
+  description: string,
+  files: ReadonlyArray<Skill.SkillContentFile>
+): string => {
+  const hash = Crypto.createHash("sha256").update("tether/skill/v1\u0000")
+  hash.update(JSON.stringify([name, description]))
+  for (const file of [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
+    hash.update(`\u0000${JSON.stringify(file.path)}:${sha256(file.content)}`)
+  }
+  return hash.digest("hex")
+}
+
+const snapshot = (
+  name: string,
+  files: ReadonlyArray<Skill.SkillContentFile>,
+  source: Skill.Loaded["source"]
+): Effect.Effect<Skill.Loaded, SkillError> => {
+  const main = files.find((file) => file.path === skillFile)
+  if (main === undefined) {
+    return Effect.fail(error(name, "MissingSkillFile", `${skillFile} is missing`))
+  }
+  const description = describe(main.content)
+  const sorted = [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+  return Effect.succeed(Object.freeze({
+    name,
+    description,
+    source,
+    digest: digestOf(name, description, sorted),
+    files: Object.freeze(sorted.map((file) => Object.freeze({ path: file.path, content: file.content })))
+  }))
+}
+
+const io = (skill: string, path: string) => (cause: unknown) =>
+  error(skill, "Unreadable", `${path}: ${cause instanceof Error ? cause.message : String(cause)}`)
+
+/** Every regular file under `root` (relative `/` paths); links and special files are refused. */
+const readTree = (name: string, root: string) =>
+  Effect.gen(function*() {
+    const files: Array<Skill.SkillContentFile> = []
+    let total = 0
+    const walk = (relative: string): Effect.Effect<void, SkillError> =>
+      Effect.gen(function*() {
+        const absolute = relative === "" ? root : NodePath.join(root, relative)
+        const entries = yield* Effect.tryPromise({
+          try: () => NodeFs.readdir(absolute, { withFileTypes: true }),
+          catch: io(name, absolute)
+        })
+        entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        for (const entry of entries) {
+          const child = relative === "" ? entry.name : `${relative}/${entry.name}`
+          if (entry.isDirectory()) {
+            yield* walk(child)
+          } else if (entry.isFile()) {
+            if (files.length >= limits.files) {
+              return yield* error(name, "TooLarge", `more than ${limits.files} files`)
+            }
+            const bytes = yield* Effect.tryPromise({
+              try: () => NodeFs.readFile(NodePath.join(root, child)),
+              catch: io(name, child)
+            })
+            if (bytes.byteLength > limits.fileBytes) {
+              return yield* error(name, "TooLarge", `${child} is larger than ${limits.fileBytes} bytes`)
+            }
+            total += bytes.byteLength
+            if (total > limits.totalBytes) {
+              return yield* error(name, "TooLarge", `the files exceed ${limits.totalBytes} bytes in total`)
+            }
+            const content = yield* Effect.try({
+              try: () => decoder.decode(bytes),
+              catch: () => error(name, "Unreadable", `${child} is not UTF-8 text`)
+            })
+            files.push({ path: child, content })
+          } else {
+            // A link could point anywhere on the host; a socket or FIFO could block the read.
+            return yield* error(name, "Unreadable", `${child} is not a regular file or directory`)
+          }
+        }
+      })
+    yield* walk("")
+    return files
+  })
+
+/**
+ * Reads a skill once: its name is checked, a directory skill's tree is snapshotted. Later
+ * changes on disk never reach the agent.
+ *
+ * @internal
+ */
+export const load = (skill: Skill.Skill): Effect.Effect<Skill.Loaded, SkillError> =>
+  Effect.gen(function*() {
+    if (typeof skill.name !== "string" || !isValidName(skill.name)) {
+      return yield* error(
+        String(skill.name).slice(0, 80),
+        "InvalidName",
+        "a skill name is 1-64 lowercase letters, digits and inner hyphens (pass `{ name }` to rename a folder)"
+      )
+    }
+    if (skill._tag === "Inline") {
+      if (typeof skill.markdown !== "string" || skill.markdown.trim() === "") {
+        return yield* error(skill.name, "MissingSkillFile", "the inline skill's markdown is empty")
+      }
+      if (Buffer.byteLength(skill.markdown) > limits.fileBytes) {
+        return yield* error(skill.name, "TooLarge", `the markdown is larger than ${limits.fileBytes} bytes`)
+      }
+      return yield* snapshot(skill.name, [{ path: skillFile, content: skill.markdown }], "inline")
+    }
+    if (typeof skill.path !== "string" || !NodePath.isAbsolute(skill.path)) {
+      return yield* error(skill.name, "NotFound", "a skill directory must be an absolute path")
+    }
+    const info = yield* Effect.tryPromise({ try: () => NodeFs.stat(skill.path), catch: () => undefined }).pipe(
+      Effect.orElseSucceed(() => undefined)
+    )
+    if (info === undefined) return yield* error(skill.name, "NotFound", `no directory at ${skill.path}`)
+    if (!info.isDirectory()) return yield* error(skill.name, "NotFound", `${skill.path} is not a directory`)
+    const files = yield* readTree(skill.name, skill.path)
+    return yield* snapshot(skill.name, files, "dir")
+  })
+
+/** @internal */
+export { sha256 }

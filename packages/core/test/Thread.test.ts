@@ -1,0 +1,239 @@
+import { describe, expect, it } from "@effect/vitest"
+import { ThreadStore } from "@tether/core"
+import { FakeCli } from "@tether/testing"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import * as Threads from "./fixtures/threads.js"
+import { record, startTurn, text, withThreads } from "./fixtures/threads.js"
+
+for (const [name, storeLayer] of Threads.stores) {
+  describe(`Thread (${name} store)`, () => {
+    it.live("continue-or-start: the first turn starts a session, the next resumes the committed one", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("tenant-42/issue-123")
+          expect(Option.isNone(yield* thread.snapshot)).toBe(true)
+          const first = yield* thread.run(text("hello"))
+          expect(first.text).toBe("hello")
+          const committed = yield* record(thread)
+          expect(committed).toMatchObject({
+            key: "tenant-42/issue-123",
+            provider: "fake-cli",
+            session: first.session,
+            fingerprint: agent.fingerprint,
+            turns: 1
+          })
+          expect(control.prepared[0]?._tag).toBe("New")
+          const events = yield* Stream.runCollect(thread.stream(text("again")))
+          const started = Array.from(events).find((event) => event._tag === "SessionStarted")
+          expect(started).toMatchObject({ sessionId: first.session, resumed: true })
+          expect(control.prepared[1]).toEqual({ _tag: "Resume", id: first.session })
+          expect(yield* record(thread)).toMatchObject({ session: first.session, turns: 2 })
+        })))
+
+    it.live("keys are opaque strings: Unicode and NUL keys are stored and compared as given", () =>
+      withThreads(storeLayer, ({ agent }) =>
+        Effect.gen(function*() {
+          const keys = ["a\u0000b", "a", "a\u0000", "日本語/😀", " a"]
+          for (const key of keys) yield* (yield* agent.thread(key)).run(text(`for ${key}`))
+          const sessions = new Set<string>()
+          for (const key of keys) {
+            const committed = yield* record(yield* agent.thread(key, { resumeOnly: true }))
+            expect(committed.key).toBe(key)
+            sessions.add(committed.session)
+          }
+          expect(sessions.size).toBe(keys.length)
+        })))
+
+    it.live("failures, non-zero exits and cancellations never overwrite a healthy record", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          yield* thread.run(text("healthy"))
+          const healthy = yield* record(thread)
+          const crashed = yield* Effect.flip(thread.run(FakeCli.script({ op: "text", text: "x" }, { op: "crash" })))
+          expect(crashed).toMatchObject({ _tag: "RunError", reason: "ExitedWithoutResult", exitCode: 3 })
+          const failed = yield* Effect.flip(thread.run(FakeCli.script({ op: "result", ok: false, error: "boom" })))
+          expect(failed).toMatchObject({ _tag: "RunError", reason: "ProviderFailed" })
+          // Cancellation: the consumer stops at the process start.
+          yield* thread.stream(FakeCli.script({ op: "sleep", ms: 5_000 })).pipe(
+            Stream.takeUntil((event) => event._tag === "ProcessStarted"),
+            Stream.runDrain
+          )
+          expect(yield* record(thread)).toEqual(healthy)
+          // Each of them resumed the healthy session, and it still resumes.
+          expect(control.prepared.slice(1).map((session) => session._tag)).toEqual(["Resume", "Resume", "Resume"])
+          yield* thread.run(text("still"))
+          expect(yield* record(thread)).toMatchObject({ session: healthy.session, turns: 2 })
+        })))
+
+    it.live("resumeOnly fails with ThreadNotFound and ThreadIncompatible; continue-or-start replaces", () =>
+      withThreads(storeLayer, ({ agent, make, control }) =>
+        Effect.gen(function*() {
+          expect(yield* Effect.flip(agent.thread("absent", { resumeOnly: true }))).toMatchObject({
+            _tag: "ThreadNotFound",
+            key: "absent"
+          })
+          const thread = yield* agent.thread("k")
+          yield* thread.run(text("one"))
+          const healthy = yield* record(thread)
+          // Another agent with other instructions shares the store: another fingerprint.
+          const other = yield* make(Threads.driver(control), {
+            definition: { instructions: "You write release notes.", skills: [], tools: Threads.Tools }
+          })
+          expect(other.fingerprint).not.toBe(agent.fingerprint)
+          expect(yield* Effect.flip(other.thread("k", { resumeOnly: true }))).toMatchObject({
+            _tag: "ThreadIncompatible",
+            reason: "Fingerprint"
+          })
+          expect(yield* record(thread)).toEqual(healthy)
+          // A failed fresh start keeps the old record; a clean one replaces it.
+          const otherThread = yield* other.thread("k")
+          yield* Effect.flip(otherThread.run(FakeCli.script({ op: "crash" })))
+          expect(yield* record(thread)).toEqual(healthy)
+          const fresh = yield* otherThread.run(text("two"))
+          expect(control.prepared.at(-1)?._tag).toBe("New")
+          expect(yield* record(thread)).toMatchObject({
+            session: fresh.session,
+            fingerprint: other.fingerprint,
+            turns: 1
+          })
+          expect(fresh.session).not.toBe(healthy.session)
+        })))
+
+    it.live("a rejected resume: resumeOnly fails with ResumeRejected, continue-or-start retries fresh once", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          const first = yield* thread.run(text("one"))
+          const healthy = yield* record(thread)
+          control.rejected.add(first.session!)
+          const strict = yield* agent.thread("k", { resumeOnly: true })
+          expect(yield* Effect.flip(strict.run(text("two")))).toMatchObject({ _tag: "ResumeRejected", key: "k" })
+          expect(yield* record(thread)).toEqual(healthy)
+          const before = control.prepared.length
+          const events = Array.from(yield* Stream.runCollect(thread.stream(text("three"))))
+          expect(control.prepared.slice(before).map((session) => session._tag)).toEqual(["Resume", "New"])
+          const finished = events.filter((event) => event._tag === "RunFinished")
+          expect(finished.map((event) => event.outcome)).toEqual(["failure", "success"])
+          expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(2)
+          const replaced = yield* record(thread)
+          expect(replaced.session).toBe(finished[1]!.result.session)
+          expect(replaced.session).not.toBe(healthy.session)
+          expect(replaced.turns).toBe(1)
+          // The fresh session resumes normally from now on.
+          yield* thread.run(text("four"))
+          expect(control.prepared.at(-1)).toEqual({ _tag: "Resume", id: replaced.session })
+        })))
+
+    it.live("one run per thread at a time: a second run fails fast with ThreadBusy", () =>
+      withThreads(storeLayer, ({ agent }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          const fiber = yield* startTurn(
+            thread.stream(FakeCli.script({ op: "sleep", ms: 800 }, { op: "text", text: "a" }))
+          )
+          expect(yield* Effect.flip(thread.run(text("b")))).toMatchObject({ _tag: "ThreadBusy", key: "k" })
+          const same = yield* agent.thread("k")
+          expect(yield* Effect.flip(same.run(text("c")))).toMatchObject({ _tag: "ThreadBusy" })
+          // Other keys are not blocked.
+          yield* (yield* agent.thread("other")).run(text("d"))
+          const first = yield* Fiber.join(fiber)
+          expect(first._tag).toBe("Right")
+          expect((yield* record(thread)).turns).toBe(1)
+          yield* thread.run(text("e"))
+          expect((yield* record(thread)).turns).toBe(2)
+        })))
+
+    it.live("a lost lease persists nothing: the run fails with CheckpointFailed", () =>
+      Effect.gen(function*() {
+        const paused = { renewals: false }
+        // A store whose renewals stall (a partitioned database): the lease expires mid-run.
+        const stalling = Layer.effect(
+          ThreadStore.ThreadStore,
+          Effect.map(ThreadStore.ThreadStore, (store) => ({
+            ...store,
+            renew: (lease: ThreadStore.Lease, ttl: Parameters<typeof store.renew>[1]) =>
+              paused.renewals ? Effect.void : store.renew(lease, ttl)
+          }))
+        ).pipe(Layer.provideMerge(storeLayer()))
+        yield* withThreads(() => stalling, ({ agent }) =>
+          Effect.gen(function*() {
+            const thread = yield* agent.thread("k")
+            yield* thread.run(text("healthy"))
+            const healthy = yield* record(thread)
+            paused.renewals = true
+            const fiber = yield* startTurn(
+              thread.stream(FakeCli.script({ op: "sleep", ms: 900 }, { op: "text", text: "x" }))
+            )
+            yield* Effect.sleep("450 millis")
+            // The lease expired: another host takes the thread over.
+            const store = yield* ThreadStore.ThreadStore
+            const lease = yield* store.acquire("k", "1 minute")
+            const outcome = yield* Fiber.join(fiber)
+            expect(outcome._tag).toBe("Left")
+            if (outcome._tag === "Left") {
+              expect(outcome.left).toMatchObject({ _tag: "RunError", reason: "CheckpointFailed" })
+              expect((outcome.left as { readonly cause?: unknown }).cause).toMatchObject({ _tag: "LeaseLost" })
+            }
+            expect(yield* record(thread)).toEqual(healthy)
+            yield* store.release(lease)
+          }), { threads: { leaseTtl: "300 millis" } })
+      }))
+
+    it.live("fork: the target must be absent; its first turn forks the committed session", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          expect(yield* Effect.flip((yield* agent.thread("nothing")).fork("x"))).toMatchObject({
+            _tag: "ThreadNotFound",
+            key: "nothing"
+          })
+          const source = yield* agent.thread("source")
+          yield* source.run(text("one"))
+          yield* source.run(text("two"))
+          const origin = yield* record(source)
+          yield* (yield* agent.thread("taken")).run(text("taken"))
+          expect(yield* Effect.flip(source.fork("taken"))).toMatchObject({ _tag: "ThreadAlreadyExists", key: "taken" })
+          const forked = yield* source.fork("copy")
+          expect(Option.isNone(yield* forked.snapshot)).toBe(true)
+          // A failed first turn leaves the target absent.
+          yield* Effect.flip(forked.run(FakeCli.script({ op: "crash" })))
+          expect(Option.isNone(yield* forked.snapshot)).toBe(true)
+          const result = yield* forked.run(text("branch"))
+          const prepared = control.prepared.at(-1)!
+          expect(prepared).toMatchObject({ _tag: "Fork", from: origin.session })
+          const copy = yield* record(forked)
+          expect(copy).toMatchObject({ key: "copy", session: result.session, turns: 3, fingerprint: agent.fingerprint })
+          expect(copy.session).not.toBe(origin.session)
+          expect(yield* record(source)).toEqual(origin)
+          // Afterwards the fork resumes its own session; forking onto it again is refused.
+          yield* forked.run(text("more"))
+          expect(control.prepared.at(-1)).toEqual({ _tag: "Resume", id: copy.session })
+          expect(yield* Effect.flip(source.fork("copy"))).toMatchObject({ _tag: "ThreadAlreadyExists" })
+        })))
+
+    it.live("fork, resume and revisions are checked before any process starts", () =>
+      withThreads(storeLayer, ({ agent, make, control }) =>
+        Effect.gen(function*() {
+          const source = yield* agent.thread("source")
+          yield* source.run(text("one"))
+          const count = control.prepared.length
+          const noFork = yield* make(Threads.driver(control, { fork: false }))
+          const thread = yield* noFork.thread("other")
+          yield* thread.run(text("x"))
+          expect(yield* Effect.flip(thread.fork("target"))).toMatchObject({
+            _tag: "UnsupportedCapability",
+            capability: "fork"
+          })
+          const noResume = yield* make(Threads.driver(control, { resume: false }))
+          expect(yield* Effect.flip(noResume.thread("k"))).toMatchObject({
+            _tag: "UnsupportedCapability",
+            capability: "resume"
+          })
+          expect(control.prepared.length).toBe(count + 1)
+        })))
+  })
+}

@@ -1,0 +1,121 @@
+import { describe, expect, it } from "@effect/vitest"
+import type { Agent, Event } from "@tether/core"
+import { ThreadStore, ToolPolicy } from "@tether/core"
+import { FakeCli, Harness } from "@tether/testing"
+import * as Effect from "effect/Effect"
+import * as FastCheck from "effect/FastCheck"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import * as Threads from "./fixtures/threads.js"
+
+const withAgent = <A, E>(
+  body: (agent: Agent.Agent) => Effect.Effect<A, E, Effect.Effect.Context<ReturnType<typeof Threads.makeAgent>>>
+) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    return yield* Effect.gen(function*() {
+      const agent = yield* Threads.makeAgent(sandbox, Threads.driver(Threads.makeControl()))
+      return yield* body(agent)
+    }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Threads.ToolsLive, Harness.layer, ThreadStore.layerMemory)))
+  }).pipe(Effect.scoped)
+
+// Lists the tools, then calls delete_issue directly by name.
+const probe = FakeCli.script({ op: "list" }, { op: "call", tool: "delete_issue", input: { key: "ISSUE-1" } })
+
+const observe = (events: ReadonlyArray<Event.Event>) => {
+  const listed = events.find((event): event is Event.Notice => event._tag === "Notice" && event.kind === "tools")
+  const call = events.find((event): event is Event.ToolCall =>
+    event._tag === "ToolCall" && event.phase === "end" && event.name === "delete_issue"
+  )
+  const started = events.find((event): event is Event.RunStarted => event._tag === "RunStarted")
+  return { listed: listed?.message.split(",").sort(), call, started }
+}
+
+describe("ToolPolicy.effective", () => {
+  it("is definition ∩ allow minus deny, sorted; unknown names never add a tool", () => {
+    const tools = ["b", "a", "c"]
+    expect(ToolPolicy.effective(tools, undefined)).toEqual(["a", "b", "c"])
+    expect(ToolPolicy.effective(tools, { allow: ["c", "a", "zzz"] })).toEqual(["a", "c"])
+    expect(ToolPolicy.effective(tools, { deny: ["b", "zzz"] })).toEqual(["a", "c"])
+    expect(ToolPolicy.effective(tools, { allow: ["a", "b"], deny: ["b"] })).toEqual(["a"])
+    expect(ToolPolicy.effective(tools, { allow: [] })).toEqual([])
+  })
+
+  it.prop(
+    "the effective set is always a subset of the definition and excludes every denied tool",
+    [
+      FastCheck.uniqueArray(FastCheck.constantFrom("a", "b", "c", "d", "e")),
+      FastCheck.option(FastCheck.array(FastCheck.constantFrom("a", "b", "c", "x")), { nil: undefined }),
+      FastCheck.option(FastCheck.array(FastCheck.constantFrom("a", "b", "y")), { nil: undefined })
+    ],
+    ([tools, allow, deny]) => {
+      const policy = { ...(allow === undefined ? {} : { allow }), ...(deny === undefined ? {} : { deny }) }
+      const effective = ToolPolicy.effective(tools, policy)
+      for (const name of effective) {
+        expect(tools).toContain(name)
+        expect(deny ?? []).not.toContain(name)
+        if (allow !== undefined) expect(allow).toContain(name)
+      }
+      for (const name of tools) {
+        if ((allow === undefined || allow.includes(name)) && !(deny ?? []).includes(name)) {
+          expect(effective).toContain(name)
+        }
+      }
+    },
+    { fastCheck: { numRuns: 200 } }
+  )
+})
+
+describe("ToolPolicy through the fake CLI and the real gateway", () => {
+  it.live("a tool outside the policy is not listed and a direct call is refused; the next turn sees it again", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        Threads.calls.length = 0
+        const restricted = observe(Array.from(
+          yield* Stream.runCollect(agent.stream({ input: probe, toolPolicy: { allow: ["lookup_issue"] } }))
+        ))
+        expect(restricted.listed).toEqual(["lookup_issue"])
+        expect(restricted.call?.isError).toBe(true)
+        expect(restricted.started?.effectiveTools).toEqual(["lookup_issue"])
+        expect(Threads.calls).toEqual([])
+
+        const open = yield* Stream.runCollect(agent.stream(probe))
+        const seen = observe(Array.from(open))
+        expect(seen.listed).toEqual(["delete_issue", "lookup_issue"])
+        expect(seen.call?.isError).toBe(false)
+        expect(seen.started?.effectiveTools).toEqual(["delete_issue", "lookup_issue"])
+        expect(Threads.calls).toEqual(["delete_issue:ISSUE-1"])
+
+        const denied = yield* agent.run({ input: probe, toolPolicy: { deny: ["delete_issue"] } })
+        expect(denied.effectiveTools).toEqual(["lookup_issue"])
+        expect(denied.transcript.find((entry) => entry._tag === "ToolCall")).toMatchObject({
+          name: "delete_issue",
+          isError: true
+        })
+        expect(Threads.calls).toEqual(["delete_issue:ISSUE-1"])
+        // The definition never changed.
+        expect(agent.definition.catalog.descriptors.map((descriptor) => descriptor.name)).toEqual([
+          "delete_issue",
+          "lookup_issue"
+        ])
+      })
+    ))
+
+  it.live("on a thread the policy applies to that turn only and leaves the fingerprint unchanged", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        Threads.calls.length = 0
+        const before = agent.fingerprint
+        const thread = yield* agent.thread("policy")
+        const narrowed = yield* thread.run({ input: probe, toolPolicy: { allow: [] } })
+        expect(narrowed.effectiveTools).toEqual([])
+        expect(Threads.calls).toEqual([])
+        const committed = yield* thread.snapshot
+        expect(committed._tag === "Some" && committed.value.fingerprint).toBe(before)
+        const events = Array.from(yield* Stream.runCollect(thread.stream(probe)))
+        expect(observe(events).listed).toEqual(["delete_issue", "lookup_issue"])
+        expect(Threads.calls).toEqual(["delete_issue:ISSUE-1"])
+        expect(agent.fingerprint).toBe(before)
+      })
+    ))
+})

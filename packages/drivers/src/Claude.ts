@@ -1,0 +1,128 @@
+/**
+ * The Claude Code driver (`@anthropic-ai/claude-code`, verified with 2.1.197).
+ *
+ * Each turn runs `claude -p --input-format stream-json --output-format stream-json --verbose
+ * [--include-partial-messages]` with the prompt written to stdin as one stream-json user
+ * message (never in argv) and stdin then closed. The execution clone is `CLAUDE_CONFIG_DIR`;
+ * the hosted tools are declared in an MCP config file written into the clone whose
+ * `Authorization` header references the token variable (`Bearer ${VAR}`), never the token.
+ *
+ * @since 0.1.0
+ */
+import type * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import type * as Redacted from "effect/Redacted"
+import * as internal from "./internal/claude.js"
+import * as parser from "./internal/claudeParse.js"
+
+/**
+ * Driver configuration. Everything is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Config {
+  /**
+   * Path of the `claude` executable. When absent, the first `node_modules/.bin/claude` found
+   * walking up from the host's current working directory is used (the pinned
+   * `@anthropic-ai/claude-code` dev/runtime dependency); when there is none, `claude` is
+   * looked up on the `PATH` given to the process (the host's `PATH`).
+   */
+  readonly binary?: string
+  /** Default model (`--model`); a turn's `model` wins. Absent: the CLI's own default. */
+  readonly model?: string
+  /**
+   * Extra variables for the CLI, e.g. the model endpoint: `ANTHROPIC_BASE_URL`,
+   * `ANTHROPIC_API_KEY` (as `Redacted`), `CLAUDE_CODE_MAX_RETRIES`. They cannot override the
+   * variables the driver owns (`HOME`, `CLAUDE_CONFIG_DIR`, `CLAUDE_CODE_TMPDIR`, the
+   * telemetry switches, the token variable).
+   */
+  readonly env?: { readonly [name: string]: string | Redacted.Redacted<string> }
+  /** Names of host variables passed through unchanged when set (besides `PATH`, `LANG`, `LC_ALL`, `TZ`). */
+  readonly passEnv?: ReadonlyArray<string>
+  /** Emit `TextDelta` / `ReasoningDelta` from `--include-partial-messages` (default `true`). */
+  readonly partialMessages?: boolean
+  /**
+   * Also load the MCP servers configured in the profile itself (default `false`: the CLI is run
+   * with `--strict-mcp-config`, so only the hosted tools and the definition's MCP sources exist).
+   */
+  readonly profileMcpServers?: boolean
+  /** Built-in tools offered to the model (`--tools`); absent: the CLI's default set. `[]` disables them all. */
+  readonly builtinTools?: ReadonlyArray<string>
+}
+
+/**
+ * What the driver can honour. Claude Code has no sandbox level the driver can map faithfully
+ * (its permission modes are not a filesystem sandbox), so every sandbox request is refused.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const capabilities: Driver.Capabilities = internal.capabilities
+
+/**
+ * Claude Code's configuration directory: `CLAUDE_CONFIG_DIR`, natively `$HOME/.claude`.
+ * Settings (`settings.json`, `CLAUDE.md`, agents, commands, output styles), MCP declarations
+ * (`.claude.json`, which also holds `mcpServers`), skills (`skills/`), authentication
+ * (`.credentials.json`); the driver reserves `.tether-mcp.json` and `.tether-instructions.md`.
+ * Siblings: `home` (the process's `HOME`; with an MCP server configured, 2.1.197 writes its MCP
+ * logs under `home/.cache/claude-cli-nodejs/`) and `tmp` (`CLAUDE_CODE_TMPDIR`). Natively, without
+ * `CLAUDE_CONFIG_DIR`, Claude Code keeps `.claude.json` in `$HOME` rather than in `$HOME/.claude`.
+ * Session transcripts (`projects/`) are not a class: they live and die with the clone.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const layout: ProfileLayout = internal.layout
+
+/**
+ * The file, relative to the clone, holding the MCP declarations of a run.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const mcpConfigFile: string = internal.mcpConfigFile
+
+/**
+ * The file, relative to the clone, holding the instructions appended to the system prompt.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const instructionsFile: string = internal.instructionsFile
+
+/**
+ * The Claude Code driver.
+ *
+ * `prepare` fails with `ProtocolError` when a sandbox level is requested or the layout's
+ * siblings are missing. `parse` maps every record kind of the stream-json protocol:
+ * `system/init` → `SessionStarted` (a hosted-tools server reported `failed` or `needs-auth`
+ * fails the stream with `ProtocolError("HostedToolsUnavailable")`; a resumed session that
+ * comes back with another id fails with `ResumeRejected`), `system/api_retry` and other
+ * system records → `Notice`, partial `stream_event` deltas → `TextDelta` / `ReasoningDelta`,
+ * `assistant` text → `Message`, `tool_use` → `ToolCall` start, `user` `tool_result` →
+ * `ToolCall` end, `result` → `Usage` + `Terminal` (`ok` is `false` when `is_error`).
+ * Unknown records and lines that are not JSON become `Notice`s. Its `sessionConfig` (what
+ * enters threads' compatibility fingerprint) is `model`, `builtinTools` and
+ * `profileMcpServers`; never `env` or `binary`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The parser alone (what `driver(config).parse` is).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parse: Driver.Driver["parse"] = parser.parse
+
+/**
+ * The stdin line that carries a prompt in `--input-format stream-json`.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const promptLine: (prompt: string) => string = internal.promptLine

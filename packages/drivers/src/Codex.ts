@@ -1,0 +1,196 @@
+/**
+ * The Codex driver (`@openai/codex`, verified with 0.171.0).
+ *
+ * Each turn runs `codex exec --json --skip-git-repo-check [--model m] [--config sandbox_mode=…]
+ * -- <prompt>` (`exec resume … -- <thread> <prompt>` to resume, `exec fork … -- <thread> <prompt>`
+ * to fork) with stdin closed, so Codex never appends anything of stdin to the prompt. The
+ * execution clone is `CODEX_HOME`; `HOME` and `TMPDIR` are the layout's `home` and `tmp`
+ * siblings (outside the clone, as Codex requires). The clone's `config.toml` is the user's
+ * copied settings merged with the turn's declarations (written with smol-toml): the hosted
+ * tools as `[mcp_servers.<key>]` with `url`, `bearer_token_env_var` (the variable's name, never
+ * the token), `default_tools_approval_mode = "approve"`, `required = true` (a hosted-tools
+ * server that fails to start fails the run) and `enabled_tools` (the turn's effective tools);
+ * the agent's instructions as `developer_instructions`; the definition's MCP sources (stdio and
+ * streamable HTTP, their tools approved as well, a bearer token only by variable name); the
+ * configured model provider.
+ *
+ * @since 0.1.0
+ */
+import type * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import type * as Redacted from "effect/Redacted"
+import * as internal from "./internal/codex.js"
+import * as codexConfig from "./internal/codexConfig.js"
+import * as parser from "./internal/codexParse.js"
+
+/**
+ * A TOML value as smol-toml reads and writes it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type TomlValue =
+  | string
+  | number
+  | bigint
+  | boolean
+  | Date
+  | ReadonlyArray<TomlValue>
+  | TomlTable
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface TomlTable {
+  readonly [key: string]: TomlValue
+}
+
+/**
+ * A model provider declared as `[model_providers.<id>]` and selected with `model_provider`.
+ * Codex sends the value of the variable `envKey` as `Authorization: Bearer …` (give the value
+ * through `Config.env`, as `Redacted`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ModelProvider {
+  readonly id: string
+  readonly name?: string
+  /** E.g. `http://127.0.0.1:<port>/v1` (Codex appends `/responses`). */
+  readonly baseUrl: string
+  readonly envKey?: string
+  readonly requestMaxRetries?: number
+  readonly streamMaxRetries?: number
+}
+
+/**
+ * Driver configuration. Everything is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Config {
+  /**
+   * Path of the Codex executable; always wins. When absent, the first `node_modules` walking
+   * up from the host's working directory that has one provides it, preferring the native
+   * binary of the platform package (`@openai/codex-linux-x64/vendor/<triple>/bin/codex`, about
+   * 80 ms per turn faster) over the npm Node launcher (`.bin/codex`); else `codex` on the `PATH`.
+   */
+  readonly binary?: string
+  /** Default model (`--model`); a turn's `model` wins. Absent: the profile's own setting. */
+  readonly model?: string
+  /** The model provider to declare and select (else the profile's settings decide). */
+  readonly modelProvider?: ModelProvider
+  /**
+   * Settings merged over the user's copied `config.toml` (tables merge key by key), e.g.
+   * {@link offlineSettings}. The hosted-tools server key is reserved and always the driver's.
+   */
+  readonly settings?: TomlTable
+  /**
+   * Extra variables for the CLI (e.g. the model provider's key, as `Redacted`). They cannot
+   * override the variables the driver owns (`HOME`, `CODEX_HOME`, `TMPDIR`, the token variable).
+   */
+  readonly env?: { readonly [name: string]: string | Redacted.Redacted<string> }
+  /** Names of host variables passed through unchanged when set (besides `PATH`, `LANG`, `LC_ALL`, `TZ`). */
+  readonly passEnv?: ReadonlyArray<string>
+  /**
+   * When the model endpoint cannot be reached, Codex 0.171.0 keeps reporting
+   * `Reconnecting... waiting for network` (about every 8 s) and never ends the turn, whatever
+   * its retry settings. With this set, the run fails with `ProtocolError("ProviderError")`
+   * once Codex reported more attempts than this (`0`: at the first). Absent: Codex waits.
+   */
+  readonly maxReconnects?: number
+}
+
+/**
+ * What the driver can honour: resume and fork, stdio and streamable-HTTP MCP sources,
+ * instructions, the three sandbox levels (`read-only`, `workspace-write`,
+ * `danger-full-access`) and a per-turn tool allow-list (`enabled_tools`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const capabilities: Driver.Capabilities = internal.capabilities
+
+/**
+ * Codex's configuration directory: `CODEX_HOME`, natively `$HOME/.codex`. Settings
+ * (`config.toml`, which also holds the MCP declarations, `*.config.toml` profiles,
+ * `AGENTS.md`, prompts, rules), skills (`skills/`), authentication (`auth.json`); the driver
+ * reserves `.tether-user-config.toml` (the user's settings as copied, kept for later turns).
+ * Siblings: `home` (`HOME`) and `tmp` (`TMPDIR`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const layout: ProfileLayout = internal.layout
+
+/**
+ * Settings that keep Codex from reaching anything but the configured endpoints: no plugin
+ * sync (`features.plugins`: a git clone and GitHub/ChatGPT calls otherwise), no ChatGPT apps
+ * connector (`features.apps`: with an `auth.json` in the profile Codex otherwise connects to
+ * `https://chatgpt.com/backend-api/ps/mcp` at start-up, ≈ 1.4 s per turn offline), no
+ * analytics, no feedback upload, no update check.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const offlineSettings: TomlTable = internal.offlineSettings
+
+/**
+ * The file, relative to the clone, where the user's copied `config.toml` is kept.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const userConfigFile: string = codexConfig.userConfigFile
+
+/**
+ * The Codex driver.
+ *
+ * `prepare` fails with `ProtocolError` when the layout's siblings are missing, the profile's
+ * `config.toml` is not TOML, an MCP source uses SSE or takes the reserved key. `parse` maps
+ * `thread.started` → `SessionStarted` (the thread id is the checkpoint; a resume that comes
+ * back with another thread fails with `ResumeRejected`), `item.*` of `agent_message` →
+ * `Message`, `reasoning` → `ReasoningDelta`, `mcp_tool_call` / `command_execution` /
+ * `file_change` / `web_search` → `ToolCall` start and end (hosted tools have source `host`),
+ * `todo_list` and `error` items → `Notice`, `turn.completed` → `Usage` + `Terminal`,
+ * `turn.failed` → a failed `Terminal`, `error` records → `Notice`. Unknown records, unknown item
+ * kinds and lines that are not JSON become `Notice`s. `classifyExit` maps "no rollout found for
+ * thread id" to `ResumeRejected` and "required MCP servers failed to initialize" to
+ * `HostedToolsUnavailable`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The parser alone (what `driver(config).parse` is, without a `maxReconnects` limit).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parse: Driver.Driver["parse"] = (lines, context) => parser.parse(lines, context)
+
+/**
+ * The exit classifier alone (what `driver(config).classifyExit` is).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const classifyExit: (info: Driver.ExitInfo) => Driver.ProtocolError | undefined = parser.classifyExit
+
+/**
+ * Where the binary is looked for in one `node_modules`, best first (native binary of the
+ * platform package, the one vendored in `@openai/codex`, then the Node launcher).
+ *
+ * @since 0.1.0
+ * @category binary
+ */
+export const binaryCandidates: (
+  nodeModules: string,
+  platform: string,
+  arch: string,
+  join: (...parts: Array<string>) => string
+) => ReadonlyArray<string> = internal.binaryCandidates

@@ -1,0 +1,112 @@
+/**
+ * The Cursor CLI driver (`agent`, not published on npm; tested against the protocol-faithful
+ * fake of `@tether/testing/CursorAgent`).
+ *
+ * Each turn runs `agent -p --output-format stream-json --workspace <cwd> --trust --approve-mcps
+ * [--force] [--model <m>] [--resume <session_id>]` with the prompt written to stdin (never in
+ * argv) and stdin then closed. `CURSOR_CONFIG_DIR` and `CURSOR_DATA_DIR` are the execution
+ * clone (`dataDir` can put the chats in a host-owned directory instead). The hosted tools are
+ * declared in the clone's `mcp.json` (the user's copied servers kept) as a URL server whose
+ * `Authorization` header references the token variable with Cursor's syntax
+ * (`Bearer ${env:VAR}`), never the token. A new session's id comes from the CLI
+ * (`result.session_id` is the checkpoint); later turns pass `--resume <session_id>`.
+ *
+ * Cursor has no appended system prompt, no native structured output and no fork: the
+ * capabilities say so, and asking for them fails before spawn.
+ *
+ * @since 0.1.0
+ */
+import type * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import type * as Redacted from "effect/Redacted"
+import * as internal from "./internal/cursor.js"
+import * as parser from "./internal/cursorParse.js"
+
+/**
+ * Driver configuration. Everything is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Config {
+  /** The executable (default `agent`, looked up on the `PATH` given to the process). */
+  readonly binary?: string
+  /** Arguments placed before the driver's own (e.g. a script path when `binary` is `node`). */
+  readonly binaryArgs?: ReadonlyArray<string>
+  /** Default model (`--model`); a turn's `model` wins. Absent: the CLI's default. */
+  readonly model?: string
+  /** Pass `--force` (allow commands without asking). Default `false`. */
+  readonly force?: boolean
+  /**
+   * Extra variables for the CLI, e.g. `CURSOR_API_KEY` (as `Redacted`). They cannot override
+   * the variables the driver owns (`HOME`, `TMPDIR`, `CURSOR_CONFIG_DIR`, `CURSOR_DATA_DIR`, the
+   * token variable).
+   */
+  readonly env?: { readonly [name: string]: string | Redacted.Redacted<string> }
+  /** Names of host variables passed through unchanged when set (besides `PATH`, `LANG`, `LC_ALL`, `TZ`). */
+  readonly passEnv?: ReadonlyArray<string>
+  /**
+   * `CURSOR_DATA_DIR`, where the CLI keeps its chats (the sessions `--resume` reopens). Default:
+   * the execution clone, so sessions live as long as the agent. A thread that must resume after
+   * the agent is rebuilt (a host restart: the old clone is gone) needs a host-owned directory
+   * here that outlives the agent; the driver never writes into it itself.
+   */
+  readonly dataDir?: string
+}
+
+/**
+ * What the driver can honour: resume only; no fork, no appended instructions, no structured
+ * output, no sandbox level, no per-turn allow-list flag (the gateway still enforces each turn's
+ * tools at `tools/list` and `tools/call`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const capabilities: Driver.Capabilities = internal.capabilities
+
+/**
+ * Cursor's configuration directory: `CURSOR_CONFIG_DIR` (chats go to `CURSOR_DATA_DIR`, set to
+ * the same clone), natively `$HOME/.cursor`. Settings (`cli-config.json`, `rules/`), MCP
+ * declarations (`mcp.json`), skills (`skills/`), authentication (`auth.json`). Siblings: `home`
+ * (`HOME`) and `tmp` (`TMPDIR`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const layout: ProfileLayout = internal.layout
+
+/**
+ * The MCP declarations file, relative to the clone, that the driver rewrites for each run.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const mcpFile: string = internal.mcpFile
+
+/**
+ * The Cursor driver.
+ *
+ * `prepare` fails with `ProtocolError` for instructions, a sandbox level or a fork (core refuses
+ * them earlier from `capabilities`), missing siblings, an `mcp.json` that is not a JSON object,
+ * or one that already declares the hosted key (`HostedToolsUnavailable`) or a source's key.
+ * `parse` maps the stream-json protocol: `system/init` → `SessionStarted` (a resumed session
+ * that comes back with another id fails with `ResumeRejected`), `user` / `assistant` →
+ * `Message`, `thinking` deltas → `ReasoningDelta`, `tool_call` `started` / `completed` →
+ * `ToolCall` start / end (`mcpToolCall` of the hosted server → the catalog name with source
+ * `host`; other MCP servers → `mcp`; Cursor's own tools → `builtin`), `result` → `Terminal`
+ * (`ok` for `success` without `is_error`; the text is the last assistant message after the last
+ * tool call, else `result`). Unknown records and non-JSON lines become `Notice`s.
+ * `classifyExit` turns "session … not found" on a resume into `ResumeRejected`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The parser alone (what `driver(config).parse` is).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parse: Driver.Driver["parse"] = parser.parse

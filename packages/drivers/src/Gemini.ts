@@ -1,0 +1,126 @@
+/**
+ * The Gemini CLI driver (`@google/gemini-cli`, verified with 0.61.0).
+ *
+ * Each turn runs `gemini -p "" --output-format stream-json [-m <model>] --session-id <uuid> |
+ * --resume <uuid> --skip-trust` with the prompt written to stdin (never in argv) and stdin then
+ * closed; the headless mode appends stdin to the empty `-p` prompt. `GEMINI_CLI_HOME` is the
+ * execution clone: the driver rewrites `<clone>/.gemini/settings.json` as the user's copied
+ * settings with its own keys merged over them (`security.auth.selectedType`, telemetry and
+ * update checks off, the MCP servers), declares the hosted tools as an `httpUrl` server whose
+ * `Authorization` header references the token variable (`Bearer ${VAR}`, never the token), with
+ * `trust: true` (only this server) and `includeTools` = the turn's allowed tools. Instructions are
+ * written to `<clone>/.gemini/tether-instructions.md`, which `context.fileName` names, so the CLI
+ * loads it as global context into the request's `systemInstruction`.
+ *
+ * @since 0.1.0
+ */
+import type * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import type * as Redacted from "effect/Redacted"
+import * as internal from "./internal/gemini.js"
+import * as parser from "./internal/geminiParse.js"
+
+/**
+ * Driver configuration. Everything is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Config {
+  /**
+   * Path of the `gemini` executable. When absent, the `@google/gemini-cli` package resolvable
+   * from the host's current working directory is run with the host's Node (`bundle/gemini.js`);
+   * when there is none, `gemini` is looked up on the `PATH` given to the process.
+   */
+  readonly binary?: string
+  /** Default model (`-m`); a turn's `model` wins. Absent: the CLI's own default (`auto`, which adds a router request). */
+  readonly model?: string
+  /**
+   * Extra variables for the CLI, e.g. `GOOGLE_GEMINI_BASE_URL` or `GEMINI_API_KEY` (as
+   * `Redacted`). They cannot override the variables the driver owns (`HOME`, `TMPDIR`,
+   * `GEMINI_CLI_HOME`, `GEMINI_CLI_NO_RELAUNCH`, the token variable); `GEMINI_CLI_TRUST_WORKSPACE`
+   * is always removed (trust is `trustWorkspace`).
+   */
+  readonly env?: { readonly [name: string]: string | Redacted.Redacted<string> }
+  /** Names of host variables passed through unchanged when set (besides `PATH`, `LANG`, `LC_ALL`, `TZ`). */
+  readonly passEnv?: ReadonlyArray<string>
+  /**
+   * `security.auth.selectedType` written into the clone's settings. Absent: the user's copied
+   * value, else `gemini-api-key`. (Required in headless mode: with `GOOGLE_GEMINI_BASE_URL` set,
+   * the type derived from the environment is rejected with exit 41.)
+   */
+  readonly authType?: string
+  /**
+   * Trust the workspace for each run (`--skip-trust`, default `true`). With `false` the CLI
+   * decides from the profile's `trustedFolders.json` and exits 55 in an untrusted folder.
+   */
+  readonly trustWorkspace?: boolean
+  /** `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`); absent: the CLI's default. */
+  readonly approvalMode?: "default" | "auto_edit" | "yolo" | "plan"
+}
+
+/**
+ * What the driver can honour: resume (`--resume <uuid>`), no fork, MCP sources over stdio,
+ * HTTP and SSE, appended instructions, per-turn tool allow-list (`includeTools`), no sandbox
+ * level (its approval modes are not a filesystem sandbox), no structured output.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const capabilities: Driver.Capabilities = internal.capabilities
+
+/**
+ * The Gemini CLI's configuration directory: `GEMINI_CLI_HOME` (which replaces the home
+ * directory: everything lives in `<dir>/.gemini/`), natively `$HOME`. Settings
+ * (`settings.json`, which also holds `mcpServers`, `GEMINI.md`, commands, policies,
+ * `trustedFolders.json`), skills (`skills/`), authentication (OAuth and account files); the
+ * driver reserves `.gemini/tether-instructions.md`. Siblings: `home` (`HOME`) and `tmp` (`TMPDIR`).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const layout: ProfileLayout = internal.layout
+
+/**
+ * The settings file, relative to the clone, that the driver rewrites for each run.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const settingsFile: string = internal.settingsFile
+
+/**
+ * The file, relative to the clone, holding the instructions.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const instructionsFile: string = internal.instructionsFile
+
+/**
+ * The Gemini CLI driver.
+ *
+ * `prepare` fails with `ProtocolError` when a sandbox level or a fork is requested, the
+ * layout's siblings are missing, the clone's settings are not a JSON object, or they already
+ * declare an MCP server under the hosted key (`HostedToolsUnavailable`) or a definition
+ * source's key. `parse` maps the stream-json protocol: `init` → `SessionStarted` (a resumed
+ * session that comes back with another id fails with `ResumeRejected`), `message` user →
+ * `Message`, assistant deltas → `TextDelta` (and the assembled assistant `Message` when a tool
+ * call or the result closes it), `tool_use` / `tool_result` → `ToolCall` start / end (host
+ * tools named `mcp_<hostedKey>_<tool>` come back as `<tool>` with source `host`), `error` →
+ * `Notice`, `result` → `Usage` + `Terminal` (`ok` when `status` is `success`; the final text is
+ * the assistant text after the last tool call). Unknown records and non-JSON lines become
+ * `Notice`s. `classifyExit` turns "Error resuming session" into `ResumeRejected`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The parser alone (what `driver(config).parse` is).
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
+export const parse: Driver.Driver["parse"] = parser.parse

@@ -1,0 +1,238 @@
+/** @internal */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import type { Config } from "../Claude.js"
+import * as parser from "./claudeParse.js"
+
+/** @internal */
+export const mcpConfigFile = ".tether-mcp.json"
+
+/** @internal */
+export const instructionsFile = ".tether-instructions.md"
+
+/** @internal */
+export const capabilities: Driver.Capabilities = {
+  resume: true,
+  fork: true,
+  mcpTransports: ["stdio", "http", "sse"],
+  instructions: true,
+  skillsProjection: false,
+  sandbox: [],
+  toolAllowList: true,
+  streamingInput: true,
+  structuredOutput: false,
+  persistentProcess: false
+}
+
+/** @internal */
+export const layout: ProfileLayout = {
+  provider: "claude",
+  selectorEnv: ["CLAUDE_CONFIG_DIR"],
+  nativeDefault: (env) => `${env["HOME"] ?? ""}/.claude`,
+  classes: {
+    settings: ["settings.json", "settings.local.json", "CLAUDE.md", "agents/**", "commands/**", "output-styles/**"],
+    mcp: [".claude.json"],
+    skills: ["skills/**"],
+    auth: [".credentials.json"]
+  },
+  reserved: [mcpConfigFile, instructionsFile],
+  siblings: ["home", "tmp"]
+}
+
+/** Host variables always passed through when set. */
+const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
+
+/** Variables the driver owns: configuration cannot override them. */
+const fixedEnv = {
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  DISABLE_AUTOUPDATER: "1",
+  DISABLE_TELEMETRY: "1",
+  DISABLE_ERROR_REPORTING: "1"
+} as const
+
+/** @internal */
+export const promptLine = (prompt: string): string =>
+  JSON.stringify({ type: "user", message: { role: "user", content: prompt } }) + "\n"
+
+const protocolError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+const mcpEntry = (server: Driver.McpServer): { readonly [key: string]: unknown } => {
+  if (server._tag === "stdio") {
+    return { type: "stdio", command: server.command, args: server.args, env: server.env }
+  }
+  const headers: { [name: string]: string } = { ...server.headers }
+  if (server.bearerTokenEnv !== undefined) headers["Authorization"] = `Bearer \${${server.bearerTokenEnv}}`
+  return { type: server._tag, url: server.url, headers }
+}
+
+/** @internal */
+export const renderMcpConfig = (request: Driver.InvocationRequest): string => {
+  const mcpServers: { [key: string]: unknown } = {}
+  for (const server of request.mcp) mcpServers[server.key] = mcpEntry(server)
+  mcpServers[request.hosted.key] = {
+    type: "http",
+    url: request.hosted.url,
+    headers: { Authorization: `Bearer \${${request.hosted.tokenVariable}}` }
+  }
+  return JSON.stringify({ mcpServers }, null, 2) + "\n"
+}
+
+/** `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source. */
+const allowedTools = (request: Driver.InvocationRequest): ReadonlyArray<string> => [
+  ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
+  ...request.mcp.map((server) => `mcp__${server.key}`)
+]
+
+const resolveBinary = (config: Config) =>
+  Effect.gen(function*() {
+    if (config.binary !== undefined) return config.binary
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    let dir = process.cwd()
+    for (;;) {
+      const candidate = path.join(dir, "node_modules", ".bin", "claude")
+      if (yield* fs.exists(candidate).pipe(Effect.orElseSucceed(() => false))) return candidate
+      const parent = path.dirname(dir)
+      if (parent === dir) return "claude"
+      dir = parent
+    }
+  })
+
+const variableReference = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g
+
+const referencedVariables = (servers: ReadonlyArray<Driver.McpServer>): ReadonlyArray<string> =>
+  servers.flatMap((server) => {
+    const texts = server._tag === "stdio"
+      ? [server.command, ...server.args, ...Object.values(server.env)]
+      : [server.url, ...Object.values(server.headers)]
+    const named = server._tag !== "stdio" && server.bearerTokenEnv !== undefined ? [server.bearerTokenEnv] : []
+    return [...named, ...texts.flatMap((text) => Array.from(text.matchAll(variableReference), (m) => m[1]!))]
+  })
+
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
+  const env: { [name: string]: string } = {}
+  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
+    const value = request.hostEnv[name]
+    if (value !== undefined) env[name] = value
+  }
+  // Variables the MCP sources reference (`bearerTokenEnv`, `${VAR}` in env values and headers)
+  // are expanded by the CLI from its own environment: pass them through from the host.
+  for (const name of referencedVariables(request.mcp)) {
+    const value = request.hostEnv[name]
+    if (value !== undefined) env[name] = value
+  }
+  for (const [name, value] of Object.entries(config.env ?? {})) {
+    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
+  }
+  Object.assign(env, fixedEnv)
+  env["HOME"] = home
+  env["CLAUDE_CONFIG_DIR"] = request.profileDir
+  env["CLAUDE_CODE_TMPDIR"] = tmp
+  // The token variable is set by core; a configured value must never shadow it.
+  delete env[request.hosted.tokenVariable]
+  return env
+}
+
+const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
+  switch (session._tag) {
+    case "New":
+      return ["--session-id", session.id]
+    case "Resume":
+      return ["--resume", session.id]
+    case "Fork":
+      return ["--resume", session.from, "--fork-session", "--session-id", session.id]
+  }
+}
+
+/** @internal */
+export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    if (request.sandbox !== undefined) {
+      return yield* Effect.fail(
+        protocolError(`Claude Code cannot honour sandbox level "${request.sandbox}": no faithful mapping exists`)
+      )
+    }
+    const home = request.siblings["home"]
+    const tmp = request.siblings["tmp"]
+    if (home === undefined || tmp === undefined) {
+      return yield* Effect.fail(protocolError("the execution clone has no `home` and `tmp` siblings"))
+    }
+    const path = yield* Path.Path
+    const command = yield* resolveBinary(config)
+    const files: Array<Driver.MaterializedFile> = [{
+      path: mcpConfigFile,
+      content: renderMcpConfig(request),
+      mode: 0o600
+    }]
+    const args: Array<string> = [
+      "-p",
+      "--input-format",
+      "stream-json",
+      "--output-format",
+      "stream-json",
+      "--verbose"
+    ]
+    if (config.partialMessages !== false) args.push("--include-partial-messages")
+    args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
+    if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
+    const allowed = allowedTools(request)
+    if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
+    if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
+    const model = request.model ?? config.model
+    if (model !== undefined) args.push("--model", model)
+    if (request.instructions.length > 0) {
+      files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
+      args.push("--append-system-prompt-file", path.join(request.profileDir, instructionsFile))
+    }
+    args.push(...sessionArgs(request.session))
+    return {
+      command,
+      args,
+      env: buildEnv(config, request, home, tmp),
+      cwd: request.workspace,
+      stdin: promptLine(request.prompt),
+      files
+    } satisfies Driver.Invocation
+  })
+
+const missingSession = /No conversation found with session ID/
+
+/** @internal */
+export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined => {
+  if (info.session._tag === "New") return undefined
+  const said = `${info.stderr}\n${info.terminal?.error ?? ""}`
+  return missingSession.test(said)
+    ? new Driver.ProtocolError({
+      reason: "ResumeRejected",
+      detail: `no Claude Code session ${sessionOf(info.session)}`
+    })
+    : undefined
+}
+
+const sessionOf = (session: Driver.SessionRequest): string => session._tag === "Fork" ? session.from : session.id
+
+/** @internal */
+export const sessionConfig = (config: Config): { readonly [key: string]: unknown } => {
+  // Only what changes the conversation a session continues; never `env` (it may hold secrets)
+  // nor the binary path (an install detail).
+  const out: { [key: string]: unknown } = {}
+  if (config.model !== undefined) out["model"] = config.model
+  if (config.builtinTools !== undefined) out["builtinTools"] = [...config.builtinTools]
+  out["profileMcpServers"] = config.profileMcpServers === true
+  return out
+}
+
+/** @internal */
+export const driver = (config: Config = {}): Driver.Driver => ({
+  name: "claude",
+  capabilities,
+  sessionConfig: sessionConfig(config),
+  layout,
+  prepare: prepare(config),
+  parse: (lines, context) => parser.parse(lines, context),
+  classifyExit
+})

@@ -1,0 +1,247 @@
+/** @internal */
+import * as Driver from "@tether/core/Driver"
+import { Usage } from "@tether/core/Event"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+
+type Json = { readonly [key: string]: unknown }
+type Output = Driver.Output
+
+const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
+const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
+const blocks = (u: unknown): ReadonlyArray<Json> => Array.isArray(u) ? u.filter(isRecord) : []
+
+/** Mutable per-run parser state (one per `parse` call). */
+interface State {
+  model: string | undefined
+  sawPartial: boolean
+  readonly tools: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
+}
+
+const toolOf = (providerName: string, hostedKey: string) => {
+  const hosted = `mcp__${hostedKey}__`
+  if (providerName.startsWith(hosted)) return { name: providerName.slice(hosted.length), source: "host" as const }
+  const mcp = /^mcp__(.+?)__(.+)$/.exec(providerName)
+  if (mcp !== null) return { name: mcp[2]!, source: "mcp" as const }
+  return { name: providerName, source: "builtin" as const }
+}
+
+/** Builds a `Usage` from a result record; absent fields stay absent (not reported). */
+const usageOf = (record: Json): Usage | undefined => {
+  const usage = isRecord(record["usage"]) ? record["usage"] : undefined
+  const cost = num(record["total_cost_usd"])
+  if (usage === undefined && cost === undefined) return undefined
+  const fields: {
+    inputTokens?: number
+    outputTokens?: number
+    cachedInputTokens?: number
+    costUsd?: number
+  } = {}
+  const input = num(usage?.["input_tokens"])
+  const output = num(usage?.["output_tokens"])
+  const cached = num(usage?.["cache_read_input_tokens"])
+  if (input !== undefined) fields.inputTokens = input
+  if (output !== undefined) fields.outputTokens = output
+  if (cached !== undefined) fields.cachedInputTokens = cached
+  if (cost !== undefined) fields.costUsd = cost
+  return new Usage(fields)
+}
+
+const textOfContent = (content: unknown): string => {
+  if (typeof content === "string") return content
+  return blocks(content).map((b) => str(b["text"]) ?? "").join("")
+}
+
+const notice = (level: "info" | "warning" | "error", kind: string, message: string, raw?: unknown): Output =>
+  raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
+
+const onSystem = (
+  record: Json,
+  state: State,
+  context: Driver.ParseContext
+): Effect.Effect<Array<Output>, Driver.ProtocolError> => {
+  const subtype = str(record["subtype"]) ?? ""
+  if (subtype === "init") {
+    const sessionId = str(record["session_id"])
+    const servers = blocks(record["mcp_servers"])
+    const hosted = servers.find((s) => s["name"] === context.hostedKey)
+    const status = str(hosted?.["status"])
+    if (status === "failed" || status === "needs-auth") {
+      return Effect.fail(
+        new Driver.ProtocolError({
+          reason: "HostedToolsUnavailable",
+          detail: `Claude Code reported the hosted tools server "${context.hostedKey}" as ${status}`
+        })
+      )
+    }
+    const expected = context.session._tag === "Resume" || context.session._tag === "Fork"
+      ? context.session.id
+      : undefined
+    if (expected !== undefined && sessionId !== undefined && sessionId !== expected) {
+      return Effect.fail(
+        new Driver.ProtocolError({
+          reason: "ResumeRejected",
+          detail: `Claude Code started session ${sessionId} instead of ${expected}`
+        })
+      )
+    }
+    state.model = str(record["model"])
+    const out: Array<Output> = []
+    if (sessionId !== undefined) out.push({ _tag: "SessionStarted", sessionId, model: state.model })
+    for (const server of servers) {
+      const s = str(server["status"])
+      if (s !== "connected") {
+        out.push(notice("warning", "mcp_server", `MCP server "${String(server["name"])}" is ${String(s)}`, server))
+      }
+    }
+    return Effect.succeed(out)
+  }
+  if (subtype === "api_retry") {
+    const message = `model API retry ${String(record["attempt"])}/${String(record["max_retries"])} after ${
+      String(record["error_status"] ?? record["error"])
+    }`
+    return Effect.succeed([notice("warning", "api_retry", message, record)])
+  }
+  return Effect.succeed([notice("info", `system/${subtype}`, str(record["status"]) ?? subtype, record)])
+}
+
+const onStreamEvent = (record: Json, state: State): Array<Output> => {
+  const event = isRecord(record["event"]) ? record["event"] : undefined
+  if (event?.["type"] !== "content_block_delta" || !isRecord(event["delta"])) return []
+  const delta = event["delta"]
+  if (delta["type"] === "text_delta" && typeof delta["text"] === "string") {
+    state.sawPartial = true
+    return [{ _tag: "TextDelta", text: delta["text"] }]
+  }
+  if (delta["type"] === "thinking_delta" && typeof delta["thinking"] === "string") {
+    state.sawPartial = true
+    return [{ _tag: "ReasoningDelta", text: delta["thinking"] }]
+  }
+  return []
+}
+
+const onAssistant = (record: Json, state: State, context: Driver.ParseContext): Array<Output> => {
+  const message = isRecord(record["message"]) ? record["message"] : {}
+  // An API failure is reported as a synthetic assistant message carrying `error`.
+  if (record["error"] !== undefined && message["model"] === "<synthetic>") {
+    return [notice("error", "api_error", textOfContent(message["content"]), record)]
+  }
+  const out: Array<Output> = []
+  for (const block of blocks(message["content"])) {
+    if (block["type"] === "text" && typeof block["text"] === "string") {
+      out.push({ _tag: "Message", role: "assistant", text: block["text"] })
+    } else if (block["type"] === "thinking" && typeof block["thinking"] === "string" && !state.sawPartial) {
+      out.push({ _tag: "ReasoningDelta", text: block["thinking"] })
+    } else if (block["type"] === "tool_use") {
+      const callId = str(block["id"]) ?? ""
+      const tool = toolOf(str(block["name"]) ?? "", context.hostedKey)
+      state.tools.set(callId, tool)
+      out.push({
+        _tag: "ToolCall",
+        phase: "start",
+        callId,
+        name: tool.name,
+        source: tool.source,
+        input: block["input"]
+      })
+    }
+  }
+  return out
+}
+
+const onUser = (record: Json, state: State): Array<Output> => {
+  const message = isRecord(record["message"]) ? record["message"] : {}
+  if (typeof message["content"] === "string") return [{ _tag: "Message", role: "user", text: message["content"] }]
+  const extra = isRecord(record["tool_use_result"]) ? record["tool_use_result"] : undefined
+  const out: Array<Output> = []
+  const results = blocks(message["content"]).filter((b) => b["type"] === "tool_result")
+  for (const block of results) {
+    const callId = str(block["tool_use_id"]) ?? ""
+    const tool = state.tools.get(callId) ?? { name: "", source: "builtin" as const }
+    const structured = results.length === 1 && extra !== undefined && isRecord(extra["structuredContent"])
+      ? extra["structuredContent"]
+      : undefined
+    out.push({
+      _tag: "ToolCall",
+      phase: "end",
+      callId,
+      name: tool.name,
+      source: tool.source,
+      output: structured ?? textOfContent(block["content"]),
+      isError: block["is_error"] === true
+    })
+  }
+  return out
+}
+
+const missingSession = /No conversation found with session ID/
+
+const onResult = (
+  record: Json,
+  state: State,
+  context: Driver.ParseContext
+): Effect.Effect<Array<Output>, Driver.ProtocolError> => {
+  const usage = usageOf(record)
+  const isError = record["is_error"] === true || record["subtype"] !== "success"
+  const text = str(record["result"])
+  const errors = Array.isArray(record["errors"]) ? record["errors"].map(String) : []
+  if (isError && context.session._tag !== "New" && errors.some((e) => missingSession.test(e))) {
+    return Effect.fail(new Driver.ProtocolError({ reason: "ResumeRejected", detail: errors.join("\n") }))
+  }
+  const modelUsage = isRecord(record["modelUsage"]) ? Object.keys(record["modelUsage"]) : []
+  const terminal: Driver.Terminal = {
+    _tag: "Terminal",
+    ok: !isError,
+    text,
+    usage,
+    model: modelUsage[0] ?? state.model,
+    session: str(record["session_id"]),
+    error: isError
+      ? (errors.length > 0 ? errors.join("\n") : text ?? `Claude Code ended with ${String(record["subtype"])}`)
+      : undefined,
+    raw: record
+  }
+  return Effect.succeed(usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal])
+}
+
+const onLine = (
+  line: string,
+  state: State,
+  context: Driver.ParseContext
+): Effect.Effect<Array<Output>, Driver.ProtocolError> => {
+  if (line.trim().length === 0) return Effect.succeed([])
+  let record: unknown
+  try {
+    record = JSON.parse(line)
+  } catch {
+    return Effect.succeed([notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))])
+  }
+  if (!isRecord(record)) {
+    return Effect.succeed([notice("warning", "malformed", "a stdout line is not a JSON object", record)])
+  }
+  switch (record["type"]) {
+    case "system":
+      return onSystem(record, state, context)
+    case "stream_event":
+      return Effect.succeed(onStreamEvent(record, state))
+    case "assistant":
+      return Effect.succeed(onAssistant(record, state, context))
+    case "user":
+      return Effect.succeed(onUser(record, state))
+    case "result":
+      return onResult(record, state, context)
+    default:
+      return Effect.succeed([notice("info", `unknown/${String(record["type"])}`, "unknown Claude Code record", record)])
+  }
+}
+
+/** @internal */
+export const parse = (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext
+): Stream.Stream<Output, Driver.ProtocolError> =>
+  Stream.suspend(() => {
+    const state: State = { model: undefined, sawPartial: false, tools: new Map() }
+    return lines.pipe(Stream.mapEffect((line) => onLine(line, state, context)), Stream.flattenIterables)
+  })

@@ -1,0 +1,230 @@
+/** @internal */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import type { Config, TomlTable } from "../Codex.js"
+import * as codexConfig from "./codexConfig.js"
+import * as parser from "./codexParse.js"
+
+/** @internal */
+export const capabilities: Driver.Capabilities = {
+  resume: true,
+  fork: true,
+  mcpTransports: ["stdio", "http"],
+  instructions: true,
+  skillsProjection: false,
+  sandbox: ["readOnly", "workspaceWrite", "unrestricted"],
+  toolAllowList: true,
+  streamingInput: false,
+  structuredOutput: false,
+  persistentProcess: false
+}
+
+/** @internal */
+export const layout: ProfileLayout = {
+  provider: "codex",
+  selectorEnv: ["CODEX_HOME"],
+  nativeDefault: (env) => `${env["HOME"] ?? ""}/.codex`,
+  classes: {
+    settings: ["config.toml", "*.config.toml", "AGENTS.md", "AGENTS.override.md", "prompts/**", "rules/**"],
+    mcp: [],
+    skills: ["skills/**"],
+    auth: ["auth.json"]
+  },
+  reserved: [codexConfig.userConfigFile],
+  siblings: ["home", "tmp"]
+}
+
+/** @internal */
+export const offlineSettings: TomlTable = {
+  check_for_update_on_startup: false,
+  features: { plugins: false, apps: false },
+  analytics: { enabled: false },
+  feedback: { enabled: false }
+}
+
+/** Host variables always passed through when set. */
+const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
+
+const sandboxMode = {
+  readOnly: "read-only",
+  workspaceWrite: "workspace-write",
+  unrestricted: "danger-full-access"
+} as const
+
+const protocolError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+/** The Rust target triple of the platform packages of `@openai/codex`. */
+const targetTriple = (platform: string, arch: string): string | undefined => {
+  const cpu = arch === "x64" ? "x86_64" : arch === "arm64" ? "aarch64" : undefined
+  if (cpu === undefined) return undefined
+  switch (platform) {
+    case "linux":
+    case "android":
+      return `${cpu}-unknown-linux-musl`
+    case "darwin":
+      return `${cpu}-apple-darwin`
+    case "win32":
+      return `${cpu}-pc-windows-msvc`
+    default:
+      return undefined
+  }
+}
+
+/**
+ * Candidates in one `node_modules`, best first: the platform package's native binary, the
+ * binary vendored in `@openai/codex` itself, then the npm Node launcher.
+ *
+ * @internal
+ */
+export const binaryCandidates = (
+  nodeModules: string,
+  platform: string,
+  arch: string,
+  join: (...parts: Array<string>) => string
+): ReadonlyArray<string> => {
+  const triple = targetTriple(platform, arch)
+  const exe = platform === "win32" ? "codex.exe" : "codex"
+  const native = triple === undefined ? [] : [
+    join(
+      nodeModules,
+      "@openai",
+      `codex-${platform === "android" ? "linux" : platform}-${arch}`,
+      "vendor",
+      triple,
+      "bin",
+      exe
+    ),
+    join(nodeModules, "@openai", "codex", "vendor", triple, "bin", exe)
+  ]
+  return [...native, join(nodeModules, ".bin", platform === "win32" ? "codex.cmd" : "codex")]
+}
+
+/**
+ * The explicit path when configured; else the first candidate found in a `node_modules`
+ * walking up from the host's working directory; else `codex` on the `PATH`.
+ *
+ * @internal
+ */
+export const resolveBinary = (config: Config) =>
+  Effect.gen(function*() {
+    if (config.binary !== undefined) return config.binary
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    let dir = process.cwd()
+    for (;;) {
+      for (
+        const candidate of binaryCandidates(path.join(dir, "node_modules"), process.platform, process.arch, path.join)
+      ) {
+        if (yield* fs.exists(candidate).pipe(Effect.orElseSucceed(() => false))) return candidate
+      }
+      const parent = path.dirname(dir)
+      if (parent === dir) return "codex"
+      dir = parent
+    }
+  })
+
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
+  const env: { [name: string]: string } = {}
+  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
+    const value = request.hostEnv[name]
+    if (value !== undefined) env[name] = value
+  }
+  for (const server of request.mcp) {
+    if (server._tag !== "stdio" && server.bearerTokenEnv !== undefined) {
+      const value = request.hostEnv[server.bearerTokenEnv]
+      if (value !== undefined) env[server.bearerTokenEnv] = value
+    }
+  }
+  for (const [name, value] of Object.entries(config.env ?? {})) {
+    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
+  }
+  env["HOME"] = home
+  env["CODEX_HOME"] = request.profileDir
+  // Outside CODEX_HOME, or Codex refuses to create its helper aliases (apply_patch, sandbox).
+  env["TMPDIR"] = tmp
+  // The token variable is set by core; a configured value must never shadow it.
+  delete env[request.hosted.tokenVariable]
+  return env
+}
+
+const subcommand = (session: Driver.SessionRequest): ReadonlyArray<string> => {
+  switch (session._tag) {
+    case "New":
+      return ["exec"]
+    case "Resume":
+      return ["exec", "resume"]
+    case "Fork":
+      return ["exec", "fork"]
+  }
+}
+
+/** Reads the user's settings: the saved original after the first turn, else the copied file. */
+const userSettings = (profileDir: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const saved = path.join(profileDir, codexConfig.userConfigFile)
+    const copied = path.join(profileDir, codexConfig.configFile)
+    const read = (file: string) =>
+      fs.exists(file).pipe(
+        Effect.flatMap((exists) =>
+          exists ? Effect.map(fs.readFileString(file), (text) => text) : Effect.succeed(undefined)
+        ),
+        Effect.mapError((error) => protocolError(`cannot read ${file}: ${error.message}`))
+      )
+    const original = yield* read(saved)
+    if (original !== undefined) return { text: original, firstTurn: false }
+    return { text: (yield* read(copied)) ?? "", firstTurn: true }
+  })
+
+/** @internal */
+export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    const home = request.siblings["home"]
+    const tmp = request.siblings["tmp"]
+    if (home === undefined || tmp === undefined) {
+      return yield* Effect.fail(protocolError("the execution clone has no `home` and `tmp` siblings"))
+    }
+    const command = yield* resolveBinary(config)
+    const user = yield* userSettings(request.profileDir)
+    const settings = yield* codexConfig.parseUserConfig(user.text)
+    const files: Array<Driver.MaterializedFile> = []
+    if (user.firstTurn) files.push({ path: codexConfig.userConfigFile, content: user.text, mode: 0o600 })
+    files.push({
+      path: codexConfig.configFile,
+      content: yield* codexConfig.render(config, request, settings),
+      mode: 0o600
+    })
+    const args: Array<string> = [...subcommand(request.session), "--json", "--skip-git-repo-check"]
+    const model = request.model ?? config.model
+    if (model !== undefined) args.push("--model", model)
+    if (request.sandbox !== undefined) args.push("--config", `sandbox_mode="${sandboxMode[request.sandbox]}"`)
+    args.push("--")
+    if (request.session._tag === "Resume") args.push(request.session.id)
+    if (request.session._tag === "Fork") args.push(request.session.from)
+    // After `--` every prompt is one positional argument, except `-`, which Codex reads as
+    // "the prompt is on stdin": that one prompt is fed there (and stdin is closed after it).
+    args.push(request.prompt)
+    return {
+      command,
+      args,
+      env: buildEnv(config, request, home, tmp),
+      cwd: request.workspace,
+      stdin: request.prompt === "-" ? "-" : undefined,
+      files
+    } satisfies Driver.Invocation
+  })
+
+/** @internal */
+export const driver = (config: Config = {}): Driver.Driver => ({
+  name: "codex",
+  capabilities,
+  layout,
+  prepare: prepare(config),
+  parse: (lines, context) => parser.parse(lines, context, { maxReconnects: config.maxReconnects }),
+  classifyExit: parser.classifyExit
+})

@@ -1,0 +1,311 @@
+/**
+ * The parser of `codex exec --json` (Codex 0.171.0): one JSON record per stdout line.
+ *
+ * @internal
+ */
+import * as Driver from "@tether/core/Driver"
+import { Usage } from "@tether/core/Event"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+
+type Json = { readonly [key: string]: unknown }
+type Output = Driver.Output
+
+const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
+const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
+
+/** Mutable per-run parser state (one per `parse` call). */
+interface State {
+  reconnects: number
+  thread: string | undefined
+  lastMessage: string | undefined
+  /** Item ids whose `ToolCall` start was already emitted. */
+  readonly started: Set<string>
+}
+
+const notice = (level: "info" | "warning" | "error", kind: string, message: string, raw?: unknown): Output =>
+  raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
+
+/** @internal */
+export const usageOf = (usage: unknown): Usage | undefined => {
+  if (!isRecord(usage)) return undefined
+  const fields: {
+    inputTokens?: number
+    outputTokens?: number
+    cachedInputTokens?: number
+    reasoningTokens?: number
+  } = {}
+  const input = num(usage["input_tokens"])
+  const output = num(usage["output_tokens"])
+  const cached = num(usage["cached_input_tokens"])
+  const reasoning = num(usage["reasoning_output_tokens"])
+  if (input !== undefined) fields.inputTokens = input
+  if (output !== undefined) fields.outputTokens = output
+  if (cached !== undefined) fields.cachedInputTokens = cached
+  if (reasoning !== undefined) fields.reasoningTokens = reasoning
+  return new Usage(fields)
+}
+
+/** The text parts of an MCP result joined, or its structured content when it has one. */
+const mcpOutput = (result: unknown): unknown => {
+  if (!isRecord(result)) return undefined
+  if (isRecord(result["structured_content"])) return result["structured_content"]
+  const content = Array.isArray(result["content"]) ? result["content"] : []
+  return content.map((part) => isRecord(part) ? str(part["text"]) ?? "" : "").join("")
+}
+
+interface ToolView {
+  readonly name: string
+  readonly source: "host" | "mcp" | "builtin"
+  readonly input: unknown
+  /** `undefined` while the item is not finished. */
+  readonly end: { readonly output: unknown; readonly isError: boolean } | undefined
+}
+
+/** Item kinds that are tool calls, as `ToolCall` views; `undefined` for every other kind. */
+const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): ToolView | undefined => {
+  const status = str(item["status"])
+  switch (item["type"]) {
+    case "mcp_tool_call": {
+      const server = str(item["server"]) ?? ""
+      const error = isRecord(item["error"]) ? str(item["error"]["message"]) ?? "the tool call failed" : undefined
+      return {
+        name: str(item["tool"]) ?? "",
+        source: server === context.hostedKey ? "host" : "mcp",
+        input: item["arguments"],
+        end: finished
+          ? { output: error ?? mcpOutput(item["result"]), isError: status === "failed" || error !== undefined }
+          : undefined
+      }
+    }
+    case "command_execution": {
+      const exitCode = num(item["exit_code"])
+      return {
+        name: "command_execution",
+        source: "builtin",
+        input: { command: item["command"] },
+        end: finished
+          ? {
+            output: { output: item["aggregated_output"], exitCode: item["exit_code"] ?? null },
+            isError: status === "failed" || status === "declined" || (exitCode !== undefined && exitCode !== 0)
+          }
+          : undefined
+      }
+    }
+    case "file_change":
+      return {
+        name: "file_change",
+        source: "builtin",
+        input: { changes: item["changes"] },
+        end: finished ? { output: { status: item["status"] }, isError: status === "failed" } : undefined
+      }
+    case "web_search":
+      return {
+        name: "web_search",
+        source: "builtin",
+        input: { query: item["query"], ...(item["action"] === undefined ? {} : { action: item["action"] }) },
+        end: finished ? { output: { query: item["query"] }, isError: status === "failed" } : undefined
+      }
+    default:
+      return undefined
+  }
+}
+
+const onItem = (phase: "started" | "updated" | "completed", item: Json, state: State, context: Driver.ParseContext) => {
+  const id = str(item["id"]) ?? ""
+  const kind = str(item["type"]) ?? "unknown"
+  const finished = phase === "completed"
+  const tool = toolView(item, finished, context)
+  if (tool !== undefined) {
+    const out: Array<Output> = []
+    if (!state.started.has(id)) {
+      state.started.add(id)
+      out.push({
+        _tag: "ToolCall",
+        phase: "start",
+        callId: id,
+        name: tool.name,
+        source: tool.source,
+        input: tool.input
+      })
+    }
+    if (tool.end !== undefined) {
+      out.push({
+        _tag: "ToolCall",
+        phase: "end",
+        callId: id,
+        name: tool.name,
+        source: tool.source,
+        output: tool.end.output,
+        isError: tool.end.isError
+      })
+    }
+    return out
+  }
+  switch (kind) {
+    case "agent_message": {
+      const text = str(item["text"])
+      if (!finished || text === undefined) return []
+      state.lastMessage = text
+      return [{ _tag: "Message", role: "assistant", text } satisfies Output]
+    }
+    case "reasoning": {
+      const text = str(item["text"])
+      return finished && text !== undefined ? [{ _tag: "ReasoningDelta", text } satisfies Output] : []
+    }
+    case "todo_list": {
+      const items = Array.isArray(item["items"]) ? item["items"].filter(isRecord) : []
+      const done = items.filter((entry) => entry["completed"] === true).length
+      return [notice("info", "todo_list", `plan ${phase}: ${done}/${items.length} done`, item)]
+    }
+    case "error":
+      // Codex reports recoverable conditions as error items (e.g. missing model metadata).
+      return [notice("warning", "error", str(item["message"]) ?? "Codex reported an error item", item)]
+    default:
+      return [notice("info", `item/${kind}`, `unknown Codex item kind "${kind}" (${phase})`, item)]
+  }
+}
+
+/** @internal */
+export interface ParseOptions {
+  /** Fail once Codex reported this many more reconnection attempts (`Reconnecting...`). */
+  readonly maxReconnects?: number | undefined
+}
+
+const reconnecting = /^Reconnecting\.\.\./
+
+const onRecord = (
+  record: Json,
+  state: State,
+  context: Driver.ParseContext,
+  options: ParseOptions
+): Effect.Effect<ReadonlyArray<Output>, Driver.ProtocolError> => {
+  switch (record["type"]) {
+    case "thread.started": {
+      const thread = str(record["thread_id"])
+      if (thread === undefined) {
+        return Effect.succeed([notice("warning", "malformed", "thread.started without a thread_id", record)])
+      }
+      if (context.session._tag === "Resume" && thread !== context.session.id) {
+        return Effect.fail(
+          new Driver.ProtocolError({
+            reason: "ResumeRejected",
+            detail: `Codex started thread ${thread} instead of resuming ${context.session.id}`
+          })
+        )
+      }
+      state.thread = thread
+      return Effect.succeed([{ _tag: "SessionStarted", sessionId: thread, model: undefined }])
+    }
+    case "turn.started":
+      return Effect.succeed([])
+    case "item.started":
+    case "item.updated":
+    case "item.completed": {
+      const item = record["item"]
+      if (!isRecord(item)) {
+        return Effect.succeed([notice("warning", "malformed", `${record["type"]} without an item`, record)])
+      }
+      const phase = record["type"] === "item.started"
+        ? "started"
+        : record["type"] === "item.updated"
+        ? "updated"
+        : "completed"
+      return Effect.succeed(onItem(phase, item, state, context))
+    }
+    case "turn.completed": {
+      const usage = usageOf(record["usage"])
+      const terminal: Driver.Terminal = {
+        _tag: "Terminal",
+        ok: true,
+        text: state.lastMessage,
+        usage,
+        model: undefined,
+        session: state.thread,
+        error: undefined,
+        raw: record
+      }
+      return Effect.succeed(usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal])
+    }
+    case "turn.failed": {
+      const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
+      return Effect.succeed([{
+        _tag: "Terminal",
+        ok: false,
+        text: state.lastMessage,
+        usage: undefined,
+        model: undefined,
+        session: state.thread,
+        error: error ?? "Codex reported a failed turn",
+        raw: record
+      }])
+    }
+    case "error": {
+      // Not terminal: Codex also reports reconnection attempts this way; `turn.failed` ends the turn.
+      const message = str(record["message"]) ?? "Codex reported an error"
+      if (reconnecting.test(message) && options.maxReconnects !== undefined) {
+        state.reconnects += 1
+        if (state.reconnects > options.maxReconnects) {
+          return Effect.fail(
+            new Driver.ProtocolError({
+              reason: "ProviderError",
+              detail: `Codex cannot reach the model endpoint (${state.reconnects} reconnection attempts): ${message}`
+            })
+          )
+        }
+      }
+      return Effect.succeed([notice("error", "error", message, record)])
+    }
+    default:
+      return Effect.succeed([notice("info", `unknown/${String(record["type"])}`, "unknown Codex record", record)])
+  }
+}
+
+const onLine = (
+  line: string,
+  state: State,
+  context: Driver.ParseContext,
+  options: ParseOptions
+): Effect.Effect<ReadonlyArray<Output>, Driver.ProtocolError> => {
+  if (line.trim().length === 0) return Effect.succeed([])
+  let record: unknown
+  try {
+    record = JSON.parse(line)
+  } catch {
+    return Effect.succeed([notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))])
+  }
+  if (!isRecord(record)) {
+    return Effect.succeed([notice("warning", "malformed", "a stdout line is not a JSON object", record)])
+  }
+  return onRecord(record, state, context, options)
+}
+
+/** @internal */
+export const parse = (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext,
+  options: ParseOptions = {}
+): Stream.Stream<Output, Driver.ProtocolError> =>
+  Stream.suspend(() => {
+    const state: State = { reconnects: 0, thread: undefined, lastMessage: undefined, started: new Set() }
+    return lines.pipe(Stream.mapEffect((line) => onLine(line, state, context, options)), Stream.flattenIterables)
+  })
+
+const unknownThread = /no rollout found for thread id|thread\/resume failed|thread\/fork failed|no thread found/i
+const hostedFailed = /required MCP servers failed to initialize/
+
+/** @internal */
+export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined => {
+  if (info.session._tag !== "New" && unknownThread.test(info.stderr)) {
+    const id = info.session._tag === "Fork" ? info.session.from : info.session.id
+    return new Driver.ProtocolError({ reason: "ResumeRejected", detail: `Codex has no thread ${id}` })
+  }
+  if (hostedFailed.test(info.stderr)) {
+    return new Driver.ProtocolError({
+      reason: "HostedToolsUnavailable",
+      detail: "Codex could not initialize a required MCP server (the hosted tools or a declared source)"
+    })
+  }
+  return undefined
+}

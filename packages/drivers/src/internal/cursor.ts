@@ -1,0 +1,211 @@
+/** @internal */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import type { Config } from "../Cursor.js"
+import * as parser from "./cursorParse.js"
+
+/** @internal */
+export const mcpFile = "mcp.json"
+
+/** @internal */
+export const capabilities: Driver.Capabilities = {
+  resume: true,
+  fork: false,
+  mcpTransports: ["stdio", "http", "sse"],
+  instructions: false,
+  skillsProjection: false,
+  sandbox: [],
+  toolAllowList: false,
+  streamingInput: false,
+  structuredOutput: false,
+  persistentProcess: false
+}
+
+/** @internal */
+export const layout: ProfileLayout = {
+  provider: "cursor",
+  selectorEnv: ["CURSOR_CONFIG_DIR", "CURSOR_DATA_DIR"],
+  nativeDefault: (env) => env["CURSOR_CONFIG_DIR"] ?? `${env["HOME"] ?? ""}/.cursor`,
+  classes: {
+    settings: ["cli-config.json", "rules/**"],
+    mcp: [mcpFile],
+    skills: ["skills/**"],
+    auth: ["auth.json"]
+  },
+  reserved: [],
+  siblings: ["home", "tmp"]
+}
+
+const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
+
+const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+type Json = { readonly [key: string]: unknown }
+const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** Cursor's reference syntax for an environment variable in `mcp.json`. */
+const bearer = (variable: string) => `Bearer \${env:${variable}}`
+
+const mcpEntry = (server: Driver.McpServer): Json => {
+  if (server._tag === "stdio") return { command: server.command, args: server.args, env: server.env }
+  const headers: { [name: string]: string } = { ...server.headers }
+  if (server.bearerTokenEnv !== undefined) headers["Authorization"] = bearer(server.bearerTokenEnv)
+  return { url: server.url, headers }
+}
+
+/** @internal */
+export const hostedEntry = (request: Driver.InvocationRequest): Json => ({
+  url: request.hosted.url,
+  headers: { Authorization: bearer(request.hosted.tokenVariable) }
+})
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
+
+/**
+ * An entry this driver rendered (this or an earlier agent on the same directory): exactly a
+ * loopback URL and a bearer header referencing a variable. Anything else under the hosted key
+ * is the user's.
+ */
+const isHostedRendering = (entry: unknown): boolean =>
+  isRecord(entry) && sameJson(Object.keys(entry).sort(), ["headers", "url"]) &&
+  typeof entry["url"] === "string" && /^http:\/\/127\.0\.0\.1:\d+\//.test(entry["url"]) &&
+  isRecord(entry["headers"]) && sameJson(Object.keys(entry["headers"]), ["Authorization"]) &&
+  typeof entry["headers"]["Authorization"] === "string" &&
+  /^Bearer \$\{env:[A-Za-z_][A-Za-z0-9_]*\}$/.test(entry["headers"]["Authorization"])
+
+/**
+ * The clone's `mcp.json`: the user's copied servers plus the definition's sources and the hosted
+ * tools. A user's entry under a key the run needs is refused (an earlier rendering of the hosted
+ * entry, e.g. with an older endpoint, is replaced).
+ * @internal
+ */
+export const renderMcp = (
+  request: Driver.InvocationRequest,
+  current: Json
+): Effect.Effect<string, Driver.ProtocolError> =>
+  Effect.gen(function*() {
+    const servers: { [key: string]: unknown } = isRecord(current["mcpServers"]) ? { ...current["mcpServers"] } : {}
+    for (const server of request.mcp) {
+      const entry = mcpEntry(server)
+      if (servers[server.key] !== undefined && !sameJson(servers[server.key], entry)) {
+        return yield* Effect.fail(providerError(`the profile's mcp.json already declares MCP server "${server.key}"`))
+      }
+      servers[server.key] = entry
+    }
+    const hosted = hostedEntry(request)
+    if (servers[request.hosted.key] !== undefined && !isHostedRendering(servers[request.hosted.key])) {
+      return yield* Effect.fail(
+        new Driver.ProtocolError({
+          reason: "HostedToolsUnavailable",
+          detail:
+            `the profile's mcp.json already declares MCP server "${request.hosted.key}" (reserved for the hosted tools)`
+        })
+      )
+    }
+    servers[request.hosted.key] = hosted
+    return JSON.stringify({ ...current, mcpServers: servers }, null, 2) + "\n"
+  })
+
+const readMcp = (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const file = path.join(request.profileDir, mcpFile)
+    if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return {}
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.mapError(() => providerError(`cannot read ${mcpFile} in the execution clone`))
+    )
+    const parsed = yield* Effect.try({
+      try: () => (text.trim().length === 0 ? {} : JSON.parse(text)) as unknown,
+      catch: () => providerError(`${mcpFile} in the profile is not valid JSON`)
+    })
+    if (!isRecord(parsed)) return yield* Effect.fail(providerError(`${mcpFile} in the profile is not a JSON object`))
+    return parsed
+  })
+
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
+  const env: { [name: string]: string } = {}
+  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
+    const value = request.hostEnv[name]
+    if (value !== undefined) env[name] = value
+  }
+  for (const server of request.mcp) {
+    if (server._tag !== "stdio" && server.bearerTokenEnv !== undefined) {
+      const value = request.hostEnv[server.bearerTokenEnv]
+      if (value !== undefined) env[server.bearerTokenEnv] = value
+    }
+  }
+  for (const [name, value] of Object.entries(config.env ?? {})) {
+    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
+  }
+  env["HOME"] = home
+  env["TMPDIR"] = tmp
+  env["CURSOR_CONFIG_DIR"] = request.profileDir
+  env["CURSOR_DATA_DIR"] = config.dataDir ?? request.profileDir
+  delete env[request.hosted.tokenVariable]
+  return env
+}
+
+/** @internal */
+export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    // Defence in depth: core refuses these before spawn from `capabilities`.
+    if (request.instructions.length > 0) {
+      return yield* Effect.fail(providerError("Cursor CLI cannot append instructions to its system prompt"))
+    }
+    if (request.sandbox !== undefined) {
+      return yield* Effect.fail(providerError(`Cursor CLI cannot honour sandbox level "${request.sandbox}"`))
+    }
+    if (request.session._tag === "Fork") return yield* Effect.fail(providerError("Cursor CLI cannot fork a session"))
+    const home = request.siblings["home"]
+    const tmp = request.siblings["tmp"]
+    if (home === undefined || tmp === undefined) {
+      return yield* Effect.fail(providerError("the execution clone has no `home` and `tmp` siblings"))
+    }
+    const mcp = yield* renderMcp(request, yield* readMcp(request))
+    const args: Array<string> = [
+      ...(config.binaryArgs ?? []),
+      "-p",
+      "--output-format",
+      "stream-json",
+      "--workspace",
+      request.workspace,
+      "--trust",
+      "--approve-mcps"
+    ]
+    if (config.force === true) args.push("--force")
+    const model = request.model ?? config.model
+    if (model !== undefined) args.push("--model", model)
+    // A new session gets its id from the CLI (`result.session_id` is the checkpoint).
+    if (request.session._tag === "Resume") args.push("--resume", request.session.id)
+    return {
+      command: config.binary ?? "agent",
+      args,
+      env: buildEnv(config, request, home, tmp),
+      cwd: request.workspace,
+      stdin: request.prompt,
+      files: [{ path: mcpFile, content: mcp, mode: 0o600 }]
+    } satisfies Driver.Invocation
+  })
+
+const missingSession = /session \S+ not found|no (previous )?(chat|session|conversation) found/i
+
+/** @internal */
+export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined =>
+  info.session._tag === "Resume" && missingSession.test(info.stderr)
+    ? new Driver.ProtocolError({ reason: "ResumeRejected", detail: `no Cursor session ${info.session.id}` })
+    : undefined
+
+/** @internal */
+export const driver = (config: Config = {}): Driver.Driver => ({
+  name: "cursor",
+  capabilities,
+  layout,
+  prepare: prepare(config),
+  parse: (lines, context) => parser.parse(lines, context),
+  classifyExit
+})

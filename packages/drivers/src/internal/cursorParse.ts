@@ -1,0 +1,224 @@
+/** @internal */
+import * as Driver from "@tether/core/Driver"
+import { Usage } from "@tether/core/Event"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+
+type Json = { readonly [key: string]: unknown }
+type Source = "host" | "mcp" | "builtin"
+
+const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
+const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
+
+interface State {
+  readonly sessionId: string | undefined
+  readonly model: string | undefined
+  /** The last assistant message (the final text when no tool call follows it). */
+  readonly lastText: string | undefined
+  readonly done: boolean
+}
+
+const initial: State = { sessionId: undefined, model: undefined, lastText: undefined, done: false }
+
+/** The text of a `message.content` (string or text blocks). */
+const contentText = (message: unknown): string => {
+  if (!isRecord(message)) return ""
+  const content = message["content"]
+  if (typeof content === "string") return content
+  if (!Array.isArray(content)) return ""
+  return content.flatMap((block: unknown) =>
+    isRecord(block) && block["type"] === "text" && typeof block["text"] === "string" ? [block["text"]] : []
+  ).join("")
+}
+
+/** The one `<kind>ToolCall` entry of a `tool_call` record. @internal */
+export const toolCallOf = (
+  record: Json,
+  hostedKey: string
+): { readonly name: string; readonly source: Source; readonly args: unknown; readonly result: unknown } | undefined => {
+  const call = record["tool_call"]
+  if (!isRecord(call)) return undefined
+  const [kind] = Object.keys(call)
+  if (kind === undefined) return undefined
+  const body = call[kind]
+  const args = isRecord(body) ? body["args"] : undefined
+  const result = isRecord(body) ? body["result"] : undefined
+  if (kind === "mcpToolCall" && isRecord(args)) {
+    const provider = str(args["providerIdentifier"])
+    const tool = str(args["toolName"])
+    const input = args["args"]
+    if (provider === hostedKey && tool !== undefined) return { name: tool, source: "host", args: input, result }
+    return { name: str(args["name"]) ?? `${provider ?? ""}-${tool ?? ""}`, source: "mcp", args: input, result }
+  }
+  if (kind === "function" && isRecord(body)) {
+    return { name: str(body["name"]) ?? "function", source: "builtin", args: body["arguments"], result }
+  }
+  return { name: kind.replace(/ToolCall$/, ""), source: "builtin", args, result }
+}
+
+/** A tool result → `[output, isError]`: MCP content texts joined, else the result itself. */
+const resultOf = (result: unknown): readonly [unknown, boolean] => {
+  if (!isRecord(result)) return [result, false]
+  const success = result["success"]
+  if (isRecord(success)) {
+    const content = success["content"]
+    if (Array.isArray(content)) {
+      const texts = content.flatMap((c: unknown) =>
+        isRecord(c) && isRecord(c["text"]) && typeof c["text"]["text"] === "string" ? [c["text"]["text"]] : []
+      )
+      return [texts.length === content.length ? texts.join("\n") : content, success["isError"] === true]
+    }
+    return [success, success["isError"] === true]
+  }
+  const failure = result["error"] ?? result["failure"] ?? result["rejected"]
+  if (failure !== undefined) {
+    const message = isRecord(failure) ? str(failure["error"]) ?? str(failure["message"]) : str(failure)
+    return [message ?? failure, true]
+  }
+  return [result, false]
+}
+
+const usageOf = (usage: unknown): Usage | undefined => {
+  if (!isRecord(usage)) return undefined
+  const inputTokens = num(usage["inputTokens"]) ?? num(usage["input_tokens"])
+  const outputTokens = num(usage["outputTokens"]) ?? num(usage["output_tokens"])
+  const cachedInputTokens = num(usage["cacheReadTokens"]) ?? num(usage["cached_input_tokens"])
+  if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
+  return new Usage({
+    ...(inputTokens !== undefined ? { inputTokens } : {}),
+    ...(outputTokens !== undefined ? { outputTokens } : {}),
+    ...(cachedInputTokens !== undefined ? { cachedInputTokens } : {})
+  })
+}
+
+const notice = (
+  level: "info" | "warning" | "error",
+  kind: string,
+  message: string,
+  raw?: unknown
+): Driver.Output => ({ _tag: "Notice", level, kind, message, ...(raw !== undefined ? { raw } : {}) })
+
+/** One stdout line → outputs. @internal */
+export const step = (
+  state: State,
+  line: string,
+  context: Driver.ParseContext
+): Effect.Effect<readonly [State, Array<Driver.Output>], Driver.ProtocolError> => {
+  if (line.trim().length === 0) return Effect.succeed([state, []])
+  let record: unknown
+  try {
+    record = JSON.parse(line)
+  } catch {
+    return Effect.succeed([state, [notice("warning", "cursor.non_json", line.slice(0, 2048))]])
+  }
+  if (!isRecord(record) || typeof record["type"] !== "string") {
+    return Effect.succeed([state, [notice("warning", "cursor.unknown", "a JSON line without a record type", record)]])
+  }
+  const type = record["type"]
+  const subtype = str(record["subtype"])
+  if (state.done) {
+    return Effect.succeed([state, [notice("info", `cursor.${type}`, "a record after the terminal record", record)]])
+  }
+  switch (type) {
+    case "system": {
+      if (subtype !== "init") {
+        return Effect.succeed([state, [
+          notice("info", `cursor.system.${subtype ?? "unknown"}`, "a system record", record)
+        ]])
+      }
+      const sessionId = str(record["session_id"])
+      if (sessionId === undefined) {
+        return Effect.fail(
+          new Driver.ProtocolError({ reason: "MalformedOutput", detail: "system/init without session_id" })
+        )
+      }
+      if (context.session._tag === "Resume" && context.session.id !== sessionId) {
+        return Effect.fail(
+          new Driver.ProtocolError({
+            reason: "ResumeRejected",
+            detail: `asked to resume ${context.session.id}, the CLI started ${sessionId}`
+          })
+        )
+      }
+      const model = str(record["model"])
+      return Effect.succeed([{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]])
+    }
+    case "user":
+      return Effect.succeed([state, [{ _tag: "Message", role: "user", text: contentText(record["message"]) }]])
+    case "assistant": {
+      const text = contentText(record["message"])
+      return Effect.succeed([{ ...state, lastText: text }, [{ _tag: "Message", role: "assistant", text }]])
+    }
+    case "thinking": {
+      const text = str(record["text"])
+      return Effect.succeed([state, subtype === "delta" && text ? [{ _tag: "ReasoningDelta", text }] : []])
+    }
+    case "tool_call": {
+      const callId = str(record["call_id"]) ?? ""
+      const call = toolCallOf(record, context.hostedKey)
+      if (call === undefined) {
+        return Effect.succeed([state, [
+          notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
+        ]])
+      }
+      if (subtype === "started") {
+        // A tool call closes the assistant text before it: it is not the final text.
+        return Effect.succeed([{ ...state, lastText: undefined }, [{
+          _tag: "ToolCall",
+          phase: "start",
+          callId,
+          name: call.name,
+          source: call.source,
+          input: call.args
+        }]])
+      }
+      if (subtype === "completed") {
+        const [output, isError] = resultOf(call.result)
+        return Effect.succeed([state, [{
+          _tag: "ToolCall",
+          phase: "end",
+          callId,
+          name: call.name,
+          source: call.source,
+          input: call.args,
+          output,
+          isError
+        }]])
+      }
+      return Effect.succeed([state, [
+        notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
+      ]])
+    }
+    case "result": {
+      const ok = subtype === "success" && record["is_error"] !== true
+      const usage = usageOf(record["usage"])
+      const out: Array<Driver.Output> = []
+      if (usage !== undefined) out.push({ _tag: "Usage", usage })
+      const result = str(record["result"])
+      out.push({
+        _tag: "Terminal",
+        ok,
+        text: ok ? state.lastText ?? result : state.lastText,
+        usage,
+        model: state.model,
+        session: str(record["session_id"]) ?? state.sessionId,
+        error: ok ? undefined : str(record["error"]) ?? result ?? `the CLI reported ${subtype ?? "an error"}`,
+        raw: record
+      })
+      return Effect.succeed([{ ...state, done: true }, out])
+    }
+    default:
+      return Effect.succeed([state, [notice("info", `cursor.${type}`, "an unknown record kind", record)]])
+  }
+}
+
+/** @internal */
+export const parse = (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext
+): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
+  lines.pipe(
+    Stream.mapAccumEffect(initial, (state, line) => step(state, line, context)),
+    Stream.flattenIterables
+  )

@@ -1,0 +1,297 @@
+/** @internal */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import { createRequire } from "node:module"
+import type { Config } from "../Gemini.js"
+import * as parser from "./geminiParse.js"
+
+/** @internal */
+export const settingsFile = ".gemini/settings.json"
+
+/** @internal */
+export const instructionsFile = ".gemini/tether-instructions.md"
+
+const instructionsName = "tether-instructions.md"
+
+/** @internal */
+export const capabilities: Driver.Capabilities = {
+  resume: true,
+  fork: false,
+  mcpTransports: ["stdio", "http", "sse"],
+  instructions: true,
+  skillsProjection: false,
+  sandbox: [],
+  toolAllowList: true,
+  streamingInput: false,
+  structuredOutput: false,
+  persistentProcess: false
+}
+
+/** @internal */
+export const layout: ProfileLayout = {
+  provider: "gemini",
+  selectorEnv: ["GEMINI_CLI_HOME"],
+  // `GEMINI_CLI_HOME` replaces the home directory: the configuration lives in `<dir>/.gemini/`.
+  nativeDefault: (env) => env["GEMINI_CLI_HOME"] ?? env["HOME"] ?? "",
+  classes: {
+    settings: [
+      ".gemini/settings.json",
+      ".gemini/GEMINI.md",
+      ".gemini/commands/**",
+      ".gemini/policies/**",
+      ".gemini/trustedFolders.json"
+    ],
+    mcp: [],
+    skills: [".gemini/skills/**"],
+    auth: [
+      ".gemini/oauth_creds.json",
+      ".gemini/google_accounts.json",
+      ".gemini/mcp-oauth-tokens.json",
+      ".gemini/gemini-credentials.json"
+    ]
+  },
+  reserved: [instructionsFile],
+  siblings: ["home", "tmp"]
+}
+
+/** Host variables always passed through when set. */
+const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
+
+const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+type Json = { readonly [key: string]: unknown }
+const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** Deep merge where `over` wins; arrays and scalars are replaced. */
+const merge = (base: Json, over: Json): Json => {
+  const out: { [key: string]: unknown } = { ...base }
+  for (const [key, value] of Object.entries(over)) {
+    const current = out[key]
+    out[key] = isRecord(current) && isRecord(value) ? merge(current, value) : value
+  }
+  return out
+}
+
+const bearer = (variable: string) => `Bearer \${${variable}}`
+
+const mcpEntry = (server: Driver.McpServer): Json => {
+  if (server._tag === "stdio") return { command: server.command, args: server.args, env: server.env }
+  const headers: { [name: string]: string } = { ...server.headers }
+  if (server.bearerTokenEnv !== undefined) headers["Authorization"] = bearer(server.bearerTokenEnv)
+  return server._tag === "http" ? { httpUrl: server.url, headers } : { url: server.url, headers }
+}
+
+/** The hosted-tools entry: `trust` only here; `includeTools` is the turn's allow-list. @internal */
+export const hostedEntry = (request: Driver.InvocationRequest): Json => ({
+  httpUrl: request.hosted.url,
+  headers: { Authorization: bearer(request.hosted.tokenVariable) },
+  trust: true,
+  includeTools: request.hosted.tools
+})
+
+/**
+ * An entry this driver rendered (this or an earlier agent on the same directory): a loopback
+ * `httpUrl`, a bearer header referencing a variable, `trust` and `includeTools`, nothing else.
+ * Anything else under the hosted key is the user's.
+ */
+const isHostedRendering = (entry: unknown): boolean =>
+  isRecord(entry) &&
+  JSON.stringify(Object.keys(entry).sort()) === JSON.stringify(["headers", "httpUrl", "includeTools", "trust"]) &&
+  typeof entry["httpUrl"] === "string" && /^http:\/\/127\.0\.0\.1:\d+\//.test(entry["httpUrl"]) &&
+  entry["trust"] === true && Array.isArray(entry["includeTools"]) && isRecord(entry["headers"]) &&
+  JSON.stringify(Object.keys(entry["headers"])) === JSON.stringify(["Authorization"]) &&
+  typeof entry["headers"]["Authorization"] === "string" &&
+  /^Bearer \$\{[A-Za-z_][A-Za-z0-9_]*\}$/.test(entry["headers"]["Authorization"])
+
+const contextNames = (current: unknown): Array<string> => {
+  const names = typeof current === "string"
+    ? [current]
+    : Array.isArray(current)
+    ? current.filter((n): n is string => typeof n === "string")
+    : ["GEMINI.md"]
+  return names.includes(instructionsName) ? names : [...names, instructionsName]
+}
+
+/**
+ * The clone's settings: the copied user settings with the driver's keys merged over them.
+ * Fails when the user's settings declare an MCP server under a key the run needs.
+ * @internal
+ */
+export const renderSettings = (
+  config: Config,
+  request: Driver.InvocationRequest,
+  current: Json
+): Effect.Effect<string, Driver.ProtocolError> =>
+  Effect.gen(function*() {
+    const servers: { [key: string]: unknown } = isRecord(current["mcpServers"]) ? { ...current["mcpServers"] } : {}
+    for (const server of request.mcp) {
+      const entry = mcpEntry(server)
+      const existing = servers[server.key]
+      if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(entry)) {
+        return yield* Effect.fail(providerError(`the profile's settings already declare MCP server "${server.key}"`))
+      }
+      servers[server.key] = entry
+    }
+    const existingHosted = servers[request.hosted.key]
+    if (existingHosted !== undefined && !isHostedRendering(existingHosted)) {
+      return yield* Effect.fail(
+        new Driver.ProtocolError({
+          reason: "HostedToolsUnavailable",
+          detail:
+            `the profile's settings already declare MCP server "${request.hosted.key}" (reserved for the hosted tools)`
+        })
+      )
+    }
+    // The CLI treats an empty `includeTools` as "every tool": with no tool allowed, the
+    // hosted server is not declared at all.
+    if (request.hosted.tools.length > 0) servers[request.hosted.key] = hostedEntry(request)
+    else delete servers[request.hosted.key]
+    const currentAuth = isRecord(current["security"]) && isRecord(current["security"]["auth"])
+      ? current["security"]["auth"]["selectedType"]
+      : undefined
+    const context = isRecord(current["context"]) ? current["context"] : {}
+    const ours: Json = {
+      security: { auth: { selectedType: config.authType ?? currentAuth ?? "gemini-api-key" } },
+      privacy: { usageStatisticsEnabled: false },
+      telemetry: { enabled: false },
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+      mcpServers: servers,
+      ...(request.instructions.length > 0 ? { context: { fileName: contextNames(context["fileName"]) } } : {})
+    }
+    const merged = merge(current, ours)
+    // `merge` replaces nested records key by key: the server map must be exactly ours.
+    return JSON.stringify({ ...merged, mcpServers: servers }, null, 2) + "\n"
+  })
+
+const readSettings = (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const file = path.join(request.profileDir, settingsFile)
+    const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
+    if (!exists) return {}
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.mapError(() => providerError(`cannot read ${settingsFile} in the execution clone`))
+    )
+    const parsed = yield* Effect.try({
+      try: () => (text.trim().length === 0 ? {} : JSON.parse(text)) as unknown,
+      catch: () => providerError(`${settingsFile} in the profile is not valid JSON`)
+    })
+    if (!isRecord(parsed)) {
+      return yield* Effect.fail(providerError(`${settingsFile} in the profile is not a JSON object`))
+    }
+    return parsed
+  })
+
+/**
+ * The CLI to run: the configured path, else the `@google/gemini-cli` package resolvable from the
+ * host's working directory (run with this Node), else `gemini` on the `PATH`.
+ * @internal
+ */
+export const resolveBinary = (config: Config): { readonly command: string; readonly prefix: ReadonlyArray<string> } => {
+  if (config.binary !== undefined) return { command: config.binary, prefix: [] }
+  try {
+    const require = createRequire(`${process.cwd()}/`)
+    const manifest = require.resolve("@google/gemini-cli/package.json")
+    const bin = manifest.slice(0, -"package.json".length) + "bundle/gemini.js"
+    return { command: process.execPath, prefix: [bin] }
+  } catch {
+    return { command: "gemini", prefix: [] }
+  }
+}
+
+const sessionArgs = (session: Driver.SessionRequest) =>
+  Effect.gen(function*() {
+    switch (session._tag) {
+      case "New":
+        return ["--session-id", session.id]
+      case "Resume":
+        return ["--resume", session.id]
+      case "Fork":
+        return yield* Effect.fail(providerError("Gemini CLI cannot fork a session"))
+    }
+  })
+
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
+  const env: { [name: string]: string } = {}
+  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
+    const value = request.hostEnv[name]
+    if (value !== undefined) env[name] = value
+  }
+  for (const server of request.mcp) {
+    if (server._tag !== "stdio" && server.bearerTokenEnv !== undefined) {
+      const value = request.hostEnv[server.bearerTokenEnv]
+      if (value !== undefined) env[server.bearerTokenEnv] = value
+    }
+  }
+  for (const [name, value] of Object.entries(config.env ?? {})) {
+    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
+  }
+  env["HOME"] = home
+  env["TMPDIR"] = tmp
+  env["GEMINI_CLI_HOME"] = request.profileDir
+  // One process instead of a launcher that re-spawns the CLI (and ignores SIGTERM itself).
+  env["GEMINI_CLI_NO_RELAUNCH"] = "true"
+  delete env["GEMINI_CLI_TRUST_WORKSPACE"]
+  // The token variable is set by core; a configured value must never shadow it.
+  delete env[request.hosted.tokenVariable]
+  return env
+}
+
+/** @internal */
+export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    if (request.sandbox !== undefined) {
+      return yield* Effect.fail(providerError(`Gemini CLI cannot honour sandbox level "${request.sandbox}"`))
+    }
+    const home = request.siblings["home"]
+    const tmp = request.siblings["tmp"]
+    if (home === undefined || tmp === undefined) {
+      return yield* Effect.fail(providerError("the execution clone has no `home` and `tmp` siblings"))
+    }
+    const current = yield* readSettings(request)
+    const settings = yield* renderSettings(config, request, current)
+    const files: Array<Driver.MaterializedFile> = [{ path: settingsFile, content: settings, mode: 0o600 }]
+    if (request.instructions.length > 0) {
+      files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
+    }
+    const { command, prefix } = resolveBinary(config)
+    // The prompt goes on stdin (never argv: no option parsing, no `ps` exposure, no size limit
+    // below the CLI's 8 MiB); `-p ""` selects the headless mode, which appends stdin to it.
+    const args: Array<string> = [...prefix, "-p", "", "--output-format", "stream-json"]
+    const model = request.model ?? config.model
+    if (model !== undefined) args.push("-m", model)
+    args.push(...(yield* sessionArgs(request.session)))
+    if (config.trustWorkspace !== false) args.push("--skip-trust")
+    if (config.approvalMode !== undefined) args.push("--approval-mode", config.approvalMode)
+    return {
+      command,
+      args,
+      env: buildEnv(config, request, home, tmp),
+      cwd: request.workspace,
+      stdin: request.prompt,
+      files
+    } satisfies Driver.Invocation
+  })
+
+/** @internal */
+export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined => {
+  if (info.session._tag !== "Resume") return undefined
+  return /Error resuming session/.test(info.stderr)
+    ? new Driver.ProtocolError({ reason: "ResumeRejected", detail: `no Gemini CLI session ${info.session.id}` })
+    : undefined
+}
+
+/** @internal */
+export const driver = (config: Config = {}): Driver.Driver => ({
+  name: "gemini",
+  capabilities,
+  layout,
+  prepare: prepare(config),
+  parse: (lines, context) => parser.parse(lines, context),
+  classifyExit
+})

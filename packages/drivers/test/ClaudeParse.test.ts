@@ -1,0 +1,271 @@
+import { describe, expect, it } from "@effect/vitest"
+import type * as Driver from "@tether/core/Driver"
+import { Claude } from "@tether/drivers"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as FastCheck from "effect/FastCheck"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+const fixtures = Path.join(import.meta.dirname, "fixtures", "claude")
+const samples = Path.resolve(import.meta.dirname, "../../../../shared/provider-samples")
+
+const lines = (file: string): ReadonlyArray<string> => Fs.readFileSync(file, "utf8").split("\n")
+
+const newSession = (id = "00000000-0000-4000-8000-000000000000"): Driver.SessionRequest => ({ _tag: "New", id })
+
+const run = (input: ReadonlyArray<string>, context: Partial<Driver.ParseContext> = {}) =>
+  Claude.parse(Stream.fromIterable(input), { hostedKey: "tether", session: newSession(), ...context }).pipe(
+    Stream.runCollect,
+    Effect.map(Chunk.toReadonlyArray),
+    Effect.either
+  )
+
+const ok = (result: Either.Either<ReadonlyArray<Driver.Output>, Driver.ProtocolError>) => {
+  if (Either.isLeft(result)) throw new Error(`parse failed: ${result.left.message}`)
+  return result.right
+}
+
+const tags = (outputs: ReadonlyArray<Driver.Output>) => outputs.map((o) => o._tag)
+const terminal = (outputs: ReadonlyArray<Driver.Output>) =>
+  outputs.find((o): o is Driver.Terminal => o._tag === "Terminal")
+
+describe("Claude.parse on recorded 2.1.197 fixtures", () => {
+  it.effect("a text turn: session, message, usage, successful terminal", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${fixtures}/text.jsonl`)))
+      expect(tags(out)).toEqual(["SessionStarted", "Message", "Usage", "Terminal"])
+      expect(out[0]).toEqual({
+        _tag: "SessionStarted",
+        sessionId: "11111111-1111-4111-8111-111111111111",
+        model: "claude-opus-4-8[1m]"
+      })
+      expect(out[1]).toEqual({ _tag: "Message", role: "assistant", text: "Hello from the scripted model" })
+      const end = terminal(out)!
+      expect(end.ok).toBe(true)
+      expect(end.text).toBe("Hello from the scripted model")
+      expect(end.session).toBe("11111111-1111-4111-8111-111111111111")
+      expect(end.error).toBeUndefined()
+      expect(end.usage?.inputTokens).toBe(10)
+      expect(end.usage?.outputTokens).toBe(8)
+      expect(end.usage?.cachedInputTokens).toBe(0)
+      expect(typeof end.usage?.costUsd).toBe("number")
+      expect((end.raw as { type: string }).type).toBe("result")
+    }))
+
+  it.effect("partial messages give text deltas that add up to the message; status records are notices", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${fixtures}/text-partial.jsonl`)))
+      const deltas = out.filter((o) => o._tag === "TextDelta")
+      expect(deltas.length).toBeGreaterThan(1)
+      expect(deltas.map((d) => d._tag === "TextDelta" ? d.text : "").join("")).toBe("Hello from the scripted model")
+      expect(out.filter((o) => o._tag === "Notice").map((o) => o._tag === "Notice" && o.kind)).toEqual([
+        "system/status"
+      ])
+      expect(terminal(out)?.text).toBe("Hello from the scripted model")
+    }))
+
+  it.effect("a hosted tool call: start with the input, end with the structured output, source host", () =>
+    Effect.gen(function*() {
+      for (const file of ["mcp.jsonl", "mcp-partial.jsonl"]) {
+        const out = ok(yield* run(lines(`${fixtures}/${file}`)))
+        const calls = out.filter((o) => o._tag === "ToolCall")
+        expect(calls).toEqual([
+          {
+            _tag: "ToolCall",
+            phase: "start",
+            callId: "toolu_scripted2",
+            name: "echo",
+            source: "host",
+            input: { text: "hello-mcp" }
+          },
+          {
+            _tag: "ToolCall",
+            phase: "end",
+            callId: "toolu_scripted2",
+            name: "echo",
+            source: "host",
+            output: { echoed: "hello-mcp" },
+            isError: false
+          }
+        ])
+        expect(out.filter((o) => o._tag === "Message").map((o) => o._tag === "Message" && o.text)).toEqual([
+          "Let me call the tool.",
+          "FINAL: done"
+        ])
+        expect(terminal(out)?.text).toBe("FINAL: done")
+      }
+    }))
+
+  it.effect("a tool that answers isError ends with isError and its text", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${fixtures}/mcp-reject.jsonl`)))
+      const end = out.find((o) => o._tag === "ToolCall" && o.phase === "end")
+      expect(end).toMatchObject({
+        name: "reject",
+        source: "host",
+        isError: true,
+        output: "not_found: Choose an issue key that exists."
+      })
+    }))
+
+  it.effect("an init reporting the hosted server failed is a typed HostedToolsUnavailable", () =>
+    Effect.gen(function*() {
+      const result = yield* run(lines(`${fixtures}/mcp-failed.jsonl`))
+      expect(Either.isLeft(result)).toBe(true)
+      if (Either.isLeft(result)) {
+        expect(result.left._tag).toBe("ProtocolError")
+        expect(result.left.reason).toBe("HostedToolsUnavailable")
+      }
+      // Another server failing is a warning, not a failure.
+      const other = ok(yield* run(lines(`${fixtures}/mcp-failed.jsonl`), { hostedKey: "other" }))
+      expect(other.find((o) => o._tag === "Notice")).toMatchObject({ level: "warning", kind: "mcp_server" })
+      expect(terminal(other)?.ok).toBe(true)
+    }))
+
+  it.effect("a hosted server still pending is a warning, not a failure", () =>
+    Effect.gen(function*() {
+      const init = lines(`${fixtures}/text.jsonl`)[0]!.replace(
+        `"mcp_servers":[]`,
+        `"mcp_servers":[{"name":"tether","status":"pending"}]`
+      )
+      expect(init).toContain("pending")
+      const out = ok(yield* run([init]))
+      expect(out[1]).toMatchObject({
+        _tag: "Notice",
+        level: "warning",
+        kind: "mcp_server",
+        message: `MCP server "tether" is pending`
+      })
+    }))
+
+  it.effect("a model error (400, 500) is a failed terminal carrying the API error", () =>
+    Effect.gen(function*() {
+      for (const status of [400, 500]) {
+        const out = ok(yield* run(lines(`${fixtures}/error-${status}.jsonl`)))
+        expect(tags(out)).toEqual(["SessionStarted", "Notice", "Usage", "Terminal"])
+        expect(out[1]).toMatchObject({ level: "error", kind: "api_error" })
+        const end = terminal(out)!
+        expect(end.ok).toBe(false)
+        expect(end.error).toContain(`API Error: ${status}`)
+      }
+    }))
+
+  it.effect("a resumed session keeps its id; another id is ResumeRejected", () =>
+    Effect.gen(function*() {
+      const id = "33333333-3333-4333-8333-333333333333"
+      const out = ok(yield* run(lines(`${fixtures}/resume-2.jsonl`), { session: { _tag: "Resume", id } }))
+      expect(out[0]).toMatchObject({ _tag: "SessionStarted", sessionId: id })
+      expect(terminal(out)?.text).toBe("second answer")
+      const other = yield* run(lines(`${fixtures}/resume-2.jsonl`), {
+        session: { _tag: "Resume", id: "55555555-5555-4555-8555-555555555555" }
+      })
+      expect(Either.isLeft(other) && other.left.reason).toBe("ResumeRejected")
+    }))
+
+  it.effect("a fork reports the new session id it was asked for", () =>
+    Effect.gen(function*() {
+      const session: Driver.SessionRequest = {
+        _tag: "Fork",
+        from: "66666666-6666-4666-8666-666666666666",
+        id: "77777777-7777-4777-8777-777777777777"
+      }
+      const out = ok(yield* run(lines(`${fixtures}/fork-2.jsonl`), { session }))
+      expect(out[0]).toMatchObject({ _tag: "SessionStarted", sessionId: session.id })
+      expect(terminal(out)).toMatchObject({ ok: true, session: session.id, text: "forked answer" })
+    }))
+
+  it.effect("resuming a missing session fails with ResumeRejected; without a resume it is a failed terminal", () =>
+    Effect.gen(function*() {
+      const session: Driver.SessionRequest = { _tag: "Resume", id: "44444444-4444-4444-8444-444444444444" }
+      const rejected = yield* run(lines(`${fixtures}/resume-missing.jsonl`), { session })
+      expect(Either.isLeft(rejected) && rejected.left.reason).toBe("ResumeRejected")
+      expect(Either.isLeft(rejected) && rejected.left.detail).toContain(session.id)
+      const out = ok(yield* run(lines(`${fixtures}/resume-missing.jsonl`)))
+      const end = terminal(out)!
+      expect(end.ok).toBe(false)
+      expect(end.error).toContain("No conversation found")
+      const driver = Claude.driver()
+      const stderr = Fs.readFileSync(`${fixtures}/resume-missing.stderr.txt`, "utf8")
+      expect(driver.classifyExit?.({ exitCode: 1, stderr, terminal: undefined, session })?.reason).toBe(
+        "ResumeRejected"
+      )
+      expect(driver.classifyExit?.({ exitCode: 1, stderr: "", terminal: undefined, session })).toBeUndefined()
+      expect(driver.classifyExit?.({ exitCode: 1, stderr, terminal: end, session: newSession() })).toBeUndefined()
+    }))
+})
+
+describe("Claude.parse on the shared provider samples", () => {
+  it.effect("every sample parses; MCP samples map the server's tools", () =>
+    Effect.gen(function*() {
+      const mcp = ok(yield* run(lines(`${samples}/claude-mcp-sample.jsonl`), { hostedKey: "echo" }))
+      expect(
+        mcp.filter((o) => o._tag === "ToolCall").map((o) => o._tag === "ToolCall" && `${o.phase}:${o.source}:${o.name}`)
+      )
+        .toEqual(["start:host:echo", "end:host:echo"])
+      expect(mcp.find((o) => o._tag === "ToolCall" && o.phase === "end")).toMatchObject({ output: "ECHO:hello-mcp" })
+      const asExternal = ok(yield* run(lines(`${samples}/claude-mcp-sample.jsonl`)))
+      expect(asExternal.find((o) => o._tag === "ToolCall")).toMatchObject({ source: "mcp", name: "echo" })
+      const multi = ok(yield* run(lines(`${samples}/claude-multiturn-sample.jsonl`), { hostedKey: "echo" }))
+      expect(multi.filter((o) => o._tag === "Terminal")).toHaveLength(2)
+      const plain = ok(yield* run(lines(`${samples}/claude-sample.jsonl`)))
+      expect(terminal(plain)).toMatchObject({ ok: true, text: "Hello from fake model", model: "claude-opus-4-8[1m]" })
+      const error = ok(yield* run(lines(`${samples}/claude-error-sample.jsonl`)))
+      expect(terminal(error)?.ok).toBe(false)
+    }))
+
+  it.effect("api_retry records are warning notices; a stream cut before the result has no terminal", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${samples}/claude-500.jsonl`)))
+      const retries = out.filter((o) => o._tag === "Notice" && o.kind === "api_retry")
+      expect(retries).toHaveLength(9)
+      expect(retries[0]).toMatchObject({ level: "warning", message: "model API retry 1/10 after 500" })
+      expect(terminal(out)).toBeUndefined()
+    }))
+})
+
+describe("Claude.parse robustness", () => {
+  it.effect("unknown record kinds and non-JSON lines are notices and the run goes on", () =>
+    Effect.gen(function*() {
+      const input = [
+        `{"type":"rate_limit_event","rate_limit_info":{}}`,
+        `not json at all`,
+        `[1,2]`,
+        ``,
+        `{"type":"system","subtype":"hook_started","hook":"x"}`,
+        ...lines(`${fixtures}/text.jsonl`)
+      ]
+      const out = ok(yield* run(input))
+      expect(out.slice(0, 4).map((o) => o._tag === "Notice" && o.kind)).toEqual([
+        "unknown/rate_limit_event",
+        "malformed",
+        "malformed",
+        "system/hook_started"
+      ])
+      expect(terminal(out)?.ok).toBe(true)
+    }))
+
+  it.effect("a thinking delta becomes a ReasoningDelta", () =>
+    Effect.gen(function*() {
+      const out = ok(
+        yield* run([
+          `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}}`,
+          `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"x"}}}`
+        ])
+      )
+      expect(out).toEqual([{ _tag: "ReasoningDelta", text: "hmm" }])
+    }))
+
+  it.effect.prop(
+    "arbitrary lines never fail the stream and each yields a bounded number of outputs",
+    [FastCheck.array(FastCheck.oneof(FastCheck.string(), FastCheck.json()), { maxLength: 20 })],
+    ([input]) =>
+      Effect.gen(function*() {
+        const out = ok(yield* run(input))
+        expect(out.length).toBeLessThanOrEqual(input.length * 4)
+      }),
+    { fastCheck: { numRuns: 50 } }
+  )
+})

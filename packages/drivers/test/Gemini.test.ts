@@ -1,0 +1,307 @@
+import { NodeContext } from "@effect/platform-node"
+import * as FileSystem from "@effect/platform/FileSystem"
+import { describe, expect, it } from "@effect/vitest"
+import type * as Driver from "@tether/core/Driver"
+import { Gemini } from "@tether/drivers"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Redacted from "effect/Redacted"
+import * as Path from "node:path"
+
+const tokenVariable = "TETHER_TOKEN_A1B2C3D4E5F60708"
+
+const request = (profileDir: string, overrides: Partial<Driver.InvocationRequest> = {}): Driver.InvocationRequest => ({
+  runId: "run-1",
+  prompt: "--help me\nCheck whether ISSUE-42 is still open. $(rm -rf /) `x`",
+  model: undefined,
+  profileDir,
+  siblings: { home: "/r/home", tmp: "/r/tmp" },
+  workspace: "/srv/repo",
+  hosted: { key: "tether", url: "http://127.0.0.1:4567/mcp", tokenVariable, tools: ["close_issue", "lookup_issue"] },
+  instructions: "You triage issues.",
+  skills: [],
+  mcp: [],
+  session: { _tag: "New", id: "11111111-1111-4111-8111-111111111111" },
+  sandbox: undefined,
+  hostEnv: {
+    PATH: "/usr/bin:/bin",
+    LANG: "C.UTF-8",
+    HOME: "/root",
+    AWS_SECRET_ACCESS_KEY: "host-secret",
+    GEMINI_API_KEY: "host-gemini-key",
+    GEMINI_CLI_TRUST_WORKSPACE: "true"
+  },
+  ...overrides
+})
+
+/** A clone directory with an optional user `settings.json` already copied into it. */
+const clone = (settings?: unknown) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const dir = yield* fs.makeTempDirectoryScoped({ prefix: "tether-gemini-prepare-" })
+    yield* fs.makeDirectory(Path.join(dir, ".gemini"))
+    if (settings !== undefined) {
+      yield* fs.writeFileString(
+        Path.join(dir, Gemini.settingsFile),
+        typeof settings === "string" ? settings : JSON.stringify(settings)
+      )
+    }
+    return dir
+  })
+
+const prepare = (config: Gemini.Config, req: Driver.InvocationRequest) => Gemini.driver(config).prepare(req)
+
+const settingsOf = (inv: Driver.Invocation) =>
+  JSON.parse(inv.files.find((f) => f.path === Gemini.settingsFile)!.content) as {
+    readonly [key: string]: any
+  }
+
+const run = <A, E>(effect: Effect.Effect<A, E, any>) =>
+  effect.pipe(Effect.scoped, Effect.provide(NodeContext.layer)) as Effect.Effect<A, E>
+
+describe("Gemini.driver prepare", () => {
+  it.effect("runs headless stream-json with the prompt on stdin only and the session flag", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare({ binary: "/opt/gemini", model: "gemini-2.5-flash" }, request(dir))
+      expect(inv.command).toBe("/opt/gemini")
+      expect(inv.args).toEqual([
+        "-p",
+        "",
+        "--output-format",
+        "stream-json",
+        "-m",
+        "gemini-2.5-flash",
+        "--session-id",
+        "11111111-1111-4111-8111-111111111111",
+        "--skip-trust"
+      ])
+      expect(inv.stdin).toBe(request(dir).prompt)
+      expect(inv.cwd).toBe("/srv/repo")
+      const resumed = yield* prepare(
+        { binary: "/opt/gemini", trustWorkspace: false, approvalMode: "yolo" },
+        request(dir, { session: { _tag: "Resume", id: "22222222-1111-4111-8111-111111111111" }, model: "turn-model" })
+      )
+      expect(resumed.args).toEqual([
+        "-p",
+        "",
+        "--output-format",
+        "stream-json",
+        "-m",
+        "turn-model",
+        "--resume",
+        "22222222-1111-4111-8111-111111111111",
+        "--approval-mode",
+        "yolo"
+      ])
+    })))
+
+  it.effect("without a configured binary runs the installed @google/gemini-cli bundle with this Node", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare({}, request(dir))
+      expect(inv.command).toBe(process.execPath)
+      expect(inv.args[0]).toMatch(/@google\/gemini-cli\/bundle\/gemini\.js$/)
+      expect(inv.args.slice(1, 3)).toEqual(["-p", ""])
+    })))
+
+  it.effect("builds the environment from nothing: allow-list, configuration, the clone and its siblings", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare({
+        binary: "gemini",
+        passEnv: ["GEMINI_API_KEY"],
+        env: {
+          GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:9",
+          GEMINI_API_KEY: Redacted.make("configured-key"),
+          HOME: "/elsewhere",
+          [tokenVariable]: "forged"
+        }
+      }, request(dir))
+      expect(inv.env).toEqual({
+        PATH: "/usr/bin:/bin",
+        LANG: "C.UTF-8",
+        GEMINI_API_KEY: "configured-key",
+        GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:9",
+        HOME: "/r/home",
+        TMPDIR: "/r/tmp",
+        GEMINI_CLI_HOME: dir,
+        GEMINI_CLI_NO_RELAUNCH: "true"
+      })
+    })))
+
+  it.effect("merges its keys over the user's copied settings; trust only for the hosted server", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone({
+        ui: { theme: "Dracula" },
+        security: { auth: { selectedType: "oauth-personal" }, folderTrust: { enabled: true } },
+        telemetry: { enabled: true, target: "gcp" },
+        context: { fileName: "AGENTS.md" },
+        mcpServers: { mine: { command: "/bin/my-mcp", trust: false } }
+      })
+      const inv = yield* prepare({ binary: "gemini" }, request(dir))
+      const settings = settingsOf(inv)
+      expect(settings["ui"]).toEqual({ theme: "Dracula" })
+      expect(settings["security"]).toEqual({ auth: { selectedType: "oauth-personal" }, folderTrust: { enabled: true } })
+      expect(settings["telemetry"]).toEqual({ enabled: false, target: "gcp" })
+      expect(settings["privacy"]).toEqual({ usageStatisticsEnabled: false })
+      expect(settings["general"]).toEqual({ enableAutoUpdate: false, enableAutoUpdateNotification: false })
+      expect(settings["context"]).toEqual({ fileName: ["AGENTS.md", "tether-instructions.md"] })
+      expect(settings["mcpServers"]).toEqual({
+        mine: { command: "/bin/my-mcp", trust: false },
+        tether: {
+          httpUrl: "http://127.0.0.1:4567/mcp",
+          headers: { Authorization: `Bearer \${${tokenVariable}}` },
+          trust: true,
+          includeTools: ["close_issue", "lookup_issue"]
+        }
+      })
+      const forced = settingsOf(yield* prepare({ binary: "gemini", authType: "gemini-api-key" }, request(dir)))
+      expect(forced["security"]["auth"]).toEqual({ selectedType: "gemini-api-key" })
+    })))
+
+  it.effect("without user settings: api-key auth and the default context file plus the instructions file", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare({ binary: "gemini" }, request(dir))
+      const settings = settingsOf(inv)
+      expect(settings["security"]).toEqual({ auth: { selectedType: "gemini-api-key" } })
+      expect(settings["context"]).toEqual({ fileName: ["GEMINI.md", "tether-instructions.md"] })
+      expect(inv.files.map((f) => [f.path, f.mode])).toEqual([
+        [Gemini.settingsFile, 0o600],
+        [Gemini.instructionsFile, 0o600]
+      ])
+      expect(inv.files.find((f) => f.path === Gemini.instructionsFile)?.content).toBe("You triage issues.")
+      const bare = yield* prepare({ binary: "gemini" }, request(dir, { instructions: "" }))
+      expect(bare.files.map((f) => f.path)).toEqual([Gemini.settingsFile])
+      expect(settingsOf(bare)["context"]).toBeUndefined()
+    })))
+
+  it.effect("never writes the token: files and argv reference the variable only", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare({ binary: "gemini" }, request(dir))
+      const everything = JSON.stringify([inv.args, inv.files, inv.env])
+      expect(everything).toContain(`\${${tokenVariable}}`)
+      expect(Object.keys(inv.env)).not.toContain(tokenVariable)
+      expect(everything).not.toContain("host-secret")
+      expect(everything).not.toContain("host-gemini-key")
+    })))
+
+  it.effect("declares external sources without trust and passes their bearer variables", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare(
+        { binary: "gemini" },
+        request(dir, {
+          mcp: [
+            { _tag: "stdio", key: "files", command: "/bin/fs-mcp", args: ["--root", "/srv"], env: { A: "1" } },
+            { _tag: "http", key: "issues", url: "http://127.0.0.1:9/mcp", headers: {}, bearerTokenEnv: "ISSUES_TOKEN" },
+            {
+              _tag: "sse",
+              key: "legacy",
+              url: "http://127.0.0.1:8/sse",
+              headers: { "X-A": "b" },
+              bearerTokenEnv: undefined
+            }
+          ],
+          hostEnv: { PATH: "/bin", ISSUES_TOKEN: "issues-secret" }
+        })
+      )
+      const servers = settingsOf(inv)["mcpServers"]
+      expect(servers["files"]).toEqual({ command: "/bin/fs-mcp", args: ["--root", "/srv"], env: { A: "1" } })
+      expect(servers["issues"]).toEqual({
+        httpUrl: "http://127.0.0.1:9/mcp",
+        headers: { Authorization: "Bearer ${ISSUES_TOKEN}" }
+      })
+      expect(servers["legacy"]).toEqual({ url: "http://127.0.0.1:8/sse", headers: { "X-A": "b" } })
+      expect(inv.env["ISSUES_TOKEN"]).toBe("issues-secret")
+    })))
+
+  it.effect("with no tool allowed the hosted server is not declared (an empty includeTools means all)", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const inv = yield* prepare({ binary: "gemini" }, request(dir, { hosted: { ...request(dir).hosted, tools: [] } }))
+      expect(settingsOf(inv)["mcpServers"]).toEqual({})
+    })))
+
+  it.effect("a later turn on the same clone re-renders its own entry; a user's entry at the hosted key is refused", () =>
+    run(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* clone()
+      const first = yield* prepare({ binary: "gemini" }, request(dir))
+      const written = first.files.find((f) => f.path === Gemini.settingsFile)!
+      yield* fs.writeFileString(Path.join(dir, written.path), written.content)
+      const second = yield* prepare(
+        { binary: "gemini" },
+        request(dir, { hosted: { ...request(dir).hosted, tools: ["lookup_issue"] } })
+      )
+      expect(settingsOf(second)["mcpServers"]["tether"]["includeTools"]).toEqual(["lookup_issue"])
+      expect(settingsOf(second)["context"]).toEqual({ fileName: ["GEMINI.md", "tether-instructions.md"] })
+
+      const stale = yield* clone({
+        mcpServers: {
+          tether: {
+            httpUrl: "http://127.0.0.1:9999/mcp",
+            headers: { Authorization: "Bearer ${OLD_VAR}" },
+            trust: true,
+            includeTools: ["x"]
+          }
+        }
+      })
+      const replaced = settingsOf(yield* prepare({ binary: "gemini" }, request(stale)))
+      expect(replaced["mcpServers"]["tether"]["httpUrl"]).toBe("http://127.0.0.1:4567/mcp")
+
+      const taken = yield* clone({ mcpServers: { tether: { httpUrl: "http://example.invalid/mcp" } } })
+      const refused = yield* Effect.either(prepare({ binary: "gemini" }, request(taken)))
+      expect(Either.isLeft(refused) && refused.left.reason).toBe("HostedToolsUnavailable")
+      const source = yield* clone({ mcpServers: { issues: { httpUrl: "http://other/mcp" } } })
+      const clash = yield* Effect.either(prepare(
+        { binary: "gemini" },
+        request(source, {
+          mcp: [{ _tag: "http", key: "issues", url: "http://127.0.0.1:9/mcp", headers: {}, bearerTokenEnv: undefined }]
+        })
+      ))
+      expect(Either.isLeft(clash) && clash.left.detail).toContain(`"issues"`)
+    })))
+
+  it.effect("refuses fork, sandbox levels, invalid settings and a clone without siblings", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const fork = yield* Effect.either(
+        prepare({ binary: "gemini" }, request(dir, { session: { _tag: "Fork", from: "a", id: "b" } }))
+      )
+      expect(Either.isLeft(fork)).toBe(true)
+      const sandbox = yield* Effect.either(prepare({ binary: "gemini" }, request(dir, { sandbox: "readOnly" })))
+      expect(Either.isLeft(sandbox)).toBe(true)
+      const siblings = yield* Effect.either(prepare({ binary: "gemini" }, request(dir, { siblings: {} })))
+      expect(Either.isLeft(siblings)).toBe(true)
+      for (const bad of ["{not json", "[1]"]) {
+        const broken = yield* clone(bad)
+        const result = yield* Effect.either(prepare({ binary: "gemini" }, request(broken)))
+        expect(Either.isLeft(result) && result.left.reason).toBe("ProviderError")
+      }
+      expect(Gemini.capabilities).toMatchObject({ fork: false, resume: true, instructions: true, sandbox: [] })
+    })))
+})
+
+describe("Gemini.driver classifyExit and layout", () => {
+  it("an unknown resumed session is ResumeRejected; other exits keep core's default", () => {
+    const classify = Gemini.driver().classifyExit!
+    // stderr of the real CLI (0.61.0, exit 42) for `--resume <unknown uuid>`.
+    const stderr = "Error resuming session: No previous sessions found for this project.\n"
+    const resume = { _tag: "Resume", id: "99999999-2222-4333-8444-555555555555" } as const
+    expect(classify({ exitCode: 42, stderr, terminal: undefined, session: resume })?.reason).toBe("ResumeRejected")
+    expect(classify({ exitCode: 42, stderr, terminal: undefined, session: { _tag: "New", id: "x" } })).toBeUndefined()
+    expect(classify({ exitCode: 144, stderr: "other", terminal: undefined, session: resume })).toBeUndefined()
+  })
+
+  it("the layout selects GEMINI_CLI_HOME, reserves the instructions file and wants home and tmp", () => {
+    expect(Gemini.layout.selectorEnv).toEqual(["GEMINI_CLI_HOME"])
+    expect(Gemini.layout.nativeDefault({ HOME: "/home/u" })).toBe("/home/u")
+    expect(Gemini.layout.nativeDefault({ HOME: "/home/u", GEMINI_CLI_HOME: "/g" })).toBe("/g")
+    expect(Gemini.layout.reserved).toEqual([Gemini.instructionsFile])
+    expect(Gemini.layout.classes.settings).toContain(Gemini.settingsFile)
+    expect(Gemini.layout.siblings).toEqual(["home", "tmp"])
+  })
+})

@@ -1,0 +1,206 @@
+/**
+ * What an end-to-end test of an agent needs: the layers `Agent.make` requires, scoped temp
+ * directories (a source profile, a clone root, a workspace), and the checks that nothing is
+ * left behind (no marked process, no clone, the source byte-identical, the token revoked).
+ *
+ * @since 0.1.0
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as CommandExecutor from "@effect/platform/CommandExecutor"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import { Agent } from "@tether/core"
+import { Gateway } from "@tether/gateway"
+import { Profile } from "@tether/profile"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as Crypto from "node:crypto"
+import * as FsSync from "node:fs"
+import * as Fs from "node:fs/promises"
+import * as Http from "node:http"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+
+/**
+ * Everything `Agent.make` needs besides the tool handlers and a `Scope`: the gateway and the
+ * Node platform services (`CommandExecutor`, `FileSystem`, `Path`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<
+  Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path
+> = Layer.merge(Gateway.layer(), NodeContext.layer)
+
+/**
+ * A registration as observed by `recordingGateway` (for revocation checks).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Observed {
+  readonly url: string
+  readonly token: Redacted.Redacted<string>
+}
+
+/**
+ * The real gateway, wrapped so a test can see each registration's URL and token (to prove the
+ * token gets 401 after close). The list is appended to as agents register.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const recordingLayer = (
+  observed: Array<Observed>
+): Layer.Layer<Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path> =>
+  Layer.merge(
+    Layer.scoped(
+      Gateway.Gateway,
+      Effect.map(Gateway.make(), (gateway) => ({
+        register: (executor) =>
+          Effect.tap(gateway.register(executor), (registration) =>
+            Effect.sync(() => observed.push({ url: registration.url, token: registration.token })))
+      }))
+    ),
+    NodeContext.layer
+  )
+
+/**
+ * Scoped temp directories: `source` (a provider profile with a settings file), `root` (where
+ * clones go), `workspace`. All removed when the scope closes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Sandbox {
+  readonly base: string
+  readonly source: string
+  readonly root: string
+  readonly workspace: string
+  readonly selection: Profile.Selection
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sandbox: Effect.Effect<Sandbox, never, Scope.Scope> = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const base = await Fs.realpath(await Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-test-")))
+    const source = NodePath.join(base, "source")
+    const root = NodePath.join(base, "clones")
+    const workspace = NodePath.join(base, "workspace")
+    await Fs.mkdir(source, { mode: 0o700 })
+    await Fs.mkdir(workspace)
+    await Fs.writeFile(NodePath.join(source, "settings.json"), "{\"theme\":\"dark\"}\n", { mode: 0o600 })
+    await Fs.writeFile(NodePath.join(source, "auth.json"), "{\"token\":\"source-secret\"}\n", { mode: 0o600 })
+    return { base, source, root, workspace, selection: Profile.cloneFrom(source, root) }
+  }),
+  (sandbox) => Effect.promise(() => Fs.rm(sandbox.base, { recursive: true, force: true }))
+)
+
+/**
+ * A digest of a directory tree: every entry's relative path, type, mode and content (symlinks by
+ * their target). Two equal digests mean byte-identical trees.
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const treeDigest = (dir: string): Effect.Effect<string> =>
+  Effect.promise(async () => {
+    const hash = Crypto.createHash("sha256")
+    const walk = async (relative: string): Promise<void> => {
+      const full = NodePath.join(dir, relative)
+      const info = await Fs.lstat(full)
+      hash.update(`${relative}\0${info.mode}\0`)
+      if (info.isSymbolicLink()) hash.update(`link:${await Fs.readlink(full)}\0`)
+      else if (info.isFile()) hash.update(await Fs.readFile(full))
+      else if (info.isDirectory()) {
+        for (const name of (await Fs.readdir(full)).sort()) await walk(NodePath.join(relative, name))
+      }
+    }
+    await walk(".")
+    return hash.digest("hex")
+  })
+
+/**
+ * The entries of a directory (`[]` when it does not exist).
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const entries = (dir: string): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.promise(() => Fs.readdir(dir).catch(() => []))
+
+/**
+ * The pids of live (non-zombie) processes carrying the agent's marker in their environment.
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const markedProcesses = (marker: string): Effect.Effect<ReadonlyArray<number>> =>
+  Effect.sync(() => {
+    const needle = Buffer.from(`${Agent.markerVariable}=${marker}\0`)
+    const found: Array<number> = []
+    for (const entry of FsSync.readdirSync("/proc")) {
+      if (!/^[0-9]+$/.test(entry)) continue
+      try {
+        const environ = FsSync.readFileSync(`/proc/${entry}/environ`)
+        const index = environ.indexOf(needle)
+        if (index === 0 || (index > 0 && environ[index - 1] === 0)) found.push(Number(entry))
+      } catch {
+        // gone or unreadable
+      }
+    }
+    return found
+  })
+
+/**
+ * Whether a pid is a live process (zombies count as gone).
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const isAlive = (pid: number): Effect.Effect<boolean> =>
+  Effect.promise(async () => {
+    try {
+      const stat = await Fs.readFile(`/proc/${pid}/stat`, "utf8")
+      const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3)
+      return state !== "Z" && state !== "X"
+    } catch {
+      return false
+    }
+  })
+
+/**
+ * POSTs an MCP `tools/list` to the gateway with the token and returns the HTTP status
+ * (200 while the registration is live, 401 once revoked, 0 when the listener is gone).
+ *
+ * @since 0.1.0
+ * @category checks
+ */
+export const probe = (observed: Observed): Effect.Effect<number> =>
+  Effect.async<number>((resume) => {
+    const url = new URL(observed.url)
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} })
+    const request = Http.request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname,
+      method: "POST",
+      headers: {
+        host: url.host,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        authorization: `Bearer ${Redacted.value(observed.token)}`,
+        "content-length": Buffer.byteLength(body)
+      }
+    }, (response) => {
+      response.resume()
+      response.on("end", () => resume(Effect.succeed(response.statusCode ?? 0)))
+    })
+    request.on("error", () => resume(Effect.succeed(0)))
+    request.end(body)
+  })

@@ -1,0 +1,282 @@
+/** @internal */
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
+import * as Http from "node:http"
+import type {
+  AnthropicServer,
+  MessagesRequest,
+  Options,
+  RecordedRequest,
+  Responder,
+  Step,
+  StepUsage
+} from "../AnthropicServer.js"
+import { AnthropicServerError } from "../AnthropicServer.js"
+
+type ToolResult = { readonly toolUseId: string; readonly text: string; readonly isError: boolean }
+
+const errorTypes: { readonly [status: number]: string } = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  413: "request_too_large",
+  429: "rate_limit_error",
+  500: "api_error",
+  529: "overloaded_error"
+}
+
+const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+const blockText = (content: unknown): string => {
+  if (typeof content === "string") return content
+  if (!Array.isArray(content)) return ""
+  return content.map((block: unknown) => {
+    if (!isRecord(block)) return ""
+    if (block["type"] === "text" && typeof block["text"] === "string") return block["text"]
+    if (block["type"] === "tool_result") return blockText(block["content"])
+    if (block["type"] === "tool_use") return `tool_use ${String(block["name"])} ${JSON.stringify(block["input"])}`
+    return ""
+  }).filter((s) => s.length > 0).join("\n")
+}
+
+/** @internal */
+export const toolResults = (request: MessagesRequest): ReadonlyArray<ToolResult> => {
+  const last = request.messages.at(-1)
+  if (last === undefined || last.role !== "user" || !Array.isArray(last.content)) return []
+  return last.content.flatMap((block: unknown) =>
+    isRecord(block) && block["type"] === "tool_result"
+      ? [{
+        toolUseId: String(block["tool_use_id"]),
+        text: blockText(block["content"]),
+        isError: block["is_error"] === true
+      }]
+      : []
+  )
+}
+
+/** @internal */
+export const transcript = (request: MessagesRequest): ReadonlyArray<readonly [string, string]> =>
+  request.messages.filter((m) => m.role !== "system").map((m) => [m.role, blockText(m.content)] as const)
+
+/** @internal */
+export const roundTrip = (
+  first: (request: MessagesRequest) => Step,
+  after: (results: ReadonlyArray<ToolResult>) => Step
+): Responder =>
+(request) => {
+  const results = toolResults(request)
+  return results.length > 0 ? after(results) : first(request)
+}
+
+const resolveToolName = (name: string, request: MessagesRequest): string => {
+  const names = (request.tools ?? []).map((t) => t.name)
+  if (names.includes(name) || name.includes("__")) return name
+  return names.find((n) => n.endsWith(`__${name}`)) ?? name
+}
+
+/** Splits text into a few chunks so a stream has several deltas. */
+const chunks = (text: string, size: number): Array<string> => {
+  if (text.length === 0) return [""]
+  const out: Array<string> = []
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size))
+  return out
+}
+
+const sse = (type: string, data: unknown): string => `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`
+
+const usageOf = (usage: StepUsage | undefined, text: string): StepUsage =>
+  usage ?? { inputTokens: 10, outputTokens: Math.max(1, Math.ceil(text.length / 4)) }
+
+/** The SSE body of one successful streamed message. */
+const streamBody = (
+  step: Extract<Step, { _tag: "Text" | "ToolUse" }>,
+  messageId: string,
+  toolId: string,
+  model: string,
+  request: MessagesRequest
+): string => {
+  const text = step._tag === "Text" ? step.text : step.text
+  const usage = usageOf(step.usage, `${text ?? ""}${step._tag === "ToolUse" ? JSON.stringify(step.input) : ""}`)
+  const events: Array<string> = [
+    sse("message_start", {
+      type: "message_start",
+      message: {
+        id: messageId,
+        type: "message",
+        role: "assistant",
+        model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: {
+          input_tokens: usage.inputTokens,
+          cache_creation_input_tokens: 0,
+          cache_read_input_tokens: 0,
+          output_tokens: 1
+        }
+      }
+    }),
+    sse("ping", { type: "ping" })
+  ]
+  let index = 0
+  if (text !== undefined) {
+    events.push(
+      sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } })
+    )
+    for (const piece of chunks(text, 8)) {
+      events.push(
+        sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } })
+      )
+    }
+    events.push(sse("content_block_stop", { type: "content_block_stop", index }))
+    index++
+  }
+  if (step._tag === "ToolUse") {
+    events.push(sse("content_block_start", {
+      type: "content_block_start",
+      index,
+      content_block: { type: "tool_use", id: toolId, name: resolveToolName(step.name, request), input: {} }
+    }))
+    events.push(
+      sse("content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "input_json_delta", partial_json: "" }
+      })
+    )
+    for (const piece of chunks(JSON.stringify(step.input ?? {}), 16)) {
+      events.push(
+        sse("content_block_delta", {
+          type: "content_block_delta",
+          index,
+          delta: { type: "input_json_delta", partial_json: piece }
+        })
+      )
+    }
+    events.push(sse("content_block_stop", { type: "content_block_stop", index }))
+  }
+  events.push(sse("message_delta", {
+    type: "message_delta",
+    delta: { stop_reason: step._tag === "ToolUse" ? "tool_use" : "end_turn", stop_sequence: null },
+    usage: { output_tokens: usage.outputTokens }
+  }))
+  events.push(sse("message_stop", { type: "message_stop" }))
+  return events.join("")
+}
+
+const headerRecord = (req: Http.IncomingMessage): RecordedRequest["headers"] => ({ ...req.headers })
+
+/** @internal */
+export const make = (options: Options = {}): Effect.Effect<AnthropicServer, AnthropicServerError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const queue = yield* Ref.make<ReadonlyArray<Step>>(options.script ?? [])
+    const recorded = yield* Ref.make<ReadonlyArray<RecordedRequest>>([])
+    const counter = yield* Ref.make(0)
+
+    const nextStep = (request: MessagesRequest): Effect.Effect<Step | undefined> =>
+      Ref.modify(
+        queue,
+        (steps): readonly [Step | undefined, ReadonlyArray<Step>] =>
+          steps.length > 0 ? [steps[0], steps.slice(1)] : [undefined, steps]
+      ).pipe(
+        Effect.map((step) => step ?? options.respond?.(request))
+      )
+
+    const handle = (req: Http.IncomingMessage, res: Http.ServerResponse, body: string): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        let json: unknown = undefined
+        try {
+          json = body.length > 0 ? JSON.parse(body) : undefined
+        } catch {
+          json = undefined
+        }
+        const path = (req.url ?? "/").split("?")[0]
+        const isMessages = req.method === "POST" && path === "/v1/messages" && isRecord(json) &&
+          Array.isArray(json["messages"])
+        const request = isMessages ? json as MessagesRequest : undefined
+        let step = request !== undefined ? yield* nextStep(request) : undefined
+        const n = yield* Ref.updateAndGet(counter, (c) => c + 1)
+        yield* Ref.update(recorded, (all) => [
+          ...all,
+          { method: req.method ?? "", url: req.url ?? "", headers: headerRecord(req), body, json, step }
+        ])
+        while (step?._tag === "Delayed") {
+          yield* Effect.sleep(step.millis)
+          step = step.step
+        }
+        if (req.method === "HEAD" && path === "/") {
+          res.writeHead(200, { "content-length": "0" }).end()
+          return
+        }
+        if (request === undefined) {
+          const error = { type: "error", error: { type: "not_found_error", message: "Not found" } }
+          res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify(error))
+          return
+        }
+        if (step === undefined || step._tag === "Fail") {
+          const status = step?.status ?? 500
+          const message = step?.message ?? "AnthropicServer: the script is exhausted"
+          const error = { type: "error", error: { type: errorTypes[status] ?? "api_error", message } }
+          res.writeHead(status, {
+            "content-type": "application/json",
+            "request-id": `req_${n}`,
+            "x-should-retry": "false"
+          }).end(JSON.stringify(error))
+          return
+        }
+        const id = step._tag === "ToolUse" && step.id !== undefined ? step.id : `toolu_scripted${n}`
+        const model = options.model ?? request.model ?? "claude-scripted"
+        res.writeHead(200, {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-cache",
+          "request-id": `req_${n}`
+        })
+        res.end(streamBody(step, `msg_scripted${n}`, id, model, request))
+      })
+
+    const server = Http.createServer()
+    const port = yield* Effect.acquireRelease(
+      Effect.async<number, AnthropicServerError>((resume) => {
+        server.once("error", (error) => resume(Effect.fail(new AnthropicServerError({ detail: error.message }))))
+        server.listen(0, "127.0.0.1", () => {
+          const address = server.address()
+          if (address !== null && typeof address === "object") resume(Effect.succeed(address.port))
+          else resume(Effect.fail(new AnthropicServerError({ detail: "no address" })))
+        })
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          server.close(() => resume(Effect.void))
+          server.closeAllConnections()
+        })
+    )
+    // Acquired after the listener, so released before it: in-flight handlers (e.g. a delayed
+    // step) are interrupted first, then the listener closes with every connection.
+    const handlers = yield* FiberSet.make<void>()
+    const runHandler = yield* FiberSet.runtime(handlers)<never>()
+    server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      const parts: Array<Buffer> = []
+      req.on("data", (chunk: Buffer) => parts.push(chunk))
+      req.on("end", () => {
+        const body = Buffer.concat(parts).toString("utf8")
+        runHandler(handle(req, res, body).pipe(Effect.onInterrupt(() => Effect.sync(() => res.destroy()))))
+      })
+    })
+
+    return {
+      url: `http://127.0.0.1:${port}`,
+      port,
+      enqueue: (...steps) => Ref.update(queue, (q) => [...q, ...steps]),
+      requests: Ref.get(recorded),
+      messages: Ref.get(recorded).pipe(
+        Effect.map((all) => all.flatMap((r) => isMessagesJson(r) ? [r.json as MessagesRequest] : []))
+      )
+    } satisfies AnthropicServer
+  })
+
+const isMessagesJson = (r: RecordedRequest): boolean =>
+  r.method === "POST" && r.url.split("?")[0] === "/v1/messages" && isRecord(r.json) && Array.isArray(r.json["messages"])
