@@ -14,7 +14,8 @@
  *   provider refused the resume); the healthy record is kept.
  * - One run per thread at a time: a second concurrent run fails fast with `ThreadBusy` (a store
  *   lease, renewed while the run lasts, held across processes by a SQL store). A lost lease
- *   persists nothing.
+ *   persists nothing. A turn's result does not wait for its CLI to exit, but the next turn on the
+ *   key (through any handle of the agent) starts only once that CLI is gone.
  * - A checkpoint is committed only from a clean run with the provider's official terminal
  *   record, before its `RunFinished` is published; failures, non-zero exits and cancellations
  *   never overwrite a healthy record. A commit that fails (lease lost, store failure) fails the

@@ -7,7 +7,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Threads from "./fixtures/threads.js"
-import { record, startTurn, text, withThreads } from "./fixtures/threads.js"
+import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
 
 for (const [name, storeLayer] of Threads.stores) {
   describe(`Thread (${name} store)`, () => {
@@ -104,30 +104,34 @@ for (const [name, storeLayer] of Threads.stores) {
           expect(fresh.session).not.toBe(healthy.session)
         })))
 
-    it.live("a rejected resume: resumeOnly fails with ResumeRejected, continue-or-start retries fresh once", () =>
-      withThreads(storeLayer, ({ agent, control }) =>
-        Effect.gen(function*() {
-          const thread = yield* agent.thread("k")
-          const first = yield* thread.run(text("one"))
-          const healthy = yield* record(thread)
-          control.rejected.add(first.session!)
-          const strict = yield* agent.thread("k", { resumeOnly: true })
-          expect(yield* Effect.flip(strict.run(text("two")))).toMatchObject({ _tag: "ResumeRejected", key: "k" })
-          expect(yield* record(thread)).toEqual(healthy)
-          const before = control.prepared.length
-          const events = Array.from(yield* Stream.runCollect(thread.stream(text("three"))))
-          expect(control.prepared.slice(before).map((session) => session._tag)).toEqual(["Resume", "New"])
-          const finished = events.filter((event) => event._tag === "RunFinished")
-          expect(finished.map((event) => event.outcome)).toEqual(["failure", "success"])
-          expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(2)
-          const replaced = yield* record(thread)
-          expect(replaced.session).toBe(finished[1]!.result.session)
-          expect(replaced.session).not.toBe(healthy.session)
-          expect(replaced.turns).toBe(1)
-          // The fresh session resumes normally from now on.
-          yield* thread.run(text("four"))
-          expect(control.prepared.at(-1)).toEqual({ _tag: "Resume", id: replaced.session })
-        })))
+    it.live.each(["exit", "stream"] as const)(
+      "a rejected resume (%s): resumeOnly fails with ResumeRejected, continue-or-start retries fresh once",
+      (rejectBy) =>
+        withThreads(storeLayer, ({ agent, control }) =>
+          Effect.gen(function*() {
+            const thread = yield* agent.thread("k")
+            const first = yield* thread.run(text("one"))
+            const healthy = yield* record(thread)
+            control.rejected.add(first.session!)
+            control.rejectBy = rejectBy
+            const strict = yield* agent.thread("k", { resumeOnly: true })
+            expect(yield* Effect.flip(strict.run(text("two")))).toMatchObject({ _tag: "ResumeRejected", key: "k" })
+            expect(yield* record(thread)).toEqual(healthy)
+            const before = control.prepared.length
+            const events = Array.from(yield* Stream.runCollect(thread.stream(text("three"))))
+            expect(control.prepared.slice(before).map((session) => session._tag)).toEqual(["Resume", "New"])
+            const finished = events.filter((event) => event._tag === "RunFinished")
+            expect(finished.map((event) => event.outcome)).toEqual(["failure", "success"])
+            expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(2)
+            const replaced = yield* record(thread)
+            expect(replaced.session).toBe(finished[1]!.result.session)
+            expect(replaced.session).not.toBe(healthy.session)
+            expect(replaced.turns).toBe(1)
+            // The fresh session resumes normally from now on.
+            yield* thread.run(text("four"))
+            expect(control.prepared.at(-1)).toEqual({ _tag: "Resume", id: replaced.session })
+          }))
+    )
 
     it.live("one run per thread at a time: a second run fails fast with ThreadBusy", () =>
       withThreads(storeLayer, ({ agent }) =>

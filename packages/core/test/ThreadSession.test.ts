@@ -11,7 +11,7 @@ import * as Stream from "effect/Stream"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Threads from "./fixtures/threads.js"
-import { record, startTurn, text, withThreads } from "./fixtures/threads.js"
+import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
 
 for (const [name, storeLayer] of Threads.stores) {
   describe(`Thread sessions (${name} store)`, () => {
@@ -58,6 +58,30 @@ for (const [name, storeLayer] of Threads.stores) {
           // The lease was released: another handle runs at once.
           yield* (yield* agent.thread("k")).run(text("next"))
         })))
+
+    it.live("the next turn on a key waits until the previous turn's CLI has exited, not its result", () =>
+      withThreads(storeLayer, ({ agent }) =>
+        Effect.gen(function*() {
+          // The CLI keeps running 600 ms after its terminal record (still writing its session).
+          const events = yield* Stream.runCollect(
+            (yield* agent.thread("k")).stream(FakeCli.script({ op: "text", text: "one" }, { op: "linger", ms: 600 }))
+          )
+          const first = Array.from(events).find((event) => event._tag === "ProcessStarted")!
+          expect(yield* Harness.isAlive(first.pid)).toBe(true)
+          // Another handle of the same key: its process starts only once the first one is gone.
+          let aliveAtNextStart: boolean | undefined
+          yield* (yield* agent.thread("k")).stream(text("two")).pipe(
+            Stream.tap((event) =>
+              event._tag === "ProcessStarted"
+                ? Effect.map(Harness.isAlive(first.pid), (alive) => (aliveAtNextStart = alive))
+                : Effect.void
+            ),
+            Stream.runDrain
+          )
+          expect(aliveAtNextStart).toBe(false)
+          expect((yield* record(yield* agent.thread("k"))).turns).toBe(2)
+        })
+      ))
 
     it.live("an agent rebuilt with a new registration resumes the checkpoint", () =>
       withThreads(storeLayer, ({ agent, make, control }) =>

@@ -10,6 +10,7 @@ import * as Path from "@effect/platform/Path"
 import * as Gateway from "@tether/gateway/Gateway"
 import * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -28,14 +29,13 @@ import type { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
 import type { Result } from "../Result.js"
-import { ThreadStore } from "../ThreadStore.js"
 import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
 import * as Emitter from "./emitter.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
 import * as Thread from "./thread.js"
-import * as threadStore from "./threadStore.js"
+import { makeMemory, ThreadStore } from "./threadStore.js"
 import * as ToolPolicy from "./toolPolicy.js"
 
 /** @internal */
@@ -160,9 +160,10 @@ export const make = (
         : { id: options.identity.id, tenant: options.identity.tenant }
     })
     const store = yield* Effect.serviceOption(ThreadStore).pipe(
-      Effect.flatMap(Option.match({ onNone: () => threadStore.makeMemory, onSome: Effect.succeed }))
+      Effect.flatMap(Option.match({ onNone: () => makeMemory, onSome: Effect.succeed }))
     )
-    const threads = new Set<{ readonly close: Effect.Effect<void> }>()
+    const agentClosed = yield* Deferred.make<void>()
+    const exiting = new Map<string, Deferred.Deferred<void>>()
 
     // A driver prepares the same files for every run of the agent (the hosted-tools declaration
     // only changes with the registration): write them when they change, not once per run.
@@ -243,10 +244,9 @@ export const make = (
       { name: "revoke-registration", bound: "10 seconds", run: Scope.close(registrationScope, Exit.void) }
     ])
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
-    const closeThreads = Effect.suspend(() => Effect.forEach(Array.from(threads), (thread) => thread.close))
-    // Threads close after the runs were canceled (their turns end with RunFinished(canceled)).
+    // Threads' event streams end after the runs were canceled (their RunFinished(canceled) included).
     const close = (timeout: Duration.DurationInput) =>
-      Effect.zipRight(fence, closer.close(timeout)).pipe(Effect.ensuring(closeThreads))
+      Effect.zipRight(fence, closer.close(timeout)).pipe(Effect.ensuring(Deferred.succeed(agentClosed, undefined)))
     yield* Effect.addFinalizer(() =>
       close(closeTimeout).pipe(
         Effect.catchAll((error) => Effect.logWarning(error.message))
@@ -315,7 +315,8 @@ export const make = (
             leaseTtl: Duration.decode(options.threads?.leaseTtl ?? "30 seconds"),
             admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
             stream,
-            open: threads
+            closed: Deferred.await(agentClosed),
+            exiting
           },
           key,
           threadOptions ?? {}

@@ -19,8 +19,8 @@ import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
 import type { Result } from "../Result.js"
 import * as Thread from "../Thread.js"
-import { ThreadAlreadyExists, ThreadRecord } from "../ThreadStore.js"
-import type { CommitMode, Lease, ThreadStore, ThreadStoreError } from "../ThreadStore.js"
+import { ThreadAlreadyExists, ThreadRecord } from "./threadStore.js"
+import type { CommitMode, Lease, ThreadStore, ThreadStoreError } from "./threadStore.js"
 
 /** What a thread's turn hands to the agent's run. @internal */
 export interface Hooks {
@@ -43,8 +43,10 @@ export interface Host {
   /** Fails with `AgentClosed` once the agent's admission is fenced. */
   readonly admit: Effect.Effect<void, AgentClosed>
   readonly stream: (turn: Agent.Input, hooks: Hooks) => Stream.Stream<Event.Event, RunError | AgentClosed>
-  /** Open threads, closed by the agent's close. */
-  readonly open: Set<{ readonly close: Effect.Effect<void> }>
+  /** Completes once the agent has closed (its runs canceled): every thread's `events` end. */
+  readonly closed: Effect.Effect<void>
+  /** Per key: completed once the last turn's provider process is gone (any handle of the key). */
+  readonly exiting: Map<string, Deferred.Deferred<void>>
 }
 
 const isResumeRejected = (error: RunError | AgentClosed): error is RunError =>
@@ -109,7 +111,6 @@ export const open = (
     const resumeOnly = options.resumeOnly === true
     let closed = false
     let pendingFork = forkOf
-    let lastReaped: Deferred.Deferred<void> | undefined
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(host.leaseTtl) / 3)))
 
     const plan = Effect.gen(function*() {
@@ -133,8 +134,15 @@ export const open = (
     })
 
     const attempt = (lease: Lease, turn: Agent.Input, plan: Plan) =>
-      Stream.unwrap(Effect.map(Deferred.make<void>(), (reaped) => {
-        lastReaped = reaped
+      Stream.unwrap(Effect.gen(function*() {
+        const reaped = yield* Deferred.make<void>()
+        if (host.exiting.size >= 1024) {
+          // Keys that saw no turn since their process exited: nothing to wait for any more.
+          for (const [other, deferred] of Array.from(host.exiting)) {
+            if (yield* Deferred.isDone(deferred)) host.exiting.delete(other)
+          }
+        }
+        host.exiting.set(key, reaped)
         const commit = (result: Result) =>
           result.session === undefined
             ? Effect.fail({ message: "the run reported no provider session to checkpoint" })
@@ -175,7 +183,8 @@ export const open = (
           )
         )))
         // The previous turn's CLI may still be exiting (writing its session): resume after it.
-        if (lastReaped !== undefined) yield* Deferred.await(lastReaped)
+        const exiting = host.exiting.get(key)
+        if (exiting !== undefined) yield* Deferred.await(exiting)
         const first = yield* plan
         const runs = attempt(lease, turn, first).pipe(
           Stream.catchAll((error): Stream.Stream<Event.Event, Thread.RunFailure> => {
@@ -211,14 +220,10 @@ export const open = (
         )
       }).pipe(Effect.withSpan("Thread.run"))
 
-    const handle = {
-      close: Effect.suspend(() => {
-        closed = true
-        host.open.delete(handle)
-        return Effect.zipRight(Deferred.succeed(closedSignal, undefined), PubSub.shutdown(pubsub))
-      })
-    }
-    host.open.add(handle)
+    const close = Effect.suspend(() => {
+      closed = true
+      return Effect.zipRight(Deferred.succeed(closedSignal, undefined), PubSub.shutdown(pubsub))
+    })
 
     const fork = (target: string, forkOptions: Thread.Options = {}): Effect.Effect<Thread.Thread, Thread.OpenFailure> =>
       Effect.gen(function*() {
@@ -235,7 +240,7 @@ export const open = (
       stream,
       fork,
       snapshot: host.store.get(key),
-      events: Stream.fromPubSub(pubsub),
-      close: handle.close
+      events: Stream.fromPubSub(pubsub).pipe(Stream.interruptWhen(host.closed)),
+      close
     } satisfies Thread.Thread
   }).pipe(Effect.withSpan("Agent.thread"))
