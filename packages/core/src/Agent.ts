@@ -46,7 +46,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { AgentClosed, CloseTimeout, RunError, UnsupportedCapability } from "./AgentError.js"
+import type { AgentClosed, CloseTimeout, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
 import { AgentConfigError } from "./AgentError.js"
 import type * as Driver from "./Driver.js"
 import type * as Event from "./Event.js"
@@ -244,8 +244,8 @@ export interface Agent {
    * the `ThreadStore` service when the context has one, else an in-memory store of this agent.
    */
   readonly thread: (key: string, options?: Thread.Options) => Effect.Effect<Thread.Thread, Thread.OpenFailure>
-  readonly run: (turn: Input) => Effect.Effect<Result, RunError | AgentClosed>
-  readonly stream: (turn: Input) => Stream.Stream<Event.Event, RunError | AgentClosed>
+  readonly run: (turn: Input) => Effect.Effect<Result, RunError | AgentClosed | InvalidTurn>
+  readonly stream: (turn: Input) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
   readonly close: (options?: CloseOptions) => Effect.Effect<void, CloseTimeout>
 }
 

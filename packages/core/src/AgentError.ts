@@ -21,6 +21,23 @@ export class AgentClosed extends Schema.TaggedError<AgentClosed>()("AgentClosed"
 }
 
 /**
+ * A turn asked for something the agent's definition does not have (e.g. a tool policy naming a
+ * tool that is not in the definition: a misspelled `deny` must never leave a tool allowed).
+ * Raised before the run is admitted; nothing was spawned.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidTurn extends Schema.TaggedError<InvalidTurn>()("InvalidTurn", {
+  reason: Schema.Literal("UnknownTool"),
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `${this.reason}: ${this.detail}`
+  }
+}
+
+/**
  * The agent could not be built: an invalid definition, a tool definition error, the gateway
  * registration or the execution clone failed. Raised before any provider process starts.
  *

@@ -30,7 +30,7 @@ import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
-import type { AgentClosed, RunError, UnsupportedCapability } from "./AgentError.js"
+import type { AgentClosed, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
 import type { ThreadAlreadyExists, ThreadBusy, ThreadRecord, ThreadStoreError } from "./ThreadStore.js"
@@ -131,6 +131,7 @@ export class ToolRevisionMissing extends Schema.TaggedError<ToolRevisionMissing>
 export type RunFailure =
   | RunError
   | AgentClosed
+  | InvalidTurn
   | ThreadBusy
   | ThreadNotFound
   | ThreadIncompatible

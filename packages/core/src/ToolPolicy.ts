@@ -15,7 +15,8 @@ import * as internal from "./internal/toolPolicy.js"
 
 /**
  * `allow`: only these tools (absent: every tool of the definition); `deny`: never these.
- * Names the definition does not have are ignored (a policy never adds a tool).
+ * A name the definition does not have fails the turn with `InvalidTurn` before it is admitted
+ * (a misspelled `deny` must never leave a tool allowed); a policy never adds a tool.
  *
  * @since 0.1.0
  * @category models

@@ -67,7 +67,9 @@ const withAgent = <A, E>(
     return value
   }).pipe(Effect.scoped)
 
-const failure = <A>(effect: Effect.Effect<A, AgentError.RunError | AgentError.AgentClosed, Scope.Scope>) =>
+const failure = <A>(
+  effect: Effect.Effect<A, AgentError.RunError | AgentError.AgentClosed | AgentError.InvalidTurn, Scope.Scope>
+) =>
   Effect.flip(effect).pipe(
     Effect.map((error) => {
       if (error._tag !== "RunError") throw new Error(`expected a RunError, got ${error._tag}`)

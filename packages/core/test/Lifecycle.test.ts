@@ -53,7 +53,7 @@ interface Started {
   readonly command: Command & { readonly _tag: "Start" }
   readonly afterCloseStarted: boolean
   readonly events: Array<Event.Event>
-  readonly fiber: Fiber.RuntimeFiber<void, AgentError.RunError | AgentError.AgentClosed>
+  readonly fiber: Fiber.RuntimeFiber<void, AgentError.RunError | AgentError.AgentClosed | AgentError.InvalidTurn>
   interrupted: boolean
 }
 

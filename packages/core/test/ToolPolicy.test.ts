@@ -101,6 +101,27 @@ describe("ToolPolicy through the fake CLI and the real gateway", () => {
       })
     ))
 
+  it.live("a policy naming a tool the definition lacks fails with InvalidTurn before anything runs", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        Threads.calls.length = 0
+        for (const toolPolicy of [{ deny: ["delete_isue"] }, { allow: ["lookup_issue", "nope"] }]) {
+          const error = yield* Effect.flip(agent.run({ input: probe, toolPolicy }))
+          expect(error._tag).toBe("InvalidTurn")
+          expect(error.message).toContain(toolPolicy.deny?.[0] ?? "nope")
+        }
+        const thread = yield* agent.thread("policy-typo")
+        const onThread = yield* Effect.flip(thread.run({ input: probe, toolPolicy: { deny: ["delete_isue"] } }))
+        expect(onThread._tag).toBe("InvalidTurn")
+        // The refused turn held no lease: the thread's next turn runs.
+        yield* thread.run({ input: probe, toolPolicy: { allow: ["lookup_issue"] } })
+        expect(Threads.calls).toEqual([])
+        // The agent keeps working after the refusals.
+        const fine = yield* agent.run({ input: probe, toolPolicy: { deny: ["delete_issue"] } })
+        expect(fine.effectiveTools).toEqual(["lookup_issue"])
+      })
+    ))
+
   it.live("on a thread the policy applies to that turn only and leaves the fingerprint unchanged", () =>
     withAgent((agent) =>
       Effect.gen(function*() {

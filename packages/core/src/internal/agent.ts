@@ -24,7 +24,7 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as NodeProcess from "node:process"
 import type * as Agent from "../Agent.js"
-import { AgentClosed, AgentConfigError, UnsupportedCapability } from "../AgentError.js"
+import { AgentClosed, AgentConfigError, InvalidTurn, UnsupportedCapability } from "../AgentError.js"
 import type { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
@@ -253,13 +253,27 @@ export const make = (
       )
     )
 
-    const stream = (input: Agent.Input, hooks?: Thread.Hooks): Stream.Stream<Event.Event, RunError | AgentClosed> =>
+    const stream = (
+      input: Agent.Input,
+      hooks?: Thread.Hooks
+    ): Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const turn: Agent.Turn = typeof input === "string" ? { input } : input
         const queue = yield* Queue.bounded<Emitter.Item>(capacity)
         const runId = randomUUID()
         const emitter = Emitter.make(runId, queue, capacity, blocking)
         const model = turn.model ?? options.model
+        if (turn.toolPolicy !== undefined) {
+          const unknown = ToolPolicy.unknownNames(tools, turn.toolPolicy)
+          if (unknown.length > 0) {
+            // Nothing was spawned: a thread's next turn has no process to wait for.
+            if (hooks !== undefined) yield* Deferred.succeed(hooks.reaped, undefined)
+            return yield* new InvalidTurn({
+              reason: "UnknownTool",
+              detail: `the tool policy names tools the definition does not have: ${unknown.join(", ")}`
+            })
+          }
+        }
         // A per-turn policy: a narrower credential for this run only, revoked when it ends.
         const credential = turn.toolPolicy === undefined
           ? undefined
@@ -273,13 +287,18 @@ export const make = (
           ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped })
         }
         const fiber = yield* admission.withPermits(1)(
-          fenced ? Effect.fail(closed) : FiberSet.run(runs, Run.execute(context, request, emitter))
+          fenced
+            ? Effect.zipRight(
+              hooks === undefined ? Effect.void : Deferred.succeed(hooks.reaped, undefined),
+              Effect.fail(closed)
+            )
+            : FiberSet.run(runs, Run.execute(context, request, emitter))
         )
         yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
         return Stream.fromQueue(queue).pipe(Stream.flattenTake)
       })).pipe(Stream.withSpan("Agent.stream"))
 
-    const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed> =>
+    const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
       Effect.suspend(() => {
         // Chunk-wise on purpose: `Stream.runFold` folds element by element (recursively).
         let result: Result | undefined

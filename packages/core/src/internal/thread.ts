@@ -13,7 +13,7 @@ import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import type * as Agent from "../Agent.js"
-import { type AgentClosed, type RunError, UnsupportedCapability } from "../AgentError.js"
+import { type AgentClosed, type InvalidTurn, type RunError, UnsupportedCapability } from "../AgentError.js"
 import { ProtocolError } from "../Driver.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
@@ -42,14 +42,14 @@ export interface Host {
   readonly leaseTtl: Duration.Duration
   /** Fails with `AgentClosed` once the agent's admission is fenced. */
   readonly admit: Effect.Effect<void, AgentClosed>
-  readonly stream: (turn: Agent.Input, hooks: Hooks) => Stream.Stream<Event.Event, RunError | AgentClosed>
+  readonly stream: (turn: Agent.Input, hooks: Hooks) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
   /** Completes once the agent has closed (its runs canceled): every thread's `events` end. */
   readonly closed: Effect.Effect<void>
   /** Per key: completed once the last turn's provider process is gone (any handle of the key). */
   readonly exiting: Map<string, Deferred.Deferred<void>>
 }
 
-const isResumeRejected = (error: RunError | AgentClosed): error is RunError =>
+const isResumeRejected = (error: RunError | AgentClosed | InvalidTurn): error is RunError =>
   error._tag === "RunError" && error.reason === "ProtocolError" && error.cause instanceof ProtocolError &&
   error.cause.reason === "ResumeRejected"
 

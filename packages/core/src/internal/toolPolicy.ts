@@ -2,8 +2,21 @@
 import type * as ToolPolicy from "../ToolPolicy.js"
 
 /**
- * `tools ∩ allow \ deny`, sorted. Names the definition does not have are ignored: a policy
- * can only narrow the definition, never widen it.
+ * The names a policy mentions that the definition does not have, sorted. A turn with any is
+ * refused (`InvalidTurn`): a misspelled `deny` must never silently leave a tool allowed.
+ *
+ * @internal
+ */
+export const unknownNames = (
+  tools: ReadonlyArray<string>,
+  policy: ToolPolicy.ToolPolicy
+): ReadonlyArray<string> => {
+  const known = new Set(tools)
+  return [...new Set([...(policy.allow ?? []), ...(policy.deny ?? [])])].filter((name) => !known.has(name)).sort()
+}
+
+/**
+ * `tools ∩ allow \ deny`, sorted.
  *
  * @internal
  */
