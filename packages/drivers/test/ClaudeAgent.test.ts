@@ -351,7 +351,7 @@ describe("Claude agent end to end (real CLI)", () => {
       const server = yield* AnthropicServer.make({ script: [AnthropicServer.fail(500, "scripted outage")] })
       const error = yield* withClaudeAgent(server, (agent) =>
         Effect.flip(agent.run("hello")).pipe(Effect.map((e) =>
-          e as AgentError.RunError | AgentError.AgentClosed
+          e as AgentError.RunError | AgentError.AgentClosed | AgentError.InvalidTurn
         )))
       expect(error._tag).toBe("RunError")
       if (error._tag === "RunError") {
