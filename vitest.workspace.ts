@@ -9,6 +9,7 @@ const project = (name: string, options: { readonly timeout?: number } = {}) => (
     name,
     root: `./packages/${name}`,
     include: ["test/**/*.test.ts"],
+    globalSetup: ["../../scripts/testTmpdir.ts"],
     testTimeout: options.timeout ?? 30_000,
     hookTimeout: 60_000
   }
@@ -24,6 +25,12 @@ export default defineWorkspace([
   {
     resolve: { conditions: ["@tether/source"] },
     ssr: { resolve: { conditions: ["@tether/source"] } },
-    test: { name: "repo", root: "./test", include: ["**/*.test.ts"], testTimeout: 120_000 }
+    test: {
+      name: "repo",
+      root: "./test",
+      include: ["**/*.test.ts"],
+      globalSetup: ["../scripts/testTmpdir.ts"],
+      testTimeout: 120_000
+    }
   }
 ])

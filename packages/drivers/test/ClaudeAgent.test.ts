@@ -9,6 +9,7 @@ import type * as AgentError from "@tether/core/AgentError"
 import type * as Event from "@tether/core/Event"
 import { Claude } from "@tether/drivers"
 import { Gateway } from "@tether/gateway"
+import * as Profile from "@tether/profile/Profile"
 import { AnthropicServer, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
@@ -259,7 +260,8 @@ describe("Claude agent end to end (real CLI)", () => {
           driver: driverFor(server),
           definition: { instructions: "", skills: [], tools: Toolkit.empty },
           workspace: sandbox.workspace,
-          profile: sandbox.selection
+          // Without a session store the rebuilt agent's clone lacks the transcript.
+          profile: Profile.cloneFrom(sandbox.source, sandbox.root, { sessions: false })
         })
         const first = yield* make.pipe(
           Effect.flatMap((agent) => agent.thread("k")),

@@ -6,6 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
 import { Codex } from "@tether/drivers"
+import * as Profile from "@tether/profile/Profile"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
@@ -42,7 +43,8 @@ type Needs = Agent.Requirements | Toolkit.HandlerServices<typeof IssueTools>
 /** Makes agents on one sandbox; checks after the scope that no clone and no process is left. */
 const withAgents = <A, E>(
   server: ResponsesServer.ResponsesServer,
-  body: (make: Effect.Effect<Agent.Agent, unknown, Needs>) => Effect.Effect<A, E, Needs>
+  body: (make: Effect.Effect<Agent.Agent, unknown, Needs>) => Effect.Effect<A, E, Needs>,
+  options: Profile.CloneOptions = {}
 ) =>
   Effect.gen(function*() {
     const sandbox = yield* Harness.sandbox
@@ -51,7 +53,7 @@ const withAgents = <A, E>(
       driver: driverFor(server),
       definition: { instructions: "You triage issues.", skills: [], tools: IssueTools },
       workspace: sandbox.workspace,
-      profile: sandbox.selection
+      profile: Profile.cloneFrom(sandbox.source, sandbox.root, options)
     }).pipe(Effect.tap((agent) => Effect.sync(() => markers.push(agent.marker))))
     const value = yield* body(make).pipe(Effect.scoped)
     for (const marker of markers) expect(yield* Harness.markedProcesses(marker)).toEqual([])
@@ -140,7 +142,7 @@ describe("Codex threads end to end (real CLI)", () => {
           // Continue-or-start retries once with a new session.
           const fresh = yield* (yield* rebuilt.thread("k")).run("three")
           return [first, rejected, fresh] as const
-        }))
+        }), { sessions: false })
       expect(rejected._tag).toBe("ResumeRejected")
       expect(fresh.session).not.toBe(first.session)
       const requests = yield* server.requests

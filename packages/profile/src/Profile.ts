@@ -34,7 +34,13 @@ export type AuthMode = "link" | "copy" | "none"
 
 /**
  * Which declared classes are brought into a clone. Defaults: settings, MCP declarations and
- * skills copied, auth `link`.
+ * skills copied, auth `link`, sessions in `defaultSessionsRoot()`.
+ *
+ * `sessions` is the directory of the session stores (one subdirectory per stable identity)
+ * where clones keep the layout's session entries between agents, so a thread resumes after the
+ * agent is rebuilt; created 0700 when missing; `false` keeps sessions inside each clone only
+ * (they are removed with it). A directory inside the source profile fails with `ProfileError`
+ * (`UnsafeRoot`).
  *
  * @since 0.1.0
  * @category models
@@ -44,6 +50,8 @@ export interface CloneOptions {
   readonly mcp?: boolean
   readonly skills?: boolean
   readonly auth?: AuthMode
+  /** @since 0.2.0 */
+  readonly sessions?: string | false
 }
 
 /**
@@ -65,6 +73,8 @@ export interface ResolvedOptions {
   readonly mcp: boolean
   readonly skills: boolean
   readonly auth: AuthMode
+  /** Absent: `defaultSessionsRoot()`. @since 0.2.0 */
+  readonly sessions?: string | false
 }
 
 /**
@@ -93,7 +103,8 @@ const resolve = (options: CloneOptions | undefined): ResolvedOptions => ({
   settings: options?.settings ?? true,
   mcp: options?.mcp ?? true,
   skills: options?.skills ?? true,
-  auth: options?.auth ?? "link"
+  auth: options?.auth ?? "link",
+  ...(options?.sessions === undefined ? {} : { sessions: options.sessions })
 })
 
 /**
@@ -173,6 +184,19 @@ export interface Owner {
 }
 
 /**
+ * What one save of session entries did (relative paths, sorted).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface SessionSync {
+  /** Entries written to the store: new in the clone or changed since seeding or the last save. */
+  readonly saved: ReadonlyArray<string>
+  /** Entries the clone deleted, removed from the store (unless another clone changed them since). */
+  readonly removed: ReadonlyArray<string>
+}
+
+/**
  * A live execution clone, valid until its scope closes.
  *
  * @since 0.1.0
@@ -209,6 +233,25 @@ export interface ExecutionProfile {
   readonly materialize: (
     files: ReadonlyArray<MaterializedFile>
   ) => Effect.Effect<void, ProfileError | ProfileCollision>
+  /**
+   * The identity's session store (`<sessions root>/<sha256(identity) prefix>`), or `undefined`
+   * when the layout declares no session entries or the selection set `sessions: false`.
+   *
+   * @since 0.2.0
+   */
+  readonly sessions: string | undefined
+  /**
+   * Copies the clone's session entries that changed since they were seeded or last saved into
+   * the store, each through a temporary file and a rename (a concurrent clone of the same
+   * identity reads either the old or the new file, never a torn one; the last writer wins per
+   * file); entries the clone deleted are removed from the store unless another clone changed
+   * them since. Also runs when the clone closes, before removal. A no-op without a store; fails
+   * with `ProfileError` (`CloneClosed`) after the scope closed, `Io` on a file system error.
+   * Runs one at a time with `materialize`.
+   *
+   * @since 0.2.0
+   */
+  readonly saveSessions: Effect.Effect<SessionSync, ProfileError>
 }
 
 /**
@@ -269,6 +312,15 @@ export type ProfileFailure = ProfileError | ProfileInUse | ProfileCollision
  * @category utils
  */
 export const defaultRoot = (): string => internal.defaultRoot()
+
+/**
+ * `<os.tmpdir()>/tether-sessions-<uid>`: the default directory of session stores, checked like
+ * `defaultRoot()` (a plain 0700 directory owned by this user).
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const defaultSessionsRoot = (): string => internal.defaultSessionsRoot()
 
 /**
  * Acquires an execution clone of `selection` for `owner`. Clones left by dead owners under the

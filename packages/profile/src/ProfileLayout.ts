@@ -37,8 +37,9 @@ export interface ProfileLayout {
   /** The native default location, from the host's environment (e.g. `$HOME/.claude`). */
   readonly nativeDefault: (env: { readonly [name: string]: string | undefined }) => string
   /**
-   * Which entries are settings, MCP declarations, skills and authentication. Entries that match
-   * none of them (sessions, caches, logs) are never brought into a clone. When an entry matches
+   * Which entries are settings, MCP declarations, skills and authentication (brought from the
+   * source) and sessions (brought from the session store). Entries that match none of them
+   * (caches, logs) are never brought into a clone. When an entry matches
    * several classes, `auth` wins, then `mcp`, `settings`, `skills`.
    */
   readonly classes: {
@@ -46,6 +47,17 @@ export interface ProfileLayout {
     readonly mcp: Globs
     readonly skills: Globs
     readonly auth: Globs
+    /**
+     * The provider's session entries (transcripts, rollouts, the index it needs to resume), e.g.
+     * `projects/**` for Claude. They are never brought from the source profile and never part
+     * of a fingerprint: an execution clone seeds them from its identity's session store and
+     * saves them back (`ExecutionProfile.saveSessions`, and at close), so a thread resumes in a
+     * later clone. An entry that also matches another class or a reserved name is not a session
+     * entry. Default: none.
+     *
+     * @since 0.2.0
+     */
+    readonly sessions?: Globs
   }
   /**
    * Entries the driver materializes itself. A source entry that would be brought into the clone
@@ -100,3 +112,12 @@ export const isReserved = (layout: ProfileLayout, path: string): boolean => glob
  * @category utils
  */
 export const matches = (patterns: Globs, path: string): boolean => glob.matches(patterns, path)
+
+/**
+ * Whether `path` (relative, `/` separated) matches the layout's `sessions` globs.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const isSession = (layout: ProfileLayout, path: string): boolean =>
+  glob.matches(layout.classes.sessions ?? [], path)

@@ -37,7 +37,8 @@ export const layout: ProfileLayout = {
     settings: ["settings.json", "settings.local.json", "CLAUDE.md", "agents/**", "commands/**", "output-styles/**"],
     mcp: [".claude.json"],
     skills: ["skills/**"],
-    auth: [".credentials.json"]
+    auth: [".credentials.json"],
+    sessions: ["projects/**"]
   },
   reserved: [mcpConfigFile, instructionsFile],
   siblings: ["home", "tmp"]

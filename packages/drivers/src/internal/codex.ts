@@ -32,7 +32,8 @@ export const layout: ProfileLayout = {
     settings: ["config.toml", "*.config.toml", "AGENTS.md", "AGENTS.override.md", "prompts/**", "rules/**"],
     mcp: [],
     skills: ["skills/**"],
-    auth: ["auth.json"]
+    auth: ["auth.json"],
+    sessions: ["sessions/**"]
   },
   reserved: [codexConfig.userConfigFile],
   siblings: ["home", "tmp"]

@@ -34,7 +34,8 @@ export const layout: ProfileLayout = {
     settings: ["cli-config.json", "rules/**"],
     mcp: [mcpFile],
     skills: ["skills/**"],
-    auth: ["auth.json"]
+    auth: ["auth.json"],
+    sessions: ["chats/**"]
   },
   reserved: [],
   siblings: ["home", "tmp"]

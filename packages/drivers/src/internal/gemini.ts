@@ -52,7 +52,8 @@ export const layout: ProfileLayout = {
       ".gemini/google_accounts.json",
       ".gemini/mcp-oauth-tokens.json",
       ".gemini/gemini-credentials.json"
-    ]
+    ],
+    sessions: [".gemini/projects.json", ".gemini/tmp/*/.project_root", ".gemini/tmp/*/chats/**"]
   },
   reserved: [instructionsFile],
   siblings: ["home", "tmp"]

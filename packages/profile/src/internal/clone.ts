@@ -15,9 +15,11 @@ import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
 import { io, lstat, seed, type Seeded, sha256, stillSeeded, walk } from "./seed.js"
+import * as sessions from "./sessions.js"
 import { ensureRoot, resolveSource, rootOf } from "./source.js"
 
 export { reclaim } from "./reclaim.js"
+export { defaultSessionsRoot } from "./sessions.js"
 export { defaultRoot } from "./source.js"
 
 /** Dedicated sources held by live agents of this process: canonical path → agent id. */
@@ -30,6 +32,8 @@ interface CloneState {
   readonly manifest: Map<string, owner.ManifestEntry>
   /** Serializes `materialize` calls and the removal at close. */
   readonly lock: Effect.Semaphore
+  /** The identity's session store and what this clone last synchronized with it. */
+  sessions: { readonly store: sessions.SessionStore; readonly baseline: sessions.Baseline } | undefined
   closed: boolean
 }
 
@@ -148,12 +152,27 @@ const materialize = (
     Effect.withSpan("Profile.materialize")
   )
 
-/** Removes the clone; materialized entries changed since they were written are kept. */
-const release = (cloneRoot: string, profileDir: string, state: CloneState) =>
+const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneState) =>
+  state.sessions === undefined
+    ? Effect.succeed({ saved: [], removed: [] })
+    : sessions.save(state.sessions.store, layout, profileDir, state.sessions.baseline, new Set(state.manifest.keys()))
+
+/**
+ * Saves the session entries, then removes the clone; materialized entries changed since they
+ * were written are kept. A failed save is logged and does not keep the clone.
+ */
+const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     state.closed = true
+    yield* saveSessions(layout, profileDir, state).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logError("saving the session entries of a profile clone failed").pipe(
+          Effect.annotateLogs({ clone: cloneRoot, cause })
+        )
+      )
+    )
     const kept: Array<string> = []
     for (const entry of state.manifest.values()) {
       if ((yield* entryState(path.join(profileDir, ...entry.path.split("/")), entry)) === "modified") {
@@ -215,10 +234,13 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
     if (selection._tag === "Dedicated") yield* lock(source.canonical, who.agentId)
     const identity = who.identity ?? `${layout.provider}:${source.canonical}`
     const entries = source.exists ? yield* walk(source.path, layout) : []
+    // Before the clone exists: a refused store creates nothing.
+    const store = yield* sessions.open(selection, layout, source.canonical, identity)
     const state: CloneState = {
       seeded: new Map(),
       manifest: new Map(),
       lock: yield* Effect.makeSemaphore(1),
+      sessions: undefined,
       closed: false
     }
     const cloneRoot = yield* Effect.acquireRelease(
@@ -239,7 +261,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
         )
         return dir
       }).pipe(Effect.mapError(io(root))),
-      (dir) => release(dir, path.join(dir, "profile"), state)
+      (dir) => release(dir, path.join(dir, "profile"), layout, state)
     )
     const dir = path.join(cloneRoot, "profile")
     yield* fs.makeDirectory(dir, { mode: 0o700 }).pipe(Effect.mapError(io(dir)))
@@ -254,6 +276,9 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
     }
     const { fingerprint, seeded } = yield* seed(entries, dir, selection.options)
     for (const [rel, entry] of seeded) state.seeded.set(rel, entry)
+    if (store !== undefined) {
+      state.sessions = { store, baseline: yield* sessions.seed(store, layout, dir) }
+    }
     const env: Record<string, string> = {}
     for (const name of layout.selectorEnv) env[name] = dir
     return {
@@ -264,6 +289,16 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       source: source.path,
       identity,
       fingerprint,
-      materialize: materialize({ fs, path }, dir, who.agentId, cloneRoot, state)
+      materialize: materialize({ fs, path }, dir, who.agentId, cloneRoot, state),
+      sessions: store?.dir,
+      saveSessions: Effect.suspend(() =>
+        state.closed
+          ? Effect.fail(new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" }))
+          : saveSessions(layout, dir, state)
+      ).pipe(
+        state.lock.withPermits(1),
+        Effect.provideService(Path.Path, path),
+        Effect.withSpan("Profile.saveSessions")
+      )
     } satisfies ExecutionProfile
   }).pipe(Effect.withSpan("Profile.clone"))

@@ -1,0 +1,274 @@
+/**
+ * The per-identity session store: the provider's session entries (transcripts, rollouts) kept
+ * outside the execution clones so that a thread resumes in a later clone of the same identity
+ * (a rebuilt agent after a host restart). A clone is seeded from the store by copy and saves
+ * back by copy, one file at a time through a temporary file and a rename, so concurrent clones
+ * of one identity never see a torn file (the last writer wins per file).
+ *
+ * Store layout: `<sessions root>/<sha256(identity)[0..32]>/{profile,tmp}`; `profile/` mirrors
+ * the session entries relative to the profile root, `tmp/` holds temporary files while saving.
+ *
+ * @internal
+ */
+import * as Path from "@effect/platform/Path"
+import * as Effect from "effect/Effect"
+import * as NodeCrypto from "node:crypto"
+import * as NodeFs from "node:fs/promises"
+import * as NodeOs from "node:os"
+import { ProfileError } from "../Profile.js"
+import type { Selection, SessionSync } from "../Profile.js"
+import type { ProfileLayout } from "../ProfileLayout.js"
+import * as Layout from "../ProfileLayout.js"
+import * as glob from "./glob.js"
+import { io, lstat, sha256 } from "./seed.js"
+import { ensureRoot } from "./source.js"
+
+/** @internal */
+export const defaultSessionsRoot = (): string =>
+  `${NodeOs.tmpdir()}/tether-sessions-${typeof process.getuid === "function" ? process.getuid() : "user"}`
+
+/** The directory name of one identity in a sessions root. @internal */
+export const storeKey = (identity: string): string => sha256(`tether-sessions\0${identity}`).slice(0, 32)
+
+/** @internal */
+export interface SessionStore {
+  /** `<sessions root>/<key>` */
+  readonly dir: string
+  /** Mirror of the session entries, relative to the profile root. */
+  readonly profile: string
+  /** Temporary files of in-progress saves (same file system as `profile`, so rename is atomic). */
+  readonly tmp: string
+}
+
+/** What a clone last synchronized with the store: relative path → sha256 of the content. @internal */
+export type Baseline = Map<string, string>
+
+/** Temporary files older than this are leftovers of a killed writer. */
+const staleTmpMillis = 60 * 60_000
+
+/**
+ * Whether `rel` is a session entry of `layout`: it matches a `sessions` glob and is neither a
+ * declared source class nor reserved (those belong to the source or to the driver).
+ *
+ * @internal
+ */
+export const isSessionPath = (layout: ProfileLayout, rel: string): boolean =>
+  Layout.isSession(layout, rel) && Layout.classify(layout, rel) === undefined && !Layout.isReserved(layout, rel)
+
+const inside = (parent: string, child: string): boolean => child === parent || child.startsWith(`${parent}/`)
+
+/** The real path of the nearest existing ancestor of `absolute`, joined with the rest. */
+const canonical = (absolute: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const rest: Array<string> = []
+    let current = absolute
+    while (true) {
+      const real = yield* Effect.tryPromise({
+        try: () => NodeFs.realpath(current).catch(() => undefined),
+        catch: io(current)
+      })
+      if (real !== undefined) return path.join(real, ...rest.reverse())
+      const parent = path.dirname(current)
+      if (parent === current) return absolute
+      rest.push(path.basename(current))
+      current = parent
+    }
+  })
+
+/**
+ * Opens (creating 0700 directories when missing) the store of `identity`, or `undefined` when
+ * the layout declares no session entries or the selection disabled the store. The default root
+ * is checked like the default clone root (plain directory, owned by this user, 0700); a store
+ * inside the source profile is refused.
+ *
+ * @internal
+ */
+export const open = (selection: Selection, layout: ProfileLayout, sourceCanonical: string, identity: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const option = selection.options.sessions
+    if ((layout.classes.sessions ?? []).length === 0 || option === false) return undefined
+    const requested = path.resolve(option ?? defaultSessionsRoot())
+    const unsafe = new ProfileError({ reason: "UnsafeRoot", path: requested, detail: "inside the source profile" })
+    // Checked before anything is created, through symlinked ancestors, and again after.
+    if (inside(sourceCanonical, yield* canonical(requested))) return yield* unsafe
+    const root = yield* ensureRoot(requested, option === undefined)
+    const real = yield* Effect.tryPromise({ try: () => NodeFs.realpath(root), catch: io(root) })
+    if (inside(sourceCanonical, real)) return yield* unsafe
+    const dir = yield* ensureRoot(path.join(real, storeKey(identity)), true)
+    const store: SessionStore = { dir, profile: path.join(dir, "profile"), tmp: path.join(dir, "tmp") }
+    yield* ensureRoot(store.profile, true)
+    yield* ensureRoot(store.tmp, true)
+    return store
+  })
+
+/**
+ * The regular files under `root` that are session entries of `layout`, sorted. Symlinks are
+ * never followed nor listed; directories no session glob can reach are not walked.
+ *
+ * @internal
+ */
+export const list = (root: string, layout: ProfileLayout) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const patterns = layout.classes.sessions ?? []
+    const found: Array<string> = []
+    const visit = (dir: string, rel: string): Effect.Effect<void, ProfileError> =>
+      Effect.gen(function*() {
+        const names = yield* Effect.tryPromise({
+          try: () =>
+            NodeFs.readdir(dir).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? [] : Promise.reject(e)),
+          catch: io(dir)
+        })
+        for (const name of names.sort()) {
+          const relative = rel === "" ? name : `${rel}/${name}`
+          const info = yield* lstat(path.join(dir, name))
+          if (info === undefined || info.isSymbolicLink()) continue
+          if (info.isDirectory()) {
+            if (glob.couldMatchBelow(patterns, relative)) yield* visit(path.join(dir, name), relative)
+          } else if (info.isFile() && isSessionPath(layout, relative)) {
+            found.push(relative)
+          }
+        }
+      })
+    yield* visit(root, "")
+    return found
+  })
+
+/** Reads a file, `undefined` when it vanished (another writer removed it). */
+const readIfPresent = (file: string) =>
+  Effect.tryPromise({
+    try: () =>
+      NodeFs.readFile(file).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? undefined : Promise.reject(e)),
+    catch: io(file)
+  })
+
+/** Creates the parents of `rel` under `base`, refusing a symlinked or non-directory parent. */
+const makeParents = (base: string, rel: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const segments = rel.split("/").slice(0, -1)
+    for (let i = 1; i <= segments.length; i++) {
+      const dir = path.join(base, ...segments.slice(0, i))
+      const info = yield* lstat(dir)
+      if (info === undefined) {
+        yield* Effect.tryPromise({
+          try: () =>
+            NodeFs.mkdir(dir, { mode: 0o700 }).catch((e: NodeJS.ErrnoException) =>
+              e.code === "EEXIST" ? undefined : Promise.reject(e)
+            ),
+          catch: io(dir)
+        })
+        const created = yield* lstat(dir)
+        if (created === undefined || created.isSymbolicLink() || !created.isDirectory()) {
+          return yield* io(dir)("not a plain directory")
+        }
+      } else if (info.isSymbolicLink() || !info.isDirectory()) {
+        return yield* io(dir)("not a plain directory")
+      }
+    }
+  })
+
+const privateMode = (mode: number): number => (mode & 0o700) | 0o600
+
+/**
+ * Copies the session entries of the store into `profileDir` (freshly created: nothing is
+ * overwritten) and returns the baseline. Removes temporary files left by killed writers.
+ *
+ * @internal
+ */
+export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const baseline: Baseline = new Map()
+    for (const name of yield* Effect.tryPromise({ try: () => NodeFs.readdir(store.tmp), catch: io(store.tmp) })) {
+      const file = path.join(store.tmp, name)
+      const info = yield* lstat(file)
+      if (info !== undefined && Date.now() - info.mtimeMs > staleTmpMillis) {
+        yield* Effect.tryPromise({ try: () => NodeFs.rm(file, { force: true, recursive: true }), catch: io(file) })
+      }
+    }
+    for (const rel of yield* list(store.profile, layout)) {
+      const from = path.join(store.profile, ...rel.split("/"))
+      const content = yield* readIfPresent(from)
+      if (content === undefined) continue
+      const target = path.join(profileDir, ...rel.split("/"))
+      if ((yield* lstat(target)) !== undefined) continue
+      yield* makeParents(profileDir, rel)
+      const mode = privateMode((yield* lstat(from))?.mode ?? 0o600)
+      yield* Effect.tryPromise({
+        try: () => NodeFs.writeFile(target, content, { flag: "wx", mode }),
+        catch: io(target)
+      })
+      baseline.set(rel, sha256(content))
+    }
+    return baseline
+  })
+
+/** Writes `content` to `<store>/profile/<rel>` through a temporary file and a rename. */
+const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, mode: number) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    yield* makeParents(store.profile, rel)
+    const target = path.join(store.profile, ...rel.split("/"))
+    const temporary = path.join(store.tmp, `${process.pid}-${NodeCrypto.randomBytes(8).toString("hex")}`)
+    yield* Effect.tryPromise({
+      try: async () => {
+        const handle = await NodeFs.open(temporary, "wx", mode)
+        try {
+          await handle.writeFile(content)
+          await handle.chmod(mode)
+          await handle.sync()
+        } finally {
+          await handle.close()
+        }
+        await NodeFs.rename(temporary, target)
+      },
+      catch: io(target)
+    }).pipe(Effect.tapError(() => Effect.promise(() => NodeFs.rm(temporary, { force: true }))))
+  })
+
+/**
+ * Saves the clone's session entries that changed since the baseline (new or different content)
+ * into the store, and removes from the store the entries the clone deleted, unless another
+ * clone changed them since. `exclude` are entries the driver materialized. Updates `baseline`.
+ *
+ * @internal
+ */
+export const save = (
+  store: SessionStore,
+  layout: ProfileLayout,
+  profileDir: string,
+  baseline: Baseline,
+  exclude: ReadonlySet<string>
+) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const saved: Array<string> = []
+    const removed: Array<string> = []
+    const current = new Set<string>()
+    for (const rel of yield* list(profileDir, layout)) {
+      if (exclude.has(rel)) continue
+      const file = path.join(profileDir, ...rel.split("/"))
+      const content = yield* readIfPresent(file)
+      if (content === undefined) continue
+      current.add(rel)
+      const digest = sha256(content)
+      // Unchanged since seeding or the last save: never overwrite another clone's newer copy.
+      if (baseline.get(rel) === digest) continue
+      yield* writeAtomically(store, rel, content, privateMode((yield* lstat(file))?.mode ?? 0o600))
+      baseline.set(rel, digest)
+      saved.push(rel)
+    }
+    for (const [rel, digest] of [...baseline]) {
+      if (current.has(rel)) continue
+      baseline.delete(rel)
+      const stored = path.join(store.profile, ...rel.split("/"))
+      const content = yield* readIfPresent(stored)
+      if (content === undefined || sha256(content) !== digest) continue
+      yield* Effect.tryPromise({ try: () => NodeFs.rm(stored, { force: true }), catch: io(stored) })
+      removed.push(rel)
+    }
+    return { saved, removed } satisfies SessionSync
+  })

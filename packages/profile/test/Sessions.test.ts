@@ -1,0 +1,389 @@
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import * as NodeChild from "node:child_process"
+import * as NodeCrypto from "node:crypto"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
+import * as Profile from "../src/Profile.js"
+import * as ProfileLayout from "../src/ProfileLayout.js"
+import { sessionLayout, sharedVersion } from "./fixtures/sessions.js"
+import { layoutAt, populate, snapshot, tempDir, write } from "./fixtures/tree.js"
+
+const run = <A, E>(effect: Effect.Effect<A, E, NodeContext.NodeContext | Scope.Scope>) =>
+  effect.pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+
+const world = Effect.gen(function*() {
+  const base = yield* tempDir()
+  const source = NodePath.join(base, "source")
+  const outside = NodePath.join(base, "outside")
+  const root = NodePath.join(base, "clones")
+  const store = NodePath.join(base, "sessions")
+  NodeFs.mkdirSync(source)
+  NodeFs.mkdirSync(outside)
+  populate(source, outside)
+  return { base, source, outside, root, store, layout: sessionLayout(source) }
+})
+type World = Effect.Effect.Success<typeof world>
+
+const selection = (w: World, options: Profile.CloneOptions = {}) =>
+  Profile.cloneFrom(w.source, w.root, { sessions: w.store, ...options })
+
+/** A clone in its own scope, so a test can close it at a chosen point. */
+const openClone = (w: World, owner: Profile.Owner, options: Profile.CloneOptions = {}) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    const clone = yield* Profile.clone(selection(w, options), w.layout, owner).pipe(Scope.extend(scope))
+    return { clone, close: Scope.close(scope, Exit.void) }
+  })
+
+const read = (root: string, rel: string) => NodeFs.readFileSync(NodePath.join(root, rel), "utf8")
+const exists = (root: string, rel: string) => NodeFs.existsSync(NodePath.join(root, rel))
+const storeFiles = (dir: string) =>
+  (NodeFs.readdirSync(NodePath.join(dir, "profile"), { recursive: true, withFileTypes: true }) as Array<NodeFs.Dirent>)
+    .filter((d) => d.isFile())
+    .map((d) => NodePath.relative(NodePath.join(dir, "profile"), NodePath.join(d.parentPath, d.name)))
+    .sort()
+
+const alice = { agentId: "a-1", identity: "fake:tenant/alice" }
+
+describe("ProfileLayout.isSession", () => {
+  it("matches the sessions globs (a directory pattern covers its subtree); a layout without sessions has none", () => {
+    const layout = sessionLayout("/nowhere")
+    expect(ProfileLayout.isSession(layout, "sessions/2026/11/30/rollout-x.jsonl")).toBe(true)
+    expect(ProfileLayout.isSession(layout, "index.json")).toBe(true)
+    expect(ProfileLayout.isSession(layout, "tether/hosted.json")).toBe(true)
+    expect(ProfileLayout.isSession(layout, "state_5.sqlite")).toBe(false)
+    expect(ProfileLayout.isSession(layout, "index.json.bak")).toBe(false)
+    expect(ProfileLayout.isSession(layoutAt("/nowhere"), "sessions/2026/x.jsonl")).toBe(false)
+    // Sessions are not a source class: `classify` is unchanged by them.
+    expect(ProfileLayout.classify(layout, "sessions/2026/x.jsonl")).toBeUndefined()
+  })
+})
+
+describe("Profile session store", () => {
+  it.live("round trip: a clone saves its session entries at close, the next clone of the identity is seeded", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const first = yield* openClone(w, alice)
+      expect(first.clone.sessions).toBe(NodePath.join(w.store, NodePath.basename(first.clone.sessions!)))
+      // The source's own session data is never brought in: sessions come from the store only.
+      expect(exists(first.clone.dir, "sessions/2026/rollout.jsonl")).toBe(false)
+      write(first.clone.dir, "sessions/2026/11/rollout-1.jsonl", "turn 1\n", 0o600)
+      write(first.clone.dir, "index.json", `{"threads":1}`, 0o644)
+      write(first.clone.dir, "cache/blob", "not a session")
+      yield* first.close
+      expect(NodeFs.existsSync(first.clone.root)).toBe(false)
+      expect(storeFiles(first.clone.sessions!)).toEqual(["index.json", "sessions/2026/11/rollout-1.jsonl"])
+      // Private: directories 0700, files without group/other bits.
+      expect(NodeFs.statSync(first.clone.sessions!).mode & 0o777).toBe(0o700)
+      expect(NodeFs.statSync(NodePath.join(first.clone.sessions!, "profile/index.json")).mode & 0o777).toBe(0o600)
+
+      const second = yield* openClone(w, { ...alice, agentId: "a-2" })
+      expect(second.clone.sessions).toBe(first.clone.sessions)
+      expect(read(second.clone.dir, "sessions/2026/11/rollout-1.jsonl")).toBe("turn 1\n")
+      expect(read(second.clone.dir, "index.json")).toBe(`{"threads":1}`)
+      expect(exists(second.clone.dir, "cache/blob")).toBe(false)
+      // An unchanged clone saves nothing; an appended transcript is saved on demand.
+      expect(yield* second.clone.saveSessions).toEqual({ saved: [], removed: [] })
+      NodeFs.appendFileSync(NodePath.join(second.clone.dir, "sessions/2026/11/rollout-1.jsonl"), "turn 2\n")
+      expect(yield* second.clone.saveSessions).toEqual({ saved: ["sessions/2026/11/rollout-1.jsonl"], removed: [] })
+      expect(read(NodePath.join(second.clone.sessions!, "profile"), "sessions/2026/11/rollout-1.jsonl"))
+        .toBe("turn 1\nturn 2\n")
+      // A deleted entry leaves the store.
+      NodeFs.rmSync(NodePath.join(second.clone.dir, "index.json"))
+      yield* second.close
+      expect(storeFiles(second.clone.sessions!)).toEqual(["sessions/2026/11/rollout-1.jsonl"])
+      // The seeded copy is a copy: editing the clone never wrote the store before a save.
+      expect(NodeFs.readdirSync(NodePath.join(second.clone.sessions!, "tmp"))).toEqual([])
+    })))
+
+  it.live("the copy in a clone is isolated until saved; saveSessions after close fails with CloneClosed", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const first = yield* openClone(w, alice)
+      write(first.clone.dir, "sessions/s.jsonl", "v1")
+      yield* first.clone.saveSessions
+      write(first.clone.dir, "sessions/s.jsonl", "v2-unsaved")
+      expect(read(NodePath.join(first.clone.sessions!, "profile"), "sessions/s.jsonl")).toBe("v1")
+      yield* first.close
+      expect(read(NodePath.join(first.clone.sessions!, "profile"), "sessions/s.jsonl")).toBe("v2-unsaved")
+      const error = yield* Effect.flip(first.clone.saveSessions)
+      expect(error).toMatchObject({ _tag: "ProfileError", reason: "CloneClosed" })
+    })))
+
+  it.live("identities are isolated: another identity's store is neither seeded nor written", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const a = yield* openClone(w, alice)
+      write(a.clone.dir, "sessions/alice.jsonl", "alice")
+      yield* a.close
+      const b = yield* openClone(w, { agentId: "b-1", identity: "fake:tenant/bob" })
+      expect(b.clone.sessions).not.toBe(a.clone.sessions)
+      expect(exists(b.clone.dir, "sessions/alice.jsonl")).toBe(false)
+      write(b.clone.dir, "sessions/bob.jsonl", "bob")
+      yield* b.close
+      expect(storeFiles(a.clone.sessions!)).toEqual(["sessions/alice.jsonl"])
+      expect(storeFiles(b.clone.sessions!)).toEqual(["sessions/bob.jsonl"])
+      // The default identity (provider + canonical source) has a store of its own.
+      const c = yield* openClone(w, { agentId: "c-1" })
+      expect([a.clone.sessions, b.clone.sessions]).not.toContain(c.clone.sessions)
+      expect(c.clone.identity).toBe(`fake:${NodeFs.realpathSync(w.source)}`)
+      expect(NodeFs.readdirSync(c.clone.dir)).not.toContain("sessions")
+      yield* c.close
+    })))
+
+  it.live("the source stays byte-identical through seed, save and close, and a store inside it is refused", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const before = snapshot(w.source)
+      const outsideBefore = snapshot(w.outside)
+      for (const options of [{}, { auth: "copy" as const }, { auth: "none" as const }]) {
+        const clone = yield* openClone(w, alice, options)
+        write(clone.clone.dir, "sessions/2026/rollout.jsonl", `{"type":"changed"}\n`)
+        yield* clone.clone.saveSessions
+        yield* clone.close
+      }
+      const dedicated = yield* Effect.scoped(Effect.gen(function*() {
+        const clone = yield* Profile.clone(
+          Profile.dedicated(w.source, { root: w.root, sessions: w.store }),
+          w.layout,
+          alice
+        )
+        expect(read(clone.dir, "sessions/2026/rollout.jsonl")).toBe(`{"type":"changed"}\n`)
+        write(clone.dir, "sessions/2026/rollout.jsonl", "dedicated\n")
+        return clone
+      }))
+      expect(read(NodePath.join(dedicated.sessions!, "profile"), "sessions/2026/rollout.jsonl")).toBe("dedicated\n")
+      for (const store of [w.source, NodePath.join(w.source, "sessions"), NodePath.join(w.source, "new/store")]) {
+        const error = yield* Effect.flip(Profile.clone(selection(w, { sessions: store }), w.layout, alice))
+        expect(error).toMatchObject({ _tag: "ProfileError", reason: "UnsafeRoot", detail: "inside the source profile" })
+      }
+      expect(snapshot(w.outside)).toEqual(outsideBefore)
+      // Refused before anything was created (`<source>/new/store` does not exist).
+      expect(snapshot(w.source)).toEqual(before)
+      expect(NodeFs.readdirSync(w.root)).toEqual([])
+    })))
+
+  it.live("session entries are never part of the fingerprint", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const empty = yield* openClone(w, alice)
+      const noStore = yield* openClone(w, alice, { sessions: false })
+      expect(noStore.clone.sessions).toBeUndefined()
+      write(empty.clone.dir, "sessions/a.jsonl", "a".repeat(1000))
+      write(empty.clone.dir, "index.json", "{}")
+      yield* empty.close
+      const seeded = yield* openClone(w, alice)
+      expect(read(seeded.clone.dir, "sessions/a.jsonl")).toHaveLength(1000)
+      expect(seeded.clone.fingerprint).toBe(empty.clone.fingerprint)
+      expect(noStore.clone.fingerprint).toBe(empty.clone.fingerprint)
+      // Control: the fingerprint does see a settings change, so the equality above can fail.
+      write(w.source, "settings.json", `{"theme":"light"}`, 0o640)
+      const changed = yield* openClone(w, alice)
+      expect(changed.clone.fingerprint).not.toBe(empty.clone.fingerprint)
+      yield* Effect.all([seeded.close, noStore.close, changed.close])
+    })))
+
+  it.live("a session glob never takes over declared, reserved, materialized or symlinked entries", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const layout: ProfileLayout.ProfileLayout = {
+        ...w.layout,
+        classes: { ...w.layout.classes, sessions: ["**"] }
+      }
+      const secret = NodePath.join(w.outside, "secret.txt")
+      NodeFs.writeFileSync(secret, "do not copy")
+      const saved = yield* Effect.scoped(Effect.gen(function*() {
+        const clone = yield* Profile.clone(selection(w), layout, alice)
+        yield* clone.materialize([{ path: "hosted-mcp.json", content: "{}" }, {
+          path: "own/generated.json",
+          content: "1"
+        }])
+        NodeFs.mkdirSync(NodePath.join(clone.dir, "sessions"), { recursive: true })
+        NodeFs.symlinkSync(secret, NodePath.join(clone.dir, "sessions/link.jsonl"))
+        NodeFs.symlinkSync(w.outside, NodePath.join(clone.dir, "linked-dir"))
+        write(clone.dir, "sessions/real.jsonl", "real")
+        return yield* clone.saveSessions
+      }))
+      expect(saved).toEqual({ saved: ["sessions/real.jsonl"], removed: [] })
+      expect(ProfileLayout.isSession(layout, "settings.json")).toBe(true)
+    })))
+
+  it.live("saves replace whole files: concurrent readers only ever see a complete version", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const writer = yield* openClone(w, alice)
+      const versions = [0, 1, 2, 3].map((i) => `${String(i).repeat(64)}\n`.repeat(16 * 1024))
+      const file = "sessions/big.jsonl"
+      write(writer.clone.dir, file, versions[0]!)
+      yield* writer.clone.saveSessions
+      const stored = NodePath.join(writer.clone.sessions!, "profile", file)
+      let reads = 0
+      let done = false
+      const reader = Effect.gen(function*() {
+        while (!done) {
+          const content = yield* Effect.promise(() => NodeFs.promises.readFile(stored, "utf8"))
+          expect(versions).toContain(content)
+          reads++
+          yield* Effect.yieldNow()
+        }
+      })
+      const save = Effect.gen(function*() {
+        for (let round = 1; round <= 24; round++) {
+          NodeFs.writeFileSync(NodePath.join(writer.clone.dir, file), versions[round % 4]!)
+          expect((yield* writer.clone.saveSessions).saved).toEqual([file])
+        }
+        done = true
+      })
+      yield* Effect.all([reader, save], { concurrency: "unbounded" })
+      expect(reads).toBeGreaterThan(0)
+      expect(NodeFs.readdirSync(NodePath.join(writer.clone.sessions!, "tmp"))).toEqual([])
+      yield* writer.close
+    })))
+
+  it.live("temporary files of a killed writer are removed at the next seed, fresh ones are left to their writer", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const first = yield* openClone(w, alice)
+      yield* first.close
+      const tmp = NodePath.join(first.clone.sessions!, "tmp")
+      NodeFs.writeFileSync(NodePath.join(tmp, "old"), "partial")
+      NodeFs.writeFileSync(NodePath.join(tmp, "fresh"), "in progress")
+      const hourAgo = new Date(Date.now() - 2 * 60 * 60_000)
+      NodeFs.utimesSync(NodePath.join(tmp, "old"), hourAgo, hourAgo)
+      const second = yield* openClone(w, alice)
+      expect(NodeFs.readdirSync(tmp)).toEqual(["fresh"])
+      yield* second.close
+    })))
+
+  it.live("two live agents of one identity: own entries kept, a shared entry is whole, unchanged copies never win", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const seed = yield* openClone(w, alice)
+      write(seed.clone.dir, "sessions/shared.jsonl", "base\n")
+      write(seed.clone.dir, "sessions/untouched.jsonl", "base\n")
+      yield* seed.close
+      const a = yield* openClone(w, { ...alice, agentId: "a-2" })
+      const b = yield* openClone(w, { ...alice, agentId: "a-3" })
+      // `b` updates `untouched`; `a` keeps its seeded copy, which must not overwrite it.
+      write(b.clone.dir, "sessions/untouched.jsonl", "base\nfrom b\n")
+      yield* b.clone.saveSessions
+      for (const [clone, name] of [[a, "a"], [b, "b"]] as const) {
+        for (let i = 0; i < 20; i++) write(clone.clone.dir, `sessions/${name}/${i}.jsonl`, `${name}${i}`)
+        write(clone.clone.dir, "sessions/shared.jsonl", `base\n${name}\n`.repeat(4096))
+      }
+      yield* Effect.all([a.close, b.close], { concurrency: "unbounded" })
+      const store = NodePath.join(seed.clone.sessions!, "profile")
+      const files = storeFiles(seed.clone.sessions!)
+      for (const name of ["a", "b"]) {
+        for (let i = 0; i < 20; i++) expect(read(store, `sessions/${name}/${i}.jsonl`)).toBe(`${name}${i}`)
+      }
+      expect(files).toHaveLength(42)
+      expect([`base\na\n`.repeat(4096), `base\nb\n`.repeat(4096)]).toContain(read(store, "sessions/shared.jsonl"))
+      expect(read(store, "sessions/untouched.jsonl")).toBe("base\nfrom b\n")
+      // A deletion never removes what another clone wrote after this clone's seed.
+      const c = yield* openClone(w, { ...alice, agentId: "a-4" })
+      const d = yield* openClone(w, { ...alice, agentId: "a-5" })
+      write(d.clone.dir, "sessions/untouched.jsonl", "from d\n")
+      yield* d.close
+      NodeFs.rmSync(NodePath.join(c.clone.dir, "sessions/untouched.jsonl"))
+      expect(yield* c.clone.saveSessions).toEqual({ saved: [], removed: [] })
+      yield* c.close
+      expect(read(store, "sessions/untouched.jsonl")).toBe("from d\n")
+    })))
+
+  it.live("the default store is a private per-user directory; a layout without sessions has no store", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const identity = `fake:default-store-test/${NodeCrypto.randomUUID()}`
+      const withDefault = yield* Effect.scoped(Effect.gen(function*() {
+        const clone = yield* Profile.clone(Profile.cloneFrom(w.source, w.root), w.layout, { agentId: "d-1", identity })
+        write(clone.dir, "sessions/default.jsonl", "kept")
+        return clone
+      }))
+      // Removed before the assertions, so a failing assertion leaves nothing behind either.
+      const kept = NodeFs.readFileSync(NodePath.join(withDefault.sessions!, "profile/sessions/default.jsonl"), "utf8")
+      NodeFs.rmSync(withDefault.sessions!, { recursive: true, force: true })
+      expect(kept).toBe("kept")
+      expect(NodePath.dirname(withDefault.sessions!)).toBe(Profile.defaultSessionsRoot())
+      expect(Profile.defaultSessionsRoot()).toMatch(/tether-sessions-\d+$/)
+      const info = NodeFs.lstatSync(Profile.defaultSessionsRoot())
+      expect(info.isDirectory() && !info.isSymbolicLink()).toBe(true)
+      expect(info.mode & 0o077).toBe(0)
+      const plain = yield* Effect.scoped(Profile.clone(selection(w), layoutAt(w.source), alice))
+      expect(plain.sessions).toBeUndefined()
+      expect(
+        yield* Effect.scoped(Effect.flatMap(
+          Profile.clone(selection(w), layoutAt(w.source), alice),
+          (c) => c.saveSessions
+        ))
+      ).toEqual({ saved: [], removed: [] })
+      expect(NodeFs.existsSync(w.store)).toBe(false)
+    })))
+
+  it.live("two host processes saving one identity concurrently: every entry kept, the shared one always whole", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const rounds = 15
+      const child = (name: string) =>
+        Effect.async<number>((resume) => {
+          const process_ = NodeChild.spawn(process.execPath, [
+            "--import",
+            "tsx",
+            NodePath.join(import.meta.dirname, "fixtures", "sessionChild.ts"),
+            w.source,
+            w.root,
+            w.store,
+            name,
+            String(rounds)
+          ], { stdio: ["ignore", "ignore", "inherit"] })
+          process_.on("exit", (code) => resume(Effect.succeed(code ?? -1)))
+          return Effect.sync(() => process_.kill("SIGKILL"))
+        })
+      const seen = new Set<string>()
+      let running = true
+      const shared = () => {
+        const dirs = NodeFs.existsSync(w.store) ? NodeFs.readdirSync(w.store) : []
+        return dirs.length === 1 ? NodePath.join(w.store, dirs[0]!, "profile/sessions/shared.jsonl") : undefined
+      }
+      const versions = new Set(
+        ["p", "q"].flatMap((name) => Array.from({ length: rounds }, (_, round) => sharedVersion(name, round)))
+      )
+      const reader = Effect.gen(function*() {
+        while (running) {
+          const file = shared()
+          const content = file === undefined
+            ? undefined
+            : yield* Effect.promise(() => NodeFs.promises.readFile(file, "utf8").catch(() => undefined))
+          if (content !== undefined) {
+            expect(versions.has(content)).toBe(true)
+            seen.add(content.slice(0, content.indexOf("\n")))
+          }
+          yield* Effect.sleep("2 millis")
+        }
+      })
+      const codes = yield* Effect.all([
+        Effect.all([child("p"), child("q")], { concurrency: "unbounded" }).pipe(
+          Effect.ensuring(Effect.sync(() => (running = false)))
+        ),
+        reader
+      ], { concurrency: "unbounded" }).pipe(Effect.map(([codes]) => codes))
+      expect(codes).toEqual([0, 0])
+      expect(seen.size).toBeGreaterThan(0)
+      const dir = NodePath.dirname(NodePath.dirname(shared()!))
+      for (const name of ["p", "q"]) {
+        for (let round = 0; round < rounds; round++) {
+          expect(read(dir, `sessions/${name}/${round}.jsonl`)).toBe(`${name}:${round}`)
+        }
+      }
+      // The last save of either host wins.
+      expect([sharedVersion("p", rounds - 1), sharedVersion("q", rounds - 1)]).toContain(
+        read(dir, "sessions/shared.jsonl")
+      )
+      expect(NodeFs.readdirSync(NodePath.join(NodePath.dirname(dir), "tmp"))).toEqual([])
+      expect(NodeFs.readdirSync(w.root)).toEqual([])
+    })))
+})
