@@ -6,8 +6,9 @@
  * old token refused); the source profile was never written; both endpoints and both execution
  * profiles are reclaimed. For a dedicated profile and for a temporary clone.
  *
- * The CLI keeps its chats in `CURSOR_DATA_DIR`; the execution clone dies with its agent, so the
- * chats go to a host-owned directory (`Cursor.Config.dataDir`) that outlives both agents.
+ * The CLI keeps its chats in `CURSOR_DATA_DIR` = the execution clone, which dies with its agent:
+ * the chats survive through the identity's session store (the layout's `sessions` class), seeded
+ * into every new clone and saved after each clean turn.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
@@ -18,6 +19,7 @@ import { CursorAgent, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -42,8 +44,8 @@ interface Prepared {
 }
 
 /** The Cursor driver, recording what each turn was prepared with (test instrumentation). */
-const spyDriver = (dataDir: string, prepared: Array<Prepared>): Driver.Driver => {
-  const driver = Cursor.driver(CursorAgent.config({ dataDir }))
+const spyDriver = (prepared: Array<Prepared>): Driver.Driver => {
+  const driver = Cursor.driver(CursorAgent.config())
   return {
     ...driver,
     prepare: (request) =>
@@ -84,11 +86,9 @@ const restart = (selection: (sandbox: Harness.Sandbox) => Profile.Selection) =>
     // The user's own Cursor profile content, which must stay byte-identical.
     Fs.writeFileSync(Path.join(sandbox.source, Cursor.mcpFile), JSON.stringify({ mcpServers: {} }))
     const before = yield* Harness.treeDigest(sandbox.source)
-    const dataDir = Path.join(sandbox.base, "cursor-data")
-    Fs.mkdirSync(dataDir, { mode: 0o700 })
     const prepared: Array<Prepared> = []
     const observed: Array<Harness.Observed> = []
-    const driver = spyDriver(dataDir, prepared)
+    const driver = spyDriver(prepared)
     const build = Agent.make({
       driver,
       definition: { instructions: "", skills: [], tools: IssueTools },
@@ -151,4 +151,34 @@ describe("Cursor hermetic restart (fake agent, threads)", () => {
 
   it.live("temporary clone: resume a third turn on a rebuilt agent, new port, new token", () =>
     restart((sandbox) => sandbox.selection))
+
+  it.live("a clean turn's session is saved when its CLI exits, not only at close (a host killed later resumes)", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      const prepared: Array<Prepared> = []
+      const build = Agent.make({
+        driver: spyDriver(prepared),
+        definition: { instructions: "", skills: [], tools: IssueTools },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection
+      })
+      // Agent 1 runs a turn and is never closed while agent 2 resumes (as if its host were killed).
+      const agent1 = yield* build
+      const first = yield* Effect.flatMap(agent1.thread("k"), (thread) => thread.run(`One.\n${lookup}`))
+      // Agent 1's CLI exits after its result; its session reaches the store then, before any close.
+      const saved = () =>
+        (Fs.readdirSync(Profile.defaultSessionsRoot(), { recursive: true }) as Array<string>)
+          .some((entry) => entry.includes(first.session!))
+      yield* Effect.repeat(Effect.sync(saved), {
+        until: (done) => done,
+        schedule: Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds"))
+      })
+      expect(saved()).toBe(true)
+      const agent2 = yield* build
+      const thread2 = yield* agent2.thread("k", { resumeOnly: true })
+      const second = yield* thread2.run(`Two.\n${lookup}`)
+      expect(second.session).toBe(first.session)
+      expect(second.text).toBe(`turn 2; lookup_issue -> {"title":"Title of ISSUE-42","state":"open"}`)
+      expect(prepared[1]!.profileDir).not.toBe(prepared[0]!.profileDir)
+    }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Harness.layer, ThreadStore.layerMemory])))
 })

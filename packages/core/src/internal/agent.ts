@@ -190,7 +190,11 @@ export const make = (
         dir: profile.dir,
         siblings: profile.siblings,
         env: profile.env,
-        materialize
+        materialize,
+        saveSessions: profile.saveSessions.pipe(
+          Effect.catchAll((error) => Effect.logWarning("saving provider sessions failed", error.message)),
+          Effect.asVoid
+        )
       },
       workspace: options.workspace,
       instructions: definition.instructions,

@@ -42,6 +42,8 @@ export interface Context {
     readonly materialize: (
       files: ReadonlyArray<Driver.MaterializedFile>
     ) => Effect.Effect<void, { readonly message: string }>
+    /** Copies the provider's changed session files to the identity's session store; never fails. */
+    readonly saveSessions: Effect.Effect<void>
   }
   readonly workspace: string
   readonly instructions: string
@@ -240,6 +242,9 @@ export const execute = (
         running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
       ).pipe(
         Effect.zipRight(running.close(ctx.killGrace)),
+        // A clean run's session is saved once its CLI is gone, so a host killed later still
+        // resumes this turn after a restart (and a thread's next turn starts after the save).
+        Effect.zipRight(ctx.profile.saveSessions),
         Effect.ensuring(done)
       )
       // Forked from a finalizer: the reaper must not inherit its uninterruptibility, or its
