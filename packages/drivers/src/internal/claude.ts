@@ -4,9 +4,9 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import type { Config } from "../Claude.js"
 import * as parser from "./claudeParse.js"
+import * as Env from "./env.js"
 
 /** @internal */
 export const mcpConfigFile = ".tether-mcp.json"
@@ -45,7 +45,6 @@ export const layout: ProfileLayout = {
 }
 
 /** Host variables always passed through when set. */
-const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
 
 /** Variables the driver owns: configuration cannot override them. */
 const fixedEnv = {
@@ -103,40 +102,13 @@ const resolveBinary = (config: Config) =>
     }
   })
 
-const variableReference = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g
-
-const referencedVariables = (servers: ReadonlyArray<Driver.McpServer>): ReadonlyArray<string> =>
-  servers.flatMap((server) => {
-    const texts = server._tag === "stdio"
-      ? [server.command, ...server.args, ...Object.values(server.env)]
-      : [server.url, ...Object.values(server.headers)]
-    const named = server._tag !== "stdio" && server.bearerTokenEnv !== undefined ? [server.bearerTokenEnv] : []
-    return [...named, ...texts.flatMap((text) => Array.from(text.matchAll(variableReference), (m) => m[1]!))]
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
+  Env.buildEnv(config, request, {
+    ...fixedEnv,
+    HOME: home,
+    CLAUDE_CONFIG_DIR: request.profileDir,
+    CLAUDE_CODE_TMPDIR: tmp
   })
-
-const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
-  const env: { [name: string]: string } = {}
-  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
-    const value = request.hostEnv[name]
-    if (value !== undefined) env[name] = value
-  }
-  // Variables the MCP sources reference (`bearerTokenEnv`, `${VAR}` in env values and headers)
-  // are expanded by the CLI from its own environment: pass them through from the host.
-  for (const name of referencedVariables(request.mcp)) {
-    const value = request.hostEnv[name]
-    if (value !== undefined) env[name] = value
-  }
-  for (const [name, value] of Object.entries(config.env ?? {})) {
-    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
-  }
-  Object.assign(env, fixedEnv)
-  env["HOME"] = home
-  env["CLAUDE_CONFIG_DIR"] = request.profileDir
-  env["CLAUDE_CODE_TMPDIR"] = tmp
-  // The token variable is set by core; a configured value must never shadow it.
-  delete env[request.hosted.tokenVariable]
-  return env
-}
 
 const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
   switch (session._tag) {

@@ -4,10 +4,10 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import type { Config, TomlTable } from "../Codex.js"
 import * as codexConfig from "./codexConfig.js"
 import * as parser from "./codexParse.js"
+import * as Env from "./env.js"
 
 /** @internal */
 export const capabilities: Driver.Capabilities = {
@@ -48,7 +48,6 @@ export const offlineSettings: TomlTable = {
 }
 
 /** Host variables always passed through when set. */
-const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
 
 const sandboxMode = {
   readOnly: "read-only",
@@ -128,29 +127,13 @@ export const resolveBinary = (config: Config) =>
     }
   })
 
-const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
-  const env: { [name: string]: string } = {}
-  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
-    const value = request.hostEnv[name]
-    if (value !== undefined) env[name] = value
-  }
-  for (const server of request.mcp) {
-    if (server._tag !== "stdio" && server.bearerTokenEnv !== undefined) {
-      const value = request.hostEnv[server.bearerTokenEnv]
-      if (value !== undefined) env[server.bearerTokenEnv] = value
-    }
-  }
-  for (const [name, value] of Object.entries(config.env ?? {})) {
-    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
-  }
-  env["HOME"] = home
-  env["CODEX_HOME"] = request.profileDir
-  // Outside CODEX_HOME, or Codex refuses to create its helper aliases (apply_patch, sandbox).
-  env["TMPDIR"] = tmp
-  // The token variable is set by core; a configured value must never shadow it.
-  delete env[request.hosted.tokenVariable]
-  return env
-}
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
+  Env.buildEnv(config, request, {
+    HOME: home,
+    CODEX_HOME: request.profileDir,
+    // Outside CODEX_HOME, or Codex refuses to create its helper aliases (apply_patch, sandbox).
+    TMPDIR: tmp
+  })
 
 const subcommand = (session: Driver.SessionRequest): ReadonlyArray<string> => {
   switch (session._tag) {

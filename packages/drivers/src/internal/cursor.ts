@@ -4,9 +4,9 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import type { Config } from "../Cursor.js"
 import * as parser from "./cursorParse.js"
+import * as Env from "./env.js"
 
 /** @internal */
 export const mcpFile = "mcp.json"
@@ -40,8 +40,6 @@ export const layout: ProfileLayout = {
   reserved: [],
   siblings: ["home", "tmp"]
 }
-
-const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
@@ -128,28 +126,13 @@ const readMcp = (request: Driver.InvocationRequest) =>
     return parsed
   })
 
-const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
-  const env: { [name: string]: string } = {}
-  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
-    const value = request.hostEnv[name]
-    if (value !== undefined) env[name] = value
-  }
-  for (const server of request.mcp) {
-    if (server._tag !== "stdio" && server.bearerTokenEnv !== undefined) {
-      const value = request.hostEnv[server.bearerTokenEnv]
-      if (value !== undefined) env[server.bearerTokenEnv] = value
-    }
-  }
-  for (const [name, value] of Object.entries(config.env ?? {})) {
-    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
-  }
-  env["HOME"] = home
-  env["TMPDIR"] = tmp
-  env["CURSOR_CONFIG_DIR"] = request.profileDir
-  env["CURSOR_DATA_DIR"] = config.dataDir ?? request.profileDir
-  delete env[request.hosted.tokenVariable]
-  return env
-}
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
+  Env.buildEnv(config, request, {
+    HOME: home,
+    TMPDIR: tmp,
+    CURSOR_CONFIG_DIR: request.profileDir,
+    CURSOR_DATA_DIR: config.dataDir ?? request.profileDir
+  })
 
 /** @internal */
 export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>

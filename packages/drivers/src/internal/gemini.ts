@@ -4,9 +4,9 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import { createRequire } from "node:module"
 import type { Config } from "../Gemini.js"
+import * as Env from "./env.js"
 import * as parser from "./geminiParse.js"
 
 /** @internal */
@@ -60,7 +60,6 @@ export const layout: ProfileLayout = {
 }
 
 /** Host variables always passed through when set. */
-const baseAllowList = ["PATH", "LANG", "LC_ALL", "TZ"]
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
@@ -217,31 +216,14 @@ const sessionArgs = (session: Driver.SessionRequest) =>
     }
   })
 
-const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
-  const env: { [name: string]: string } = {}
-  for (const name of [...baseAllowList, ...(config.passEnv ?? [])]) {
-    const value = request.hostEnv[name]
-    if (value !== undefined) env[name] = value
-  }
-  for (const server of request.mcp) {
-    if (server._tag !== "stdio" && server.bearerTokenEnv !== undefined) {
-      const value = request.hostEnv[server.bearerTokenEnv]
-      if (value !== undefined) env[server.bearerTokenEnv] = value
-    }
-  }
-  for (const [name, value] of Object.entries(config.env ?? {})) {
-    env[name] = Redacted.isRedacted(value) ? Redacted.value(value) : value
-  }
-  env["HOME"] = home
-  env["TMPDIR"] = tmp
-  env["GEMINI_CLI_HOME"] = request.profileDir
-  // One process instead of a launcher that re-spawns the CLI (and ignores SIGTERM itself).
-  env["GEMINI_CLI_NO_RELAUNCH"] = "true"
-  delete env["GEMINI_CLI_TRUST_WORKSPACE"]
-  // The token variable is set by core; a configured value must never shadow it.
-  delete env[request.hosted.tokenVariable]
-  return env
-}
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
+  Env.buildEnv(config, request, {
+    HOME: home,
+    TMPDIR: tmp,
+    GEMINI_CLI_HOME: request.profileDir,
+    // One process instead of a launcher that re-spawns the CLI (and ignores SIGTERM itself).
+    GEMINI_CLI_NO_RELAUNCH: "true"
+  }, ["GEMINI_CLI_TRUST_WORKSPACE"])
 
 /** @internal */
 export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
