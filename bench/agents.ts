@@ -1,0 +1,143 @@
+/**
+ * P6 — agents per process and memory per idle agent: 1,000 agents made in one process on one
+ * gateway (each with its own registration, token and execution clone), every registration then
+ * answering `tools/list` with its token, then all closed. Memory is sampled after a forced GC
+ * before the first agent and with all of them idle: heap used + external (the JS-visible cost)
+ * and RSS (the process), divided by the number of agents.
+ * The baseline of the make time is `Toolkit.executor` + `Gateway.register` alone (what every
+ * agent must do), measured for the same number of registrations in the same process.
+ *
+ * Run: node --conditions=@tether/source --import tsx bench/agents.ts [agents=1000]
+ */
+import { Agent } from "@tether/core"
+import { Gateway } from "@tether/gateway"
+import { FakeCli, Harness } from "@tether/testing"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Logger from "effect/Logger"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as NodePath from "node:path"
+import * as V8 from "node:v8"
+import * as Vm from "node:vm"
+
+export interface AgentsFigures {
+  readonly agents: number
+  /** Registrations that answered `tools/list` with 200 while every agent was idle. */
+  readonly serving: number
+  readonly makeMs: number
+  /** `Toolkit.executor` + `Gateway.register` alone, for as many registrations. */
+  readonly registerMs: number
+  readonly closeMs: number
+  readonly heapPerAgentKiB: number
+  /** Process RSS before the first agent and with every agent idle (RSS also moves with GC). */
+  readonly rssBeforeMiB: number
+  readonly rssIdleMiB: number
+  /** Clone directories left after close (expected 0). */
+  readonly clonesLeft: number
+}
+
+const Lookup = Tool.make("lookup", {
+  description: "Look up a key.",
+  input: { key: Schema.String },
+  output: Schema.Struct({ value: Schema.String }),
+  revision: "lookup/v1"
+})
+const Store = Tool.make("store", {
+  description: "Store a value under a key.",
+  input: { key: Schema.String, value: Schema.String },
+  output: Schema.Struct({ stored: Schema.Boolean }),
+  revision: "store/v1"
+})
+const Tools = Toolkit.make(Lookup, Store)
+const ToolsLive = Tools.toLayer({
+  lookup: ({ key }) => Effect.succeed({ value: key }),
+  store: () => Effect.succeed({ stored: true })
+})
+
+V8.setFlagsFromString("--expose-gc")
+const gc = Vm.runInNewContext("gc") as () => void
+
+const memory = () => {
+  gc()
+  gc()
+  const usage = process.memoryUsage()
+  return { heap: usage.heapUsed + usage.external, rss: usage.rss }
+}
+
+/** Makes `agents` (default 1,000) idle agents on one gateway and measures the figures above. */
+export const measure = (options: { readonly agents?: number } = {}): Effect.Effect<AgentsFigures> =>
+  Effect.gen(function*() {
+    const count = options.agents ?? 1000
+    const sandbox = yield* Harness.sandbox
+    const observed: Array<Harness.Observed> = []
+    const figures = yield* Effect.gen(function*() {
+      // Baseline: the registrations alone, on the same gateway, released before the agents.
+      const gateway = yield* Gateway.Gateway
+      const executor = yield* Toolkit.executor(Tools)
+      const registrations = yield* Scope.make()
+      let start = performance.now()
+      for (let i = 0; i < count; i++) yield* gateway.register(executor).pipe(Scope.extend(registrations))
+      const registerMs = performance.now() - start
+      // A bystander keeps the listener up between the baseline and the agents.
+      yield* gateway.register(executor)
+      yield* Scope.close(registrations, Exit.void)
+      observed.length = 0
+
+      const before = memory()
+      const agentsScope = yield* Scope.make()
+      start = performance.now()
+      for (let i = 0; i < count; i++) {
+        yield* Agent.make({
+          driver: FakeCli.driver(),
+          definition: { instructions: `agent ${i}`, skills: [], tools: Tools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection,
+          identity: { id: `agent-${i}` }
+        }).pipe(Scope.extend(agentsScope))
+      }
+      const makeMs = performance.now() - start
+      const idle = memory()
+      const statuses = yield* Effect.forEach(observed, Harness.probe, { concurrency: 16 })
+      start = performance.now()
+      yield* Scope.close(agentsScope, Exit.void)
+      const closeMs = performance.now() - start
+      return {
+        agents: count,
+        serving: statuses.filter((s) => s === 200).length,
+        makeMs,
+        registerMs,
+        closeMs,
+        heapPerAgentKiB: (idle.heap - before.heap) / count / 1024,
+        rssBeforeMiB: before.rss / 1024 / 1024,
+        rssIdleMiB: idle.rss / 1024 / 1024,
+        clonesLeft: (yield* Harness.entries(sandbox.root)).length
+      }
+    }).pipe(Effect.provide(Harness.recordingLayer(observed)))
+    return figures
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(ToolsLive),
+    Effect.provide(Logger.replace(Logger.defaultLogger, Logger.none)),
+    Effect.orDie
+  )
+
+/** The lines printed when run directly. */
+export const format = (f: AgentsFigures): string =>
+  [
+    `${f.agents} agents on one gateway: ${f.serving} serving tools/list while idle; clones left after close: ${f.clonesLeft}`,
+    `make all: ${f.makeMs.toFixed(0)} ms (${(f.makeMs / f.agents).toFixed(2)} ms per agent; registrations alone ${
+      (f.registerMs / f.agents).toFixed(2)
+    } ms, ratio ${(f.makeMs / f.registerMs).toFixed(1)}×); close all: ${f.closeMs.toFixed(0)} ms`,
+    `memory per idle agent: ${f.heapPerAgentKiB.toFixed(1)} KiB heap+external; process RSS ${
+      f.rssBeforeMiB.toFixed(0)
+    } MiB before, ${f.rssIdleMiB.toFixed(0)} MiB with every agent idle`
+  ].join("\n")
+
+const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
+if (isMain) {
+  Effect.runPromise(measure({ agents: Number(process.argv[2] ?? 1000) })).then((f) =>
+    process.stdout.write(`${format(f)}\n`)
+  )
+}

@@ -1,0 +1,212 @@
+/**
+ * The benchmark suite: every figure P1–P8, measured in one process, one after the other, each
+ * against a baseline measured side by side in the same run; then one table with the ratio, the
+ * target and pass/miss. Each section's own detail is printed as it completes.
+ *
+ *   P1  gateway p50 latency at concurrency 1 vs a bare MCP SDK server           bench/gateway.ts
+ *   P2  gateway throughput at concurrency 32 vs a bare MCP SDK server           bench/gateway.ts
+ *   P3  driver parse throughput vs a raw split + JSON.parse loop                 bench/parse.ts
+ *   P4  run overhead (fake CLI, 10,000 events) vs raw spawn + readline           bench/core.ts
+ *   P5  Agent.make → close with no run                                           bench/core.ts
+ *   P6  1,000 idle agents on one gateway; memory per idle agent                  bench/agents.ts
+ *   P7  fingerprint scaling 1,000 → 10,000 tools                                 bench/tool.ts
+ *   P8  Tether vs the raw CLI for the same offline Claude Code turn              bench/turn.ts
+ *
+ * Run: npm run bench   (node --conditions=@tether/source --import tsx bench/index.ts)
+ * Bounded to a few minutes on a 2-core machine; a loaded machine skews every figure, so the
+ * 1-minute load average is printed beside the table.
+ */
+import * as Effect from "effect/Effect"
+import * as Os from "node:os"
+import * as Agents from "./agents.js"
+import * as Core from "./core.js"
+import * as Gateway from "./gateway.js"
+import * as Parse from "./parse.js"
+import * as Tool from "./tool.js"
+import * as Turn from "./turn.js"
+
+interface Figure {
+  readonly id: string
+  readonly what: string
+  readonly measured: string
+  /** The ratio against the figure's baseline, rendered. */
+  readonly ratio: string
+  readonly target: string
+  /** `undefined`: informational, no target. */
+  readonly pass: boolean | undefined
+}
+
+const figures: Array<Figure> = []
+const seconds: Array<readonly [string, number]> = []
+const log = (text: string) => process.stdout.write(`${text}\n`)
+const x = (ratio: number, digits = 2) => `${ratio.toFixed(digits)}×`
+
+const section = <A, E>(name: string, measure: Effect.Effect<A, E>, report: (a: A) => void) =>
+  Effect.gen(function*() {
+    log(`\n── ${name}`)
+    const start = performance.now()
+    const value = yield* measure
+    seconds.push([name, (performance.now() - start) / 1000])
+    report(value)
+  })
+
+const program = Effect.gen(function*() {
+  const loadBefore = Os.loadavg()[0]!
+  const started = performance.now()
+  log(`Tether benchmarks · Node ${process.version} · ${Os.cpus().length} cores · load ${loadBefore.toFixed(2)}`)
+
+  yield* section("P7 catalog and fingerprint (bench/tool.ts)", Effect.promise(Tool.run), (rows) => {
+    log(Tool.format(rows.filter((row) => row.group !== "execute")))
+    const fingerprint = (n: string) => rows.find((row) => row.name === `fingerprint of ${n} tools`)!
+    const large = fingerprint("10,000")
+    figures.push({
+      id: "P7",
+      what: "fingerprint, 1,000 → 10,000 tools",
+      measured: `${(large.micros / 1000).toFixed(0)} ms for 10,000 (${
+        (fingerprint("1,000").micros / 1000).toFixed(0)
+      } ms for 1,000)`,
+      ratio: x(large.ratio),
+      target: "(reported: no target set)",
+      pass: undefined
+    })
+  })
+
+  yield* section("P3 driver parse throughput (bench/parse.ts)", Parse.measure({ lines: 50_000, rounds: 3 }), (rows) => {
+    log(Parse.format(rows))
+    for (const row of rows) {
+      figures.push({
+        id: "P3",
+        what: `${row.driver} parse vs split + JSON.parse`,
+        measured: `${(row.lines / row.driverMs).toFixed(0)} lines/ms (raw ${(row.lines / row.rawMs).toFixed(0)})`,
+        ratio: x(row.ratio),
+        target: "≥ 0.80×",
+        pass: row.ratio >= 0.8
+      })
+    }
+  })
+
+  yield* section(
+    "P1/P2 gateway vs bare MCP SDK (bench/gateway.ts)",
+    Gateway.measure({ latencyCalls: 600, bursts: 12, perBurst: 128 }),
+    (f) => {
+      log(Gateway.format(f))
+      figures.push({
+        id: "P1",
+        what: "gateway p50 latency, concurrency 1",
+        measured: `${f.gateway.p50Ms.toFixed(2)} ms (bare SDK ${f.bareSdk.p50Ms.toFixed(2)})`,
+        ratio: x(f.p50Ratio),
+        target: "≤ 1.15×",
+        pass: f.p50Pass
+      })
+      figures.push({
+        id: "P2",
+        what: "gateway throughput, concurrency 32",
+        measured: `${f.gateway.callsPerSecond.toFixed(0)} calls/s (bare SDK ${f.bareSdk.callsPerSecond.toFixed(0)})`,
+        ratio: x(f.throughputRatio),
+        target: "≥ 0.90×",
+        pass: f.throughputPass
+      })
+    }
+  )
+
+  yield* section("P4/P5 run overhead and make → close (bench/core.ts)", Core.measure(), (f) => {
+    log(
+      `run of ${f.events} events: agent ${f.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
+        f.rawRunMs.toFixed(1)
+      } ms ` +
+        `(medians of ${f.iterations.run}); fastest ${f.agentRunMinMs.toFixed(1)} / ${f.rawRunMinMs.toFixed(1)} ms`
+    )
+    log(`Agent.make → close, no run: ${f.makeCloseMs.toFixed(1)} ms (median of ${f.iterations.makeClose})`)
+    figures.push({
+      id: "P4",
+      what: "run of 10,000 events vs raw spawn + readline",
+      measured: `${f.agentRunMs.toFixed(0)} ms (raw ${f.rawRunMs.toFixed(0)})`,
+      ratio: x(f.runRatio),
+      target: "≤ 1.10×",
+      pass: f.runRatio <= 1.1
+    })
+    figures.push({
+      id: "P5",
+      what: "Agent.make → close, no run",
+      measured: `${f.makeCloseMs.toFixed(1)} ms`,
+      ratio: "—",
+      target: "≤ 30 ms",
+      pass: f.makeCloseMs <= 30
+    })
+  })
+
+  yield* section("P6 agents per process (bench/agents.ts)", Agents.measure({ agents: 1000 }), (f) => {
+    log(Agents.format(f))
+    figures.push({
+      id: "P6",
+      what: `${f.agents} idle agents on one gateway`,
+      measured: `${f.serving} serving, ${f.clonesLeft} clones left; make ${(f.makeMs / f.agents).toFixed(1)} ms/agent`,
+      ratio: `${x(f.makeMs / f.registerMs, 1)} reg.`,
+      target: `all ${f.agents} serve, none left`,
+      pass: f.serving === f.agents && f.clonesLeft === 0
+    })
+    figures.push({
+      id: "P6",
+      what: "memory per idle agent",
+      measured: `${f.heapPerAgentKiB.toFixed(1)} KiB heap+ext (RSS ${f.rssBeforeMiB.toFixed(0)} → ${
+        f.rssIdleMiB.toFixed(0)
+      } MiB)`,
+      ratio: "—",
+      target: "(reported)",
+      pass: undefined
+    })
+  })
+
+  yield* section("P8 Tether vs raw Claude Code CLI, same offline turn (bench/turn.ts)", Turn.measure(5), (f) => {
+    log(Turn.format(f))
+    figures.push({
+      id: "P8",
+      what: "agent.run vs raw CLI, plain Claude turn",
+      measured: `${f.tetherMs.toFixed(0)} ms (raw ${f.rawMs.toFixed(0)} to result, ${f.rawExitMs.toFixed(0)} to exit)`,
+      ratio: x(f.ratio),
+      target: "≤ 1.03×",
+      pass: f.ratio <= 1.03
+    })
+    figures.push({
+      id: "P8",
+      what: "the same, raw CLI given Tether's MCP declaration",
+      measured: `raw CLI + hosted MCP server ${f.rawMcpMs.toFixed(0)} ms`,
+      ratio: x(f.tetherMs / f.rawMcpMs),
+      target: "(reported)",
+      pass: undefined
+    })
+  })
+
+  const total = (performance.now() - started) / 1000
+  const header = ["", "figure", "measured", "ratio", "target", ""]
+  const rows = figures.map((f) => [
+    f.id,
+    f.what,
+    f.measured,
+    f.ratio,
+    f.target,
+    f.pass === undefined ? "info" : f.pass ? "pass" : "MISS"
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)))
+  const render = (cells: ReadonlyArray<string>) => cells.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()
+  log("\n══ Tether benchmark summary")
+  log(render(header))
+  log(render(widths.map((w) => "─".repeat(w))))
+  for (const row of rows) log(render(row))
+  const missed = figures.filter((f) => f.pass === false).map((f) => `${f.id} ${f.what}`)
+  log(
+    `\n${figures.filter((f) => f.pass === true).length} of ${figures.length} rows pass` +
+      (missed.length === 0 ? "" : `; missed: ${missed.join("; ")}`)
+  )
+  log(
+    `${total.toFixed(0)} s in all (${
+      seconds.map(([name, s]) => `${name.split(" ")[0]} ${s.toFixed(0)} s`).join(", ")
+    })` +
+      ` · load average ${loadBefore.toFixed(2)} → ${Os.loadavg()[0]!.toFixed(2)} on ${Os.cpus().length} cores`
+  )
+})
+
+Effect.runPromise(program).catch((error: unknown) => {
+  console.error(error)
+  process.exitCode = 1
+})

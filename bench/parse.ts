@@ -1,0 +1,137 @@
+/**
+ * P3 — driver parse throughput. A large transcript per driver is generated from the records
+ * recorded from the real CLIs (packages/drivers/test/fixtures): the first record, the body of a
+ * tool round trip repeated until the transcript has ~`lines` lines, and the terminal record.
+ * Compared, in the same process, rounds alternated, median round reported:
+ * - the driver: split the text into lines, `Driver.parse` as a `Stream`, every output drained;
+ * - the baseline: a raw loop, `text.split("\n")` + `JSON.parse` per line.
+ * Throughput ratio = baseline time / driver time (target ≥ 0.8×).
+ *
+ * Run: node --conditions=@tether/source --import tsx bench/parse.ts
+ */
+import type * as Driver from "@tether/core/Driver"
+import { Claude, Codex, Gemini } from "@tether/drivers"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+
+const fixtures = NodePath.resolve(import.meta.dirname, "../packages/drivers/test/fixtures")
+
+export interface ParseRow {
+  readonly driver: string
+  readonly fixture: string
+  readonly lines: number
+  readonly megabytes: number
+  /** Outputs the driver yielded for the whole transcript. */
+  readonly outputs: number
+  readonly driverMs: number
+  readonly rawMs: number
+  /** Driver throughput against the raw loop (`rawMs / driverMs`). */
+  readonly ratio: number
+}
+
+const sources: ReadonlyArray<
+  { readonly driver: string; readonly fixture: string; readonly parse: Driver.Driver["parse"] }
+> = [
+  { driver: "claude", fixture: "claude/mcp-partial.jsonl", parse: Claude.parse },
+  { driver: "codex", fixture: "codex/mcp-tool.jsonl", parse: Codex.parse },
+  { driver: "gemini", fixture: "gemini/tool.jsonl", parse: Gemini.parse }
+]
+
+/** First record, the body repeated up to ~`target` lines, the last (terminal) record. */
+const transcript = (fixture: string, target: number): string => {
+  const records = Fs.readFileSync(NodePath.join(fixtures, fixture), "utf8").split("\n").filter((l) => l !== "")
+  const first = records[0]!
+  const last = records.at(-1)!
+  const body = records.slice(1, -1)
+  const out = [first]
+  while (out.length + body.length < target) out.push(...body)
+  out.push(last)
+  return `${out.join("\n")}\n`
+}
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+const context: Driver.ParseContext = {
+  hostedKey: "tether",
+  session: { _tag: "New", id: "00000000-0000-4000-8000-000000000000" }
+}
+
+const rawLoop = (text: string): number => {
+  let n = 0
+  for (const line of text.split("\n")) {
+    if (line === "") continue
+    const record = JSON.parse(line) as { readonly type?: unknown }
+    if (record.type !== undefined) n++
+  }
+  return n
+}
+
+const driverRun = (parse: Driver.Driver["parse"], text: string): Effect.Effect<number> =>
+  Effect.suspend(() => {
+    const lines = text.split("\n").filter((line) => line !== "")
+    return parse(Stream.fromIterable(lines), context).pipe(
+      Stream.runFold(0, (n) => n + 1),
+      Effect.orDie
+    )
+  })
+
+/** Measures every driver; `lines` per transcript (default 50,000), `rounds` (default 5). */
+export const measure = (
+  options: { readonly lines?: number; readonly rounds?: number } = {}
+): Effect.Effect<ReadonlyArray<ParseRow>> =>
+  Effect.gen(function*() {
+    const target = options.lines ?? 50_000
+    const rounds = options.rounds ?? 5
+    const rows: Array<ParseRow> = []
+    for (const source of sources) {
+      const text = transcript(source.fixture, target)
+      const lines = text.split("\n").length - 1
+      // Warm-up of both paths.
+      rawLoop(text)
+      let outputs = yield* driverRun(source.parse, text)
+      const driverTimes: Array<number> = []
+      const rawTimes: Array<number> = []
+      for (let round = 0; round < rounds; round++) {
+        let start = performance.now()
+        outputs = yield* driverRun(source.parse, text)
+        driverTimes.push(performance.now() - start)
+        start = performance.now()
+        rawLoop(text)
+        rawTimes.push(performance.now() - start)
+      }
+      const driverMs = median(driverTimes)
+      const rawMs = median(rawTimes)
+      rows.push({
+        driver: source.driver,
+        fixture: source.fixture,
+        lines,
+        megabytes: Buffer.byteLength(text) / 1024 / 1024,
+        outputs,
+        driverMs,
+        rawMs,
+        ratio: rawMs / driverMs
+      })
+    }
+    return rows
+  })
+
+/** The table printed when run directly. */
+export const format = (rows: ReadonlyArray<ParseRow>): string =>
+  [
+    "driver  transcript                          driver ms   raw ms  throughput vs raw (target ≥ 0.80×)",
+    ...rows.map((r) =>
+      `${r.driver.padEnd(8)}${`${r.lines} lines, ${r.megabytes.toFixed(1)} MB, ${r.outputs} outputs`.padEnd(36)}${
+        r.driverMs.toFixed(1).padStart(9)
+      }${r.rawMs.toFixed(1).padStart(9)}  ${r.ratio.toFixed(2)}× ${r.ratio >= 0.8 ? "pass" : "miss"}`
+    )
+  ].join("\n")
+
+const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
+if (isMain) {
+  Effect.runPromise(measure()).then((rows) => process.stdout.write(`${format(rows)}\n`))
+}
