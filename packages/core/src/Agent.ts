@@ -39,6 +39,7 @@ import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
 import type * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
+import type * as Tool from "@tether/tool/Tool"
 import * as Toolkit from "@tether/tool/Toolkit"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -51,8 +52,11 @@ import { AgentConfigError } from "./AgentError.js"
 import type * as Driver from "./Driver.js"
 import type * as Event from "./Event.js"
 import * as internal from "./internal/agent.js"
+import * as DefinitionInternal from "./internal/definition.js"
 import * as internalProcess from "./internal/process.js"
+import type * as Mcp from "./Mcp.js"
 import type { Result } from "./Result.js"
+import type * as Skill from "./Skill.js"
 import type * as Thread from "./Thread.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
 
@@ -99,29 +103,34 @@ export interface Identity {
 }
 
 /**
- * What the agent is, fixed at construction. `skills` and `mcp` accept only empty lists in this
- * version.
+ * What the agent is, fixed at construction (to change any of it, build a new agent):
+ * instructions appended to the provider's system prompt, skills served by the reserved hosted
+ * tool `read_skill`, the direct tools, and external MCP sources declared beside the hosted
+ * tools. Validated, snapshotted and frozen deep by `make` before any provider I/O.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Definition<Tools extends Toolkit.Any> {
   readonly instructions: string
-  readonly skills?: ReadonlyArray<never>
+  readonly skills?: ReadonlyArray<Skill.Skill>
   readonly tools: Tools
-  readonly mcp?: ReadonlyArray<never>
+  readonly mcp?: ReadonlyArray<Mcp.Source>
 }
 
 /**
- * The deep-frozen read-only view of a definition: the tools as their frozen catalog.
+ * The deep-frozen read-only view of a definition: deep-equal to what was passed to `make`
+ * (later changes to the caller's objects never reach it), plus the catalog the gateway serves.
  *
  * @since 0.1.0
  * @category models
  */
 export interface FrozenDefinition {
   readonly instructions: string
-  readonly skills: ReadonlyArray<never>
-  readonly mcp: ReadonlyArray<never>
+  readonly skills: ReadonlyArray<Skill.Skill>
+  readonly tools: Toolkit.Any
+  readonly mcp: ReadonlyArray<Mcp.Source>
+  /** The served catalog: the direct tools, plus `read_skill` when skills are attached. */
   readonly catalog: Catalog.Catalog
 }
 
@@ -280,12 +289,22 @@ export const make = <Tools extends Toolkit.Any>(
   Effect.gen(function*() {
     const untyped = options as unknown as Options<never>
     yield* internal.validate(untyped)
-    const executor = yield* Toolkit.executor(options.definition.tools).pipe(
+    const validated = yield* DefinitionInternal.validate(options.definition, {
+      driver: options.driver.name,
+      capabilities: options.driver.capabilities,
+      hostedKey: internal.hostedKey,
+      reservedVariable: (name) => name === internalProcess.markerVariable
+    })
+    const executor = yield* (DefinitionInternal.executor(validated) as Effect.Effect<
+      Catalog.Executor,
+      Tool.ToolDefinitionError,
+      Toolkit.HandlerServices<Tools>
+    >).pipe(
       Effect.mapError((error) =>
         new AgentConfigError({ reason: "InvalidDefinition", detail: error.message, cause: error })
       )
     )
-    return yield* internal.make(untyped, executor)
+    return yield* internal.make(untyped, executor, validated)
   }).pipe(Effect.withSpan("Agent.make"))
 
 /**

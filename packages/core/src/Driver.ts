@@ -90,8 +90,17 @@ export type McpServer =
 export interface SkillFiles {
   readonly name: string
   readonly description: string
-  /** Absolute directory with `SKILL.md` (inline skills are written to a directory by core). */
+  /**
+   * Absolute directory in the execution clone holding the skill's snapshot (`SKILL.md` and its
+   * other files), written by core for directory and inline skills alike.
+   */
   readonly dir: string
+  /**
+   * The same snapshot as data (`/`-separated paths relative to the skill's root, UTF-8 text),
+   * so a driver can project the skill natively by returning materialized files. It is exactly
+   * what the `read_skill` tool serves.
+   */
+  readonly files: ReadonlyArray<{ readonly path: string; readonly content: string }>
 }
 
 /**

@@ -188,7 +188,7 @@ describe("Gemini.driver prepare", () => {
       expect(everything).not.toContain("host-gemini-key")
     })))
 
-  it.effect("declares external sources without trust and passes their bearer variables", () =>
+  it.effect("declares external sources as trusted (headless Gemini drops untrusted tools) with their bearer variables", () =>
     run(Effect.gen(function*() {
       const dir = yield* clone()
       const inv = yield* prepare(
@@ -209,12 +209,18 @@ describe("Gemini.driver prepare", () => {
         })
       )
       const servers = settingsOf(inv)["mcpServers"]
-      expect(servers["files"]).toEqual({ command: "/bin/fs-mcp", args: ["--root", "/srv"], env: { A: "1" } })
+      expect(servers["files"]).toEqual({
+        command: "/bin/fs-mcp",
+        args: ["--root", "/srv"],
+        env: { A: "1" },
+        trust: true
+      })
       expect(servers["issues"]).toEqual({
         httpUrl: "http://127.0.0.1:9/mcp",
-        headers: { Authorization: "Bearer ${ISSUES_TOKEN}" }
+        headers: { Authorization: "Bearer ${ISSUES_TOKEN}" },
+        trust: true
       })
-      expect(servers["legacy"]).toEqual({ url: "http://127.0.0.1:8/sse", headers: { "X-A": "b" } })
+      expect(servers["legacy"]).toEqual({ url: "http://127.0.0.1:8/sse", headers: { "X-A": "b" }, trust: true })
       expect(inv.env["ISSUES_TOKEN"]).toBe("issues-secret")
     })))
 

@@ -31,6 +31,7 @@ import type * as Event from "../Event.js"
 import type { Result } from "../Result.js"
 import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
+import * as Definition from "./definition.js"
 import * as Emitter from "./emitter.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
@@ -62,12 +63,6 @@ export const validate = (options: Agent.Options<never>) =>
     if (typeof definition.instructions !== "string") {
       return yield* configError("InvalidDefinition", "instructions must be a string")
     }
-    if ((definition.skills ?? []).length > 0) {
-      return yield* configError("InvalidDefinition", "skills are not supported yet: pass `skills: []`")
-    }
-    if ((definition.mcp ?? []).length > 0) {
-      return yield* configError("InvalidDefinition", "external MCP sources are not supported yet: pass `mcp: []`")
-    }
     if (typeof options.workspace !== "string" || !options.workspace.startsWith("/")) {
       return yield* configError("InvalidOptions", "workspace must be an absolute path")
     }
@@ -91,7 +86,8 @@ export const validate = (options: Agent.Options<never>) =>
 /** @internal */
 export const make = (
   options: Agent.Options<never>,
-  executor: Catalog.Executor
+  executor: Catalog.Executor,
+  validated: Definition.Validated
 ): Effect.Effect<
   Agent.Agent,
   AgentConfigError,
@@ -100,17 +96,14 @@ export const make = (
   Effect.gen(function*() {
     const id = randomUUID()
     const marker = Process.makeMarker(id)
-    const { driver } = options
+    // A copy: replacing a function on the caller's driver object later changes nothing here.
+    const driver = Object.freeze({ ...options.driver })
     if (!orphansReaped) {
       orphansReaped = true
       yield* Process.reapOrphans
     }
-    const definition: Agent.FrozenDefinition = deepFreeze(structuredClone({
-      instructions: options.definition.instructions,
-      skills: [],
-      mcp: [],
-      catalog: executor.catalog
-    }))
+    // The view is frozen deep by the validation; the catalog is frozen by the tool package.
+    const definition: Agent.FrozenDefinition = Object.freeze({ ...validated.view, catalog: executor.catalog })
     const tools = definition.catalog.descriptors.map((descriptor) => descriptor.name).sort()
     const fs = yield* FileSystem.FileSystem
     const info = yield* fs.stat(options.workspace).pipe(
@@ -142,6 +135,10 @@ export const make = (
       Effect.mapError((error) => configError("Profile", error.message, error)),
       Effect.onError(() => abort)
     )
+    const skills = yield* Definition.materializeSkills(validated, profile).pipe(
+      Effect.mapError((error) => configError("Profile", error.message, error)),
+      Effect.onError(() => abort)
+    )
 
     const fingerprint = Compatibility.compatibilityFingerprint({
       driver: driver.name,
@@ -149,7 +146,7 @@ export const make = (
       model: options.model,
       workspace: yield* fs.realPath(options.workspace).pipe(Effect.orElseSucceed(() => options.workspace)),
       instructions: definition.instructions,
-      skills: definition.skills,
+      skills: validated.skills.map((skill) => ({ name: skill.name, digest: skill.digest })),
       mcp: definition.mcp,
       catalogFingerprint: definition.catalog.fingerprint,
       policy: options.policy,
@@ -198,6 +195,8 @@ export const make = (
       },
       workspace: options.workspace,
       instructions: definition.instructions,
+      skills,
+      mcp: definition.mcp,
       tools,
       sandbox: options.policy?.sandbox,
       hostEnv: options.env ?? NodeProcess.env,
@@ -257,6 +256,8 @@ export const make = (
       )
     )
 
+    // Read once: a later change to the caller's options object never reaches the agent.
+    const defaultModel = options.model
     const stream = (
       input: Agent.Input,
       hooks?: Thread.Hooks
@@ -266,7 +267,7 @@ export const make = (
         const queue = yield* Queue.bounded<Emitter.Item>(capacity)
         const runId = randomUUID()
         const emitter = Emitter.make(runId, queue, capacity, blocking)
-        const model = turn.model ?? options.model
+        const model = turn.model ?? defaultModel
         if (turn.toolPolicy !== undefined) {
           const unknown = ToolPolicy.unknownNames(tools, turn.toolPolicy)
           if (unknown.length > 0) {
@@ -320,32 +321,34 @@ export const make = (
         )
       }).pipe(Effect.withSpan("Agent.run"))
 
-    return {
-      id,
-      marker,
-      provider: driver.name,
-      identity: options.identity === undefined ? undefined : deepFreeze({ ...options.identity }),
-      definition,
-      fingerprint,
-      thread: (key, threadOptions) =>
-        Thread.open(
-          {
-            provider: driver.name,
-            capabilities: driver.capabilities,
-            fingerprint,
-            revisionless: definition.catalog.descriptors.filter((d) => d.revision === undefined).map((d) => d.name),
-            store,
-            leaseTtl: Duration.decode(options.threads?.leaseTtl ?? "30 seconds"),
-            admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
-            stream,
-            closed: Deferred.await(agentClosed),
-            exiting
-          },
-          key,
-          threadOptions ?? {}
-        ),
-      run,
-      stream: (input) => stream(input),
-      close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout).pipe(Effect.withSpan("Agent.close"))
-    } satisfies Agent.Agent
+    return Object.freeze(
+      {
+        id,
+        marker,
+        provider: driver.name,
+        identity: options.identity === undefined ? undefined : deepFreeze({ ...options.identity }),
+        definition,
+        fingerprint,
+        thread: (key, threadOptions) =>
+          Thread.open(
+            {
+              provider: driver.name,
+              capabilities: driver.capabilities,
+              fingerprint,
+              revisionless: definition.catalog.descriptors.filter((d) => d.revision === undefined).map((d) => d.name),
+              store,
+              leaseTtl: Duration.decode(options.threads?.leaseTtl ?? "30 seconds"),
+              admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
+              stream,
+              closed: Deferred.await(agentClosed),
+              exiting
+            },
+            key,
+            threadOptions ?? {}
+          ),
+        run,
+        stream: (input) => stream(input),
+        close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout).pipe(Effect.withSpan("Agent.close"))
+      } satisfies Agent.Agent
+    )
   })

@@ -47,6 +47,10 @@ export interface Context {
   }
   readonly workspace: string
   readonly instructions: string
+  /** The definition's skills, snapshotted into the clone. */
+  readonly skills: ReadonlyArray<Driver.SkillFiles>
+  /** The definition's external MCP sources. */
+  readonly mcp: ReadonlyArray<Driver.McpServer>
   readonly tools: ReadonlyArray<string>
   readonly sandbox: Driver.SandboxLevel | undefined
   readonly hostEnv: { readonly [name: string]: string | undefined }
@@ -269,8 +273,8 @@ export const execute = (
         tools: request.tools ?? ctx.tools
       },
       instructions: ctx.instructions,
-      skills: [],
-      mcp: [],
+      skills: ctx.skills,
+      mcp: ctx.mcp,
       session: request.session,
       sandbox: ctx.sandbox,
       hostEnv: ctx.hostEnv

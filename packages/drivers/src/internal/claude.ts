@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import type { Config } from "../Claude.js"
 import * as parser from "./claudeParse.js"
 import * as Env from "./env.js"
+import * as Skills from "./skills.js"
 
 /** @internal */
 export const mcpConfigFile = ".tether-mcp.json"
@@ -20,7 +21,7 @@ export const capabilities: Driver.Capabilities = {
   fork: true,
   mcpTransports: ["stdio", "http", "sse"],
   instructions: true,
-  skillsProjection: false,
+  skillsProjection: true,
   sandbox: [],
   toolAllowList: true,
   streamingInput: true,
@@ -161,6 +162,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
       args.push("--append-system-prompt-file", path.join(request.profileDir, instructionsFile))
     }
+    files.push(...Skills.project(request.skills, "skills"))
     args.push(...sessionArgs(request.session))
     return {
       command,

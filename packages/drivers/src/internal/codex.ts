@@ -8,6 +8,7 @@ import type { Config, TomlTable } from "../Codex.js"
 import * as codexConfig from "./codexConfig.js"
 import * as parser from "./codexParse.js"
 import * as Env from "./env.js"
+import * as Skills from "./skills.js"
 
 /** @internal */
 export const capabilities: Driver.Capabilities = {
@@ -15,7 +16,7 @@ export const capabilities: Driver.Capabilities = {
   fork: true,
   mcpTransports: ["stdio", "http"],
   instructions: true,
-  skillsProjection: false,
+  skillsProjection: true,
   sandbox: ["readOnly", "workspaceWrite", "unrestricted"],
   toolAllowList: true,
   streamingInput: false,
@@ -183,6 +184,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
       content: yield* codexConfig.render(config, request, settings),
       mode: 0o600
     })
+    files.push(...Skills.project(request.skills, "skills"))
     const args: Array<string> = [...subcommand(request.session), "--json", "--skip-git-repo-check"]
     const model = request.model ?? config.model
     if (model !== undefined) args.push("--model", model)

@@ -8,6 +8,7 @@ import { createRequire } from "node:module"
 import type { Config } from "../Gemini.js"
 import * as Env from "./env.js"
 import * as parser from "./geminiParse.js"
+import * as Skills from "./skills.js"
 
 /** @internal */
 export const settingsFile = ".gemini/settings.json"
@@ -23,7 +24,7 @@ export const capabilities: Driver.Capabilities = {
   fork: false,
   mcpTransports: ["stdio", "http", "sse"],
   instructions: true,
-  skillsProjection: false,
+  skillsProjection: true,
   sandbox: [],
   toolAllowList: true,
   streamingInput: false,
@@ -129,7 +130,8 @@ export const renderSettings = (
   Effect.gen(function*() {
     const servers: { [key: string]: unknown } = isRecord(current["mcpServers"]) ? { ...current["mcpServers"] } : {}
     for (const server of request.mcp) {
-      const entry = mcpEntry(server)
+      // Headless Gemini leaves out the tools of an untrusted server; a declared source is trusted.
+      const entry = { ...mcpEntry(server), trust: true }
       const existing = servers[server.key]
       if (existing !== undefined && JSON.stringify(existing) !== JSON.stringify(entry)) {
         return yield* Effect.fail(providerError(`the profile's settings already declare MCP server "${server.key}"`))
@@ -242,6 +244,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     if (request.instructions.length > 0) {
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
+    files.push(...Skills.project(request.skills, ".gemini/skills"))
     const { command, prefix } = resolveBinary(config)
     // The prompt goes on stdin (never argv: no option parsing, no `ps` exposure, no size limit
     // below the CLI's 8 MiB); `-p ""` selects the headless mode, which appends stdin to it.

@@ -1,0 +1,57 @@
+/**
+ * Native projection of the agent's skills into a CLI's skills folder (an optimization: the
+ * hosted `read_skill` tool serves the same snapshot on every driver).
+ *
+ * @internal
+ */
+import type * as Driver from "@tether/core/Driver"
+
+const frontmatterOf = (markdown: string): { readonly keys: ReadonlySet<string>; readonly body: string } | undefined => {
+  const lines = markdown.split(/\r?\n/)
+  if (lines[0]?.trim() !== "---") return undefined
+  const end = lines.findIndex((line, i) => i > 0 && line.trim() === "---")
+  if (end < 0) return undefined
+  const keys = new Set<string>()
+  for (const line of lines.slice(1, end)) {
+    const match = /^([A-Za-z_][A-Za-z0-9_-]*)\s*:/.exec(line)
+    if (match !== null) keys.add(match[1]!)
+  }
+  return { keys, body: lines.slice(end + 1).join("\n") }
+}
+
+/**
+ * `SKILL.md` as the CLIs load it: YAML frontmatter with `name` and `description` (the CLIs skip
+ * a skill without them). Present keys are kept as written; missing ones are added from the
+ * skill's name and description (JSON strings are valid YAML scalars).
+ *
+ * @internal
+ */
+export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): string => {
+  const description = skill.description === "" ? `Skill ${skill.name}.` : skill.description
+  const found = frontmatterOf(markdown)
+  const missing = [
+    ...(found?.keys.has("name") === true ? [] : [`name: ${JSON.stringify(skill.name)}`]),
+    ...(found?.keys.has("description") === true ? [] : [`description: ${JSON.stringify(description)}`])
+  ]
+  if (found === undefined) return ["---", ...missing, "---", "", markdown].join("\n")
+  if (missing.length === 0) return markdown
+  const lines = markdown.split(/\r?\n/)
+  return [lines[0]!, ...missing, ...lines.slice(1)].join("\n")
+}
+
+/**
+ * The files that project every skill under `root` (relative to the clone), one folder per skill.
+ *
+ * @internal
+ */
+export const project = (
+  skills: ReadonlyArray<Driver.SkillFiles>,
+  root: string
+): ReadonlyArray<Driver.MaterializedFile> =>
+  skills.flatMap((skill) =>
+    skill.files.map((file) => ({
+      path: `${root}/${skill.name}/${file.path}`,
+      content: file.path === "SKILL.md" ? skillMarkdown(skill, file.content) : file.content,
+      mode: 0o600
+    }))
+  )

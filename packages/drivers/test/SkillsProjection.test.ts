@@ -1,0 +1,37 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Skills from "../src/internal/skills.js"
+
+const skill = (files: ReadonlyArray<{ path: string; content: string }>, description = "Label issues.") => ({
+  name: "triage",
+  description,
+  dir: "/clone/tether-skills/triage",
+  files
+})
+
+describe("native skills projection", () => {
+  it("projects every file under the CLI's folder, SKILL.md with the frontmatter the CLIs require", () => {
+    const files = Skills.project([skill([
+      { path: "SKILL.md", content: "# Triage\nLabel issues." },
+      { path: "rules/areas.md", content: "ui, api" }
+    ])], ".gemini/skills")
+    expect(files).toEqual([
+      {
+        path: ".gemini/skills/triage/SKILL.md",
+        content: "---\nname: \"triage\"\ndescription: \"Label issues.\"\n---\n\n# Triage\nLabel issues.",
+        mode: 0o600
+      },
+      { path: ".gemini/skills/triage/rules/areas.md", content: "ui, api", mode: 0o600 }
+    ])
+  })
+
+  it("keeps a complete frontmatter as written and only adds the keys that are missing", () => {
+    const complete = "---\nname: triage\ndescription: Own words.\n---\nBody"
+    expect(Skills.skillMarkdown(skill([]), complete)).toBe(complete)
+    expect(Skills.skillMarkdown(skill([]), "---\ndescription: Own words.\n---\nBody")).toBe(
+      "---\nname: \"triage\"\ndescription: Own words.\n---\nBody"
+    )
+    expect(Skills.skillMarkdown(skill([], ""), "Body")).toBe(
+      "---\nname: \"triage\"\ndescription: \"Skill triage.\"\n---\n\nBody"
+    )
+  })
+})
