@@ -1,8 +1,8 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
-import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { isBlank, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -60,7 +60,7 @@ const onSystem = (
   record: Json,
   state: State,
   context: Driver.ParseContext
-): Effect.Effect<Array<Output>, Driver.ProtocolError> => {
+): Array<Output> | Driver.ProtocolError => {
   const subtype = str(record["subtype"]) ?? ""
   if (subtype === "init") {
     const sessionId = str(record["session_id"])
@@ -68,23 +68,19 @@ const onSystem = (
     const hosted = servers.find((s) => s["name"] === context.hostedKey)
     const status = str(hosted?.["status"])
     if (status === "failed" || status === "needs-auth") {
-      return Effect.fail(
-        new Driver.ProtocolError({
-          reason: "HostedToolsUnavailable",
-          detail: `Claude Code reported the hosted tools server "${context.hostedKey}" as ${status}`
-        })
-      )
+      return new Driver.ProtocolError({
+        reason: "HostedToolsUnavailable",
+        detail: `Claude Code reported the hosted tools server "${context.hostedKey}" as ${status}`
+      })
     }
     const expected = context.session._tag === "Resume" || context.session._tag === "Fork"
       ? context.session.id
       : undefined
     if (expected !== undefined && sessionId !== undefined && sessionId !== expected) {
-      return Effect.fail(
-        new Driver.ProtocolError({
-          reason: "ResumeRejected",
-          detail: `Claude Code started session ${sessionId} instead of ${expected}`
-        })
-      )
+      return new Driver.ProtocolError({
+        reason: "ResumeRejected",
+        detail: `Claude Code started session ${sessionId} instead of ${expected}`
+      })
     }
     state.model = str(record["model"])
     const out: Array<Output> = []
@@ -95,15 +91,15 @@ const onSystem = (
         out.push(notice("warning", "mcp_server", `MCP server "${String(server["name"])}" is ${String(s)}`, server))
       }
     }
-    return Effect.succeed(out)
+    return out
   }
   if (subtype === "api_retry") {
     const message = `model API retry ${String(record["attempt"])}/${String(record["max_retries"])} after ${
       String(record["error_status"] ?? record["error"])
     }`
-    return Effect.succeed([notice("warning", "api_retry", message, record)])
+    return [notice("warning", "api_retry", message, record)]
   }
-  return Effect.succeed([notice("info", `system/${subtype}`, str(record["status"]) ?? subtype, record)])
+  return [notice("info", `system/${subtype}`, str(record["status"]) ?? subtype, record)]
 }
 
 const onStreamEvent = (record: Json, state: State): Array<Output> => {
@@ -181,13 +177,13 @@ const onResult = (
   record: Json,
   state: State,
   context: Driver.ParseContext
-): Effect.Effect<Array<Output>, Driver.ProtocolError> => {
+): Array<Output> | Driver.ProtocolError => {
   const usage = usageOf(record)
   const isError = record["is_error"] === true || record["subtype"] !== "success"
   const text = str(record["result"])
   const errors = Array.isArray(record["errors"]) ? record["errors"].map(String) : []
   if (isError && context.session._tag !== "New" && errors.some((e) => missingSession.test(e))) {
-    return Effect.fail(new Driver.ProtocolError({ reason: "ResumeRejected", detail: errors.join("\n") }))
+    return new Driver.ProtocolError({ reason: "ResumeRejected", detail: errors.join("\n") })
   }
   const modelUsage = isRecord(record["modelUsage"]) ? Object.keys(record["modelUsage"]) : []
   const terminal: Driver.Terminal = {
@@ -202,37 +198,37 @@ const onResult = (
       : undefined,
     raw: record
   }
-  return Effect.succeed(usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal])
+  return usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal]
 }
 
 const onLine = (
   line: string,
   state: State,
   context: Driver.ParseContext
-): Effect.Effect<Array<Output>, Driver.ProtocolError> => {
-  if (line.trim().length === 0) return Effect.succeed([])
+): Array<Output> | Driver.ProtocolError => {
+  if (isBlank(line)) return []
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return Effect.succeed([notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))])
+    return [notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))]
   }
   if (!isRecord(record)) {
-    return Effect.succeed([notice("warning", "malformed", "a stdout line is not a JSON object", record)])
+    return [notice("warning", "malformed", "a stdout line is not a JSON object", record)]
   }
   switch (record["type"]) {
     case "system":
       return onSystem(record, state, context)
     case "stream_event":
-      return Effect.succeed(onStreamEvent(record, state))
+      return onStreamEvent(record, state)
     case "assistant":
-      return Effect.succeed(onAssistant(record, state, context))
+      return onAssistant(record, state, context)
     case "user":
-      return Effect.succeed(onUser(record, state))
+      return onUser(record, state)
     case "result":
       return onResult(record, state, context)
     default:
-      return Effect.succeed([notice("info", `unknown/${String(record["type"])}`, "unknown Claude Code record", record)])
+      return [notice("info", `unknown/${String(record["type"])}`, "unknown Claude Code record", record)]
   }
 }
 
@@ -241,7 +237,7 @@ export const parse = (
   lines: Stream.Stream<string>,
   context: Driver.ParseContext
 ): Stream.Stream<Output, Driver.ProtocolError> =>
-  Stream.suspend(() => {
+  parseLines(lines, () => {
     const state: State = { model: undefined, sawPartial: false, tools: new Map() }
-    return lines.pipe(Stream.mapEffect((line) => onLine(line, state, context)), Stream.flattenIterables)
+    return (line) => onLine(line, state, context)
   })

@@ -5,8 +5,8 @@
  */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
-import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { isBlank, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -180,39 +180,37 @@ const onRecord = (
   state: State,
   context: Driver.ParseContext,
   options: ParseOptions
-): Effect.Effect<ReadonlyArray<Output>, Driver.ProtocolError> => {
+): ReadonlyArray<Output> | Driver.ProtocolError => {
   switch (record["type"]) {
     case "thread.started": {
       const thread = str(record["thread_id"])
       if (thread === undefined) {
-        return Effect.succeed([notice("warning", "malformed", "thread.started without a thread_id", record)])
+        return [notice("warning", "malformed", "thread.started without a thread_id", record)]
       }
       if (context.session._tag === "Resume" && thread !== context.session.id) {
-        return Effect.fail(
-          new Driver.ProtocolError({
-            reason: "ResumeRejected",
-            detail: `Codex started thread ${thread} instead of resuming ${context.session.id}`
-          })
-        )
+        return new Driver.ProtocolError({
+          reason: "ResumeRejected",
+          detail: `Codex started thread ${thread} instead of resuming ${context.session.id}`
+        })
       }
       state.thread = thread
-      return Effect.succeed([{ _tag: "SessionStarted", sessionId: thread, model: undefined }])
+      return [{ _tag: "SessionStarted", sessionId: thread, model: undefined }]
     }
     case "turn.started":
-      return Effect.succeed([])
+      return []
     case "item.started":
     case "item.updated":
     case "item.completed": {
       const item = record["item"]
       if (!isRecord(item)) {
-        return Effect.succeed([notice("warning", "malformed", `${record["type"]} without an item`, record)])
+        return [notice("warning", "malformed", `${record["type"]} without an item`, record)]
       }
       const phase = record["type"] === "item.started"
         ? "started"
         : record["type"] === "item.updated"
         ? "updated"
         : "completed"
-      return Effect.succeed(onItem(phase, item, state, context))
+      return onItem(phase, item, state, context)
     }
     case "turn.completed": {
       const usage = usageOf(record["usage"])
@@ -226,11 +224,11 @@ const onRecord = (
         error: undefined,
         raw: record
       }
-      return Effect.succeed(usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal])
+      return usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal]
     }
     case "turn.failed": {
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
-      return Effect.succeed([{
+      return [{
         _tag: "Terminal",
         ok: false,
         text: state.lastMessage,
@@ -239,7 +237,7 @@ const onRecord = (
         session: state.thread,
         error: error ?? "Codex reported a failed turn",
         raw: record
-      }])
+      }]
     }
     case "error": {
       // Not terminal: Codex also reports reconnection attempts this way; `turn.failed` ends the turn.
@@ -247,18 +245,16 @@ const onRecord = (
       if (reconnecting.test(message) && options.maxReconnects !== undefined) {
         state.reconnects += 1
         if (state.reconnects > options.maxReconnects) {
-          return Effect.fail(
-            new Driver.ProtocolError({
-              reason: "ProviderError",
-              detail: `Codex cannot reach the model endpoint (${state.reconnects} reconnection attempts): ${message}`
-            })
-          )
+          return new Driver.ProtocolError({
+            reason: "ProviderError",
+            detail: `Codex cannot reach the model endpoint (${state.reconnects} reconnection attempts): ${message}`
+          })
         }
       }
-      return Effect.succeed([notice("error", "error", message, record)])
+      return [notice("error", "error", message, record)]
     }
     default:
-      return Effect.succeed([notice("info", `unknown/${String(record["type"])}`, "unknown Codex record", record)])
+      return [notice("info", `unknown/${String(record["type"])}`, "unknown Codex record", record)]
   }
 }
 
@@ -267,16 +263,16 @@ const onLine = (
   state: State,
   context: Driver.ParseContext,
   options: ParseOptions
-): Effect.Effect<ReadonlyArray<Output>, Driver.ProtocolError> => {
-  if (line.trim().length === 0) return Effect.succeed([])
+): ReadonlyArray<Output> | Driver.ProtocolError => {
+  if (isBlank(line)) return []
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return Effect.succeed([notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))])
+    return [notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))]
   }
   if (!isRecord(record)) {
-    return Effect.succeed([notice("warning", "malformed", "a stdout line is not a JSON object", record)])
+    return [notice("warning", "malformed", "a stdout line is not a JSON object", record)]
   }
   return onRecord(record, state, context, options)
 }
@@ -287,9 +283,9 @@ export const parse = (
   context: Driver.ParseContext,
   options: ParseOptions = {}
 ): Stream.Stream<Output, Driver.ProtocolError> =>
-  Stream.suspend(() => {
+  parseLines(lines, () => {
     const state: State = { reconnects: 0, thread: undefined, lastMessage: undefined, started: new Set() }
-    return lines.pipe(Stream.mapEffect((line) => onLine(line, state, context, options)), Stream.flattenIterables)
+    return (line) => onLine(line, state, context, options)
   })
 
 const unknownThread = /no rollout found for thread id|thread\/resume failed|thread\/fork failed|no thread found/i

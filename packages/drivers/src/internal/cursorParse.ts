@@ -1,8 +1,8 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
-import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { isBlank, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Source = "host" | "mcp" | "builtin"
@@ -104,78 +104,74 @@ export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): Effect.Effect<readonly [State, Array<Driver.Output>], Driver.ProtocolError> => {
-  if (line.trim().length === 0) return Effect.succeed([state, []])
+): readonly [State, Array<Driver.Output>] | Driver.ProtocolError => {
+  if (isBlank(line)) return [state, []]
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return Effect.succeed([state, [notice("warning", "cursor.non_json", line.slice(0, 2048))]])
+    return [state, [notice("warning", "cursor.non_json", line.slice(0, 2048))]]
   }
   if (!isRecord(record) || typeof record["type"] !== "string") {
-    return Effect.succeed([state, [notice("warning", "cursor.unknown", "a JSON line without a record type", record)]])
+    return [state, [notice("warning", "cursor.unknown", "a JSON line without a record type", record)]]
   }
   const type = record["type"]
   const subtype = str(record["subtype"])
   if (state.done) {
-    return Effect.succeed([state, [notice("info", `cursor.${type}`, "a record after the terminal record", record)]])
+    return [state, [notice("info", `cursor.${type}`, "a record after the terminal record", record)]]
   }
   switch (type) {
     case "system": {
       if (subtype !== "init") {
-        return Effect.succeed([state, [
+        return [state, [
           notice("info", `cursor.system.${subtype ?? "unknown"}`, "a system record", record)
-        ]])
+        ]]
       }
       const sessionId = str(record["session_id"])
       if (sessionId === undefined) {
-        return Effect.fail(
-          new Driver.ProtocolError({ reason: "MalformedOutput", detail: "system/init without session_id" })
-        )
+        return new Driver.ProtocolError({ reason: "MalformedOutput", detail: "system/init without session_id" })
       }
       if (context.session._tag === "Resume" && context.session.id !== sessionId) {
-        return Effect.fail(
-          new Driver.ProtocolError({
-            reason: "ResumeRejected",
-            detail: `asked to resume ${context.session.id}, the CLI started ${sessionId}`
-          })
-        )
+        return new Driver.ProtocolError({
+          reason: "ResumeRejected",
+          detail: `asked to resume ${context.session.id}, the CLI started ${sessionId}`
+        })
       }
       const model = str(record["model"])
-      return Effect.succeed([{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]])
+      return [{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]]
     }
     case "user":
-      return Effect.succeed([state, [{ _tag: "Message", role: "user", text: contentText(record["message"]) }]])
+      return [state, [{ _tag: "Message", role: "user", text: contentText(record["message"]) }]]
     case "assistant": {
       const text = contentText(record["message"])
-      return Effect.succeed([{ ...state, lastText: text }, [{ _tag: "Message", role: "assistant", text }]])
+      return [{ ...state, lastText: text }, [{ _tag: "Message", role: "assistant", text }]]
     }
     case "thinking": {
       const text = str(record["text"])
-      return Effect.succeed([state, subtype === "delta" && text ? [{ _tag: "ReasoningDelta", text }] : []])
+      return [state, subtype === "delta" && text ? [{ _tag: "ReasoningDelta", text }] : []]
     }
     case "tool_call": {
       const callId = str(record["call_id"]) ?? ""
       const call = toolCallOf(record, context.hostedKey)
       if (call === undefined) {
-        return Effect.succeed([state, [
+        return [state, [
           notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
-        ]])
+        ]]
       }
       if (subtype === "started") {
         // A tool call closes the assistant text before it: it is not the final text.
-        return Effect.succeed([{ ...state, lastText: undefined }, [{
+        return [{ ...state, lastText: undefined }, [{
           _tag: "ToolCall",
           phase: "start",
           callId,
           name: call.name,
           source: call.source,
           input: call.args
-        }]])
+        }]]
       }
       if (subtype === "completed") {
         const [output, isError] = resultOf(call.result)
-        return Effect.succeed([state, [{
+        return [state, [{
           _tag: "ToolCall",
           phase: "end",
           callId,
@@ -184,11 +180,11 @@ export const step = (
           input: call.args,
           output,
           isError
-        }]])
+        }]]
       }
-      return Effect.succeed([state, [
+      return [state, [
         notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
-      ]])
+      ]]
     }
     case "result": {
       const ok = subtype === "success" && record["is_error"] !== true
@@ -206,10 +202,10 @@ export const step = (
         error: ok ? undefined : str(record["error"]) ?? result ?? `the CLI reported ${subtype ?? "an error"}`,
         raw: record
       })
-      return Effect.succeed([{ ...state, done: true }, out])
+      return [{ ...state, done: true }, out]
     }
     default:
-      return Effect.succeed([state, [notice("info", `cursor.${type}`, "an unknown record kind", record)]])
+      return [state, [notice("info", `cursor.${type}`, "an unknown record kind", record)]]
   }
 }
 
@@ -218,7 +214,12 @@ export const parse = (
   lines: Stream.Stream<string>,
   context: Driver.ParseContext
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-  lines.pipe(
-    Stream.mapAccumEffect(initial, (state, line) => step(state, line, context)),
-    Stream.flattenIterables
-  )
+  parseLines(lines, () => {
+    let state = initial
+    return (line) => {
+      const result = step(state, line, context)
+      if (result instanceof Driver.ProtocolError) return result
+      state = result[0]
+      return result[1]
+    }
+  })

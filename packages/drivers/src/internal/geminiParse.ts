@@ -1,8 +1,8 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
-import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import { isBlank, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -85,58 +85,56 @@ export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): Effect.Effect<readonly [State, Array<Driver.Output>], Driver.ProtocolError> => {
-  if (line.trim().length === 0) return Effect.succeed([state, []])
+): readonly [State, Array<Driver.Output>] | Driver.ProtocolError => {
+  if (isBlank(line)) return [state, []]
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return Effect.succeed([state, [notice("warning", "gemini.non_json", line.slice(0, 2048))]])
+    return [state, [notice("warning", "gemini.non_json", line.slice(0, 2048))]]
   }
   if (!isRecord(record) || typeof record["type"] !== "string") {
-    return Effect.succeed([state, [notice("warning", "gemini.unknown", "a JSON line without a record type", record)]])
+    return [state, [notice("warning", "gemini.unknown", "a JSON line without a record type", record)]]
   }
   if (state.done) {
-    return Effect.succeed([state, [
+    return [state, [
       notice("info", `gemini.${record["type"]}`, "a record after the terminal record", record)
-    ]])
+    ]]
   }
   switch (record["type"]) {
     case "init": {
       const sessionId = str(record["session_id"])
       if (sessionId === undefined) {
-        return Effect.fail(new Driver.ProtocolError({ reason: "MalformedOutput", detail: "init without session_id" }))
+        return new Driver.ProtocolError({ reason: "MalformedOutput", detail: "init without session_id" })
       }
       const requested = context.session._tag === "Resume" ? context.session.id : undefined
       if (requested !== undefined && requested !== sessionId) {
-        return Effect.fail(
-          new Driver.ProtocolError({
-            reason: "ResumeRejected",
-            detail: `asked to resume ${requested}, the CLI started ${sessionId}`
-          })
-        )
+        return new Driver.ProtocolError({
+          reason: "ResumeRejected",
+          detail: `asked to resume ${requested}, the CLI started ${sessionId}`
+        })
       }
       const model = str(record["model"])
-      return Effect.succeed([{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]])
+      return [{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]]
     }
     case "message": {
       const content = str(record["content"]) ?? ""
       if (record["role"] === "assistant") {
         if (record["delta"] === true) {
-          return Effect.succeed([
+          return [
             { ...state, segment: state.segment + content },
             content.length > 0 ? [{ _tag: "TextDelta", text: content }] : []
-          ])
+          ]
         }
         const [flushed, out] = flush({ ...state, segment: state.segment + content })
-        return Effect.succeed([flushed, out])
+        return [flushed, out]
       }
       if (record["role"] === "user") {
-        return Effect.succeed([state, [{ _tag: "Message", role: "user", text: content }]])
+        return [state, [{ _tag: "Message", role: "user", text: content }]]
       }
-      return Effect.succeed([state, [
+      return [state, [
         notice("info", "gemini.message", `message with role ${String(record["role"])}`, record)
-      ]])
+      ]]
     }
     case "tool_use": {
       const callId = str(record["tool_id"]) ?? ""
@@ -145,25 +143,25 @@ export const step = (
       const calls = new Map(flushed.calls)
       calls.set(callId, identity)
       out.push({ _tag: "ToolCall", phase: "start", callId, ...identity, input: record["parameters"] })
-      return Effect.succeed([{ ...flushed, calls }, out])
+      return [{ ...flushed, calls }, out]
     }
     case "tool_result": {
       const callId = str(record["tool_id"]) ?? ""
       const identity = state.calls.get(callId) ?? { name: "", source: "builtin" as const }
       const isError = record["status"] !== "success"
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
-      return Effect.succeed([state, [{
+      return [state, [{
         _tag: "ToolCall",
         phase: "end",
         callId,
         ...identity,
         output: record["output"] ?? error,
         isError
-      }]])
+      }]]
     }
     case "error": {
       const severity = record["severity"] === "warning" ? "warning" : "error"
-      return Effect.succeed([state, [notice(severity, "gemini.error", str(record["message"]) ?? "", record)]])
+      return [state, [notice(severity, "gemini.error", str(record["message"]) ?? "", record)]]
     }
     case "result": {
       const [flushed, out] = flush(state)
@@ -181,10 +179,10 @@ export const step = (
         error: ok ? undefined : error ?? `the CLI reported status ${String(record["status"])}`,
         raw: record
       })
-      return Effect.succeed([{ ...flushed, done: true }, out])
+      return [{ ...flushed, done: true }, out]
     }
     default:
-      return Effect.succeed([state, [notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)]])
+      return [state, [notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)]]
   }
 }
 
@@ -193,7 +191,12 @@ export const parse = (
   lines: Stream.Stream<string>,
   context: Driver.ParseContext
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-  lines.pipe(
-    Stream.mapAccumEffect(initial, (state, line) => step(state, line, context)),
-    Stream.flattenIterables
-  )
+  parseLines(lines, () => {
+    let state = initial
+    return (line) => {
+      const result = step(state, line, context)
+      if (result instanceof Driver.ProtocolError) return result
+      state = result[0]
+      return result[1]
+    }
+  })

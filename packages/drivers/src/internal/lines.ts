@@ -1,0 +1,62 @@
+/**
+ * Chunk-wise, synchronous line parsing shared by the drivers' `parse`.
+ *
+ * @internal
+ */
+import type * as Driver from "@tether/core/Driver"
+import * as Channel from "effect/Channel"
+import * as Chunk from "effect/Chunk"
+import * as Stream from "effect/Stream"
+
+/** What a per-line function returns: the outputs of the line, or the protocol error that ends the run. */
+export type LineResult<O> = ReadonlyArray<O> | Driver.ProtocolError
+
+/**
+ * Whether a line is empty or only whitespace: the same answer as `line.trim().length === 0`,
+ * without trimming the usual JSON line (which starts with `{`).
+ *
+ * @internal
+ */
+export const isBlank = (line: string): boolean =>
+  line.length === 0 || (line.charCodeAt(0) !== 123 && line.trim().length === 0)
+
+/**
+ * Maps every line through the run's per-line function, chunk by chunk in a plain loop (no
+ * effect per line). On the first error the outputs of the lines before it are emitted, then the
+ * stream fails with that error: no line after the failing one is given to the per-line function,
+ * and no further chunk is pulled from `lines`.
+ *
+ * `make` is called once per run of the stream; it builds that run's per-line function (which
+ * closes over the run's own mutable state).
+ *
+ * @internal
+ */
+export const parseLines = <O>(
+  lines: Stream.Stream<string>,
+  make: () => (line: string) => LineResult<O>
+): Stream.Stream<O, Driver.ProtocolError> =>
+  Stream.suspend(() => {
+    const onLine = make()
+    const loop: Channel.Channel<Chunk.Chunk<O>, Chunk.Chunk<string>, Driver.ProtocolError, never, void, unknown> =
+      Channel.readWithCause({
+        onInput: (chunk: Chunk.Chunk<string>) => {
+          const out: Array<O> = []
+          const input = Chunk.toReadonlyArray(chunk)
+          for (let n = 0; n < input.length; n++) {
+            const result = onLine(input[n]!)
+            if (!Array.isArray(result)) {
+              // Emit what the lines before it produced, then fail without reading any further.
+              return Channel.zipRight(
+                Channel.write(Chunk.unsafeFromArray(out)),
+                Channel.fail(result as Driver.ProtocolError)
+              )
+            }
+            for (let i = 0; i < result.length; i++) out.push(result[i] as O)
+          }
+          return out.length === 0 ? loop : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), loop)
+        },
+        onFailure: Channel.failCause,
+        onDone: () => Channel.void
+      })
+    return Stream.fromChannel(Channel.pipeTo(Stream.toChannel(lines), loop))
+  })
