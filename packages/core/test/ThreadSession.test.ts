@@ -80,8 +80,7 @@ for (const [name, storeLayer] of Threads.stores) {
           )
           expect(aliveAtNextStart).toBe(false)
           expect((yield* record(yield* agent.thread("k"))).turns).toBe(2)
-        })
-      ))
+        })))
 
     it.live("an agent rebuilt with a new registration resumes the checkpoint", () =>
       withThreads(storeLayer, ({ agent, make, control }) =>

@@ -259,7 +259,9 @@ describe("Codex agent end to end (real CLI)", () => {
       const error = yield* withCodexAgent(
         server,
         (agent) =>
-          Effect.flip(agent.run("hello")).pipe(Effect.map((e) => e as AgentError.RunError | AgentError.AgentClosed | AgentError.InvalidTurn)),
+          Effect.flip(agent.run("hello")).pipe(
+            Effect.map((e) => e as AgentError.RunError | AgentError.AgentClosed | AgentError.InvalidTurn)
+          ),
         { maxReconnects: 0, modelProvider: { id: "fake", baseUrl: "http://127.0.0.1:1/v1" } }
       )
       expect(error._tag).toBe("RunError")
