@@ -119,7 +119,11 @@ const main = Effect.gen(function*() {
   const source = Path.join(base, "profile")
   yield* fs.makeDirectory(source)
   const cli = args.live ? Model.live(args.driver) : { driver: yield* Model.offline(args.driver, script), binary: "" }
-  const profile = args.live ? Profile.cloneNative(clones) : Profile.cloneFrom(source, clones)
+  // The CLI's session files are kept in a store beside the clones (here, in this temp directory).
+  const sessions = Path.join(base, "sessions")
+  const profile = args.live
+    ? Profile.cloneNative(clones, { sessions })
+    : Profile.cloneFrom(source, clones, { sessions })
   View.write(
     args.live
       ? View.yellow(

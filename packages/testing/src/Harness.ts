@@ -96,7 +96,9 @@ export const sandbox: Effect.Effect<Sandbox, never, Scope.Scope> = Effect.acquir
     await Fs.mkdir(workspace)
     await Fs.writeFile(NodePath.join(source, "settings.json"), "{\"theme\":\"dark\"}\n", { mode: 0o600 })
     await Fs.writeFile(NodePath.join(source, "auth.json"), "{\"token\":\"source-secret\"}\n", { mode: 0o600 })
-    return { base, source, root, workspace, selection: Profile.cloneFrom(source, root) }
+    // The session store lives in the sandbox too, so nothing outlives it.
+    const sessions = NodePath.join(base, "sessions")
+    return { base, source, root, workspace, selection: Profile.cloneFrom(source, root, { sessions }) }
   }),
   (sandbox) => Effect.promise(() => Fs.rm(sandbox.base, { recursive: true, force: true }))
 )
