@@ -167,7 +167,7 @@ describe("Cursor hermetic restart (fake agent, threads)", () => {
       const first = yield* Effect.flatMap(agent1.thread("k"), (thread) => thread.run(`One.\n${lookup}`))
       // Agent 1's CLI exits after its result; its session reaches the store then, before any close.
       const saved = () =>
-        (Fs.readdirSync(Profile.defaultSessionsRoot(), { recursive: true }) as Array<string>)
+        (Fs.readdirSync(Path.join(sandbox.base, "sessions"), { recursive: true }) as Array<string>)
           .some((entry) => entry.includes(first.session!))
       yield* Effect.repeat(Effect.sync(saved), {
         until: (done) => done,
