@@ -2,7 +2,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -52,9 +52,6 @@ const textOfContent = (content: unknown): string => {
   if (typeof content === "string") return content
   return blocks(content).map((b) => str(b["text"]) ?? "").join("")
 }
-
-const notice = (level: "info" | "warning" | "error", kind: string, message: string, raw?: unknown): Output =>
-  raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
 
 const onSystem = (
   record: Json,

@@ -6,7 +6,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -23,9 +23,6 @@ interface State {
   /** Item ids whose `ToolCall` start was already emitted. */
   readonly started: Set<string>
 }
-
-const notice = (level: "info" | "warning" | "error", kind: string, message: string, raw?: unknown): Output =>
-  raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
 
 /** @internal */
 export const usageOf = (usage: unknown): Usage | undefined => {

@@ -2,7 +2,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Source = "host" | "mcp" | "builtin"
@@ -91,13 +91,6 @@ const usageOf = (usage: unknown): Usage | undefined => {
     ...(cachedInputTokens !== undefined ? { cachedInputTokens } : {})
   })
 }
-
-const notice = (
-  level: "info" | "warning" | "error",
-  kind: string,
-  message: string,
-  raw?: unknown
-): Driver.Output => ({ _tag: "Notice", level, kind, message, ...(raw !== undefined ? { raw } : {}) })
 
 /** One stdout line → outputs. @internal */
 export const step = (

@@ -2,7 +2,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -72,13 +72,6 @@ const modelOfStats = (stats: unknown): string | undefined => {
   const names = Object.keys(stats["models"])
   return names.length === 1 ? names[0] : undefined
 }
-
-const notice = (
-  level: "info" | "warning" | "error",
-  kind: string,
-  message: string,
-  raw?: unknown
-): Driver.Output => ({ _tag: "Notice", level, kind, message, ...(raw !== undefined ? { raw } : {}) })
 
 /** One stdout line → outputs; fails only on a protocol violation. @internal */
 export const step = (

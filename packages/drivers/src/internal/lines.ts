@@ -60,3 +60,12 @@ export const parseLines = <O>(
       })
     return Stream.fromChannel(Channel.pipeTo(Stream.toChannel(lines), loop))
   })
+
+/** A `Notice` output (`raw` only when given). @internal */
+export const notice = (
+  level: "info" | "warning" | "error",
+  kind: string,
+  message: string,
+  raw?: unknown
+): Driver.Output =>
+  raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
