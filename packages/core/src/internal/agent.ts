@@ -32,6 +32,7 @@ import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
 import * as Definition from "./definition.js"
 import * as Emitter from "./emitter.js"
+import * as Hosts from "./hosts.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
 import * as Thread from "./thread.js"
@@ -98,8 +99,11 @@ export const make = (
     // A copy: replacing a function on the caller's driver object later changes nothing here.
     const driver = Object.freeze({ ...options.driver })
     if (!orphansReaped) {
+      // What a SIGKILLed host left: its processes first (they may still write), then its clones
+      // in every root it recorded.
       orphansReaped = true
       yield* Process.reapOrphans
+      yield* Hosts.reclaimDeadHosts
     }
     // The view is frozen deep by the validation; the catalog is frozen by the tool package.
     const definition: Agent.FrozenDefinition = Object.freeze({ ...validated.view, catalog: executor.catalog })
@@ -113,6 +117,9 @@ export const make = (
     }
 
     const gateway = yield* Gateway.Gateway
+    const path = yield* Path.Path
+    // Recorded before the clone exists: a host killed from here on leaves nothing unfound.
+    yield* Hosts.recordRoot(path.resolve(options.profile?.root ?? Profile.defaultRoot()))
     // The registration, the clone and the runs live in scopes of their own, closed only by the
     // ordered close (steps 4, 6, 7): a close whose deadline expires leaves them open (pending),
     // and leaving the agent's scope then never waits on a run that does not drain.
