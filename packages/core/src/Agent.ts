@@ -81,8 +81,12 @@ export const markerVariable: string = internalProcess.markerVariable
 
 /**
  * SIGKILLs the processes left by a host that died without closing its agents (found by the
- * marker every provider process carries; the marker names its host's pid). Runs once per host
- * process at the first `make`; hosts may also run it at start. Returns the pids signalled.
+ * marker every provider process carries; the marker names its host by pid and process start
+ * time, so a pid reused by another process does not hide them). Runs once per host process at
+ * the first `make`, which then also removes the clones such hosts left, in every clone root they
+ * recorded in the per-user state directory (`$XDG_STATE_HOME/tether`, else
+ * `~/.local/state/tether`). Linux `/proc` only: elsewhere nothing is found. Returns the pids
+ * signalled.
  *
  * @since 0.1.0
  * @category lifecycle
@@ -174,12 +178,18 @@ export interface Options<Tools extends Toolkit.Any> {
     readonly maxRawBytes?: number
   }
   readonly processes?: {
-    /** How long a process may take to exit on its own after its terminal record (default 5 s). */
+    /**
+     * How long a process may take to exit on its own after its terminal record (default 5 s),
+     * also at close: such a process is signalled only once this grace has passed.
+     */
     readonly exitGrace?: Duration.DurationInput
     /** SIGTERM → SIGKILL grace of the process group (default 2 s). */
     readonly killGrace?: Duration.DurationInput
   }
-  /** Deadline of the close run by the scope's finalizer and of `close()` (default 30 s). */
+  /**
+   * Deadline of the close run by the scope's finalizer and of `close()` (default 30 s). Leaving
+   * the scope never takes longer; what the deadline cut stays pending (see `Agent.close`).
+   */
   readonly closeTimeout?: Duration.DurationInput
   readonly threads?: {
     /**
@@ -228,8 +238,10 @@ export interface CloseOptions {
  *   last (it carries the `Result`); fails with `RunError` (after `RunFinished`) or, before
  *   admission, `AgentClosed`. A consumer that stops early cancels the run.
  * - `run(turn)`: `stream` drained; returns the `RunFinished` result.
- * - `close(options?)`: the ordered close of DESIGN §6; idempotent and safe to call concurrently;
- *   fails with `CloseTimeout` when its deadline expires, and a later call continues.
+ * - `close(options?)`: the ordered close of DESIGN §6; idempotent and safe to call concurrently
+ *   (also from inside a stream consumer); fails with `CloseTimeout` when its deadline expires,
+ *   naming the steps left pending (the clone is not removed and the token not revoked while a
+ *   run is undrained), and a later call continues from there.
  *
  * @since 0.1.0
  * @category models
@@ -237,7 +249,7 @@ export interface CloseOptions {
 export interface Agent {
   /** Random per agent instance. */
   readonly id: string
-  /** The value of `markerVariable` in every process of this agent (`<host pid>-<id>`). */
+  /** The value of `markerVariable` in every process of this agent (`<host pid>-<host start time>-<id>`). */
   readonly marker: string
   readonly provider: string
   readonly identity: Identity | undefined

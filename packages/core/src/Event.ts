@@ -176,7 +176,10 @@ export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished"
   ...base,
   outcome: Schema.Literal("success", "failure", "canceled"),
   durationMs: Schema.Number,
-  /** The `RunError` reason when the outcome is not `success`. */
+  /**
+   * The `RunError` reason when the outcome is not `success`; `Defect` when the run died of a bug
+   * (in a driver or in core): the stream then dies with that defect, not with a `RunError`.
+   */
   reason: Schema.optional(Schema.String),
   /** The run's result: complete on `success`, partial otherwise (the same as the `RunError`'s). */
   result: Result

@@ -10,8 +10,6 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as ChildProcess from "node:child_process"
-import * as Fs from "node:fs"
 
 const withSandbox = <A, E>(
   body: (sandbox: Harness.Sandbox) => Effect.Effect<A, E, Agent.Requirements>
@@ -210,30 +208,4 @@ describe("close", () => {
         yield* agent.close()
       })
     ))
-})
-
-describe("leftovers of a dead host", () => {
-  const spawnMarked = (marker: string) =>
-    Effect.sync(() =>
-      ChildProcess.spawn("sleep", ["600"], {
-        detached: true,
-        stdio: "ignore",
-        env: { PATH: process.env["PATH"], [Agent.markerVariable]: marker }
-      })
-    )
-  it.live("reapOrphans kills processes whose host is dead and leaves live hosts' processes alone", () =>
-    Effect.gen(function*() {
-      // A pid above pid_max never names a live process.
-      const deadHost = Number(Fs.readFileSync("/proc/sys/kernel/pid_max", "utf8")) + 1
-      const orphan = yield* spawnMarked(`${deadHost}-orphan`)
-      const owned = yield* spawnMarked(`${process.pid}-owned`)
-      yield* Effect.addFinalizer(() => Effect.sync(() => owned.kill("SIGKILL")))
-      yield* Effect.sleep("100 millis")
-      const reaped = yield* Agent.reapOrphans
-      expect(reaped).toContain(orphan.pid)
-      expect(reaped).not.toContain(owned.pid)
-      yield* Effect.sleep("100 millis")
-      expect(yield* Harness.isAlive(orphan.pid!)).toBe(false)
-      expect(yield* Harness.isAlive(owned.pid!)).toBe(true)
-    }).pipe(Effect.scoped))
 })

@@ -2,14 +2,16 @@
  * The Codex driver (`@openai/codex`, verified with 0.171.0).
  *
  * Each turn runs `codex exec --json --skip-git-repo-check [--model m] [--config sandbox_mode=…]
- * -- <prompt>` (`exec resume … -- <thread> <prompt>` to resume, `exec fork … -- <thread> <prompt>`
+ * --config mcp_servers.<key>.enabled_tools=[…] -- <prompt>` (`exec resume … -- <thread> <prompt>` to resume, `exec fork … -- <thread> <prompt>`
  * to fork) with stdin closed, so Codex never appends anything of stdin to the prompt. The
  * execution clone is `CODEX_HOME`; `HOME` and `TMPDIR` are the layout's `home` and `tmp`
  * siblings (outside the clone, as Codex requires). The clone's `config.toml` is the user's
- * copied settings merged with the turn's declarations (written with smol-toml): the hosted
- * tools as `[mcp_servers.<key>]` with `url`, `bearer_token_env_var` (the variable's name, never
- * the token), `default_tools_approval_mode = "approve"`, `required = true` (a hosted-tools
- * server that fails to start fails the run) and `enabled_tools` (the turn's effective tools);
+ * copied settings merged with the agent's declarations (written with smol-toml), the same for
+ * every run of the agent: the hosted tools as `[mcp_servers.<key>]` with `url`,
+ * `bearer_token_env_var` (the variable's name, never the token),
+ * `default_tools_approval_mode = "approve"` and `required = true` (a hosted-tools server that
+ * fails to start fails the run); the turn's effective tools (`enabled_tools`) are given on the
+ * run's own command line, so concurrent runs never share them through the file;
  * the agent's instructions as `developer_instructions`; the definition's MCP sources (stdio and
  * streamable HTTP, their tools approved as well, a bearer token only by variable name); the
  * configured model provider.
@@ -106,7 +108,7 @@ export interface Config {
 /**
  * What the driver can honour: resume and fork, stdio and streamable-HTTP MCP sources,
  * instructions, the three sandbox levels (`read-only`, `workspace-write`,
- * `danger-full-access`) and a per-turn tool allow-list (`enabled_tools`).
+ * `danger-full-access`) and a per-turn tool allow-list (`enabled_tools`, per run).
  *
  * @since 0.1.0
  * @category constants

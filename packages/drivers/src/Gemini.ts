@@ -6,9 +6,13 @@
  * closed; the headless mode appends stdin to the empty `-p` prompt. `GEMINI_CLI_HOME` is the
  * execution clone: the driver rewrites `<clone>/.gemini/settings.json` as the user's copied
  * settings with its own keys merged over them (`security.auth.selectedType`, telemetry and
- * update checks off, the MCP servers), declares the hosted tools as an `httpUrl` server whose
- * `Authorization` header references the token variable (`Bearer ${VAR}`, never the token), with
- * `trust: true` (only this server) and `includeTools` = the turn's allowed tools. Instructions are
+ * update checks off, the MCP servers), the same for every run of the agent: it declares the hosted
+ * tools as an `httpUrl` server whose `Authorization` header references the token variable
+ * (`Bearer ${VAR}`, never the token), with `trust: true` (only this server). The turn's allow-list
+ * is per run: a policy file named by its content (`<clone>/.gemini/tether-tools-<digest>.toml`,
+ * every hosted tool denied but the turn's) passed with `--policy` (with the user's own policy
+ * paths again, which `--policy` replaces), so concurrent runs with other tool sets never read each
+ * other's allow-list. Instructions are
  * written to `<clone>/.gemini/tether-instructions.md`, which `context.fileName` names, so the CLI
  * loads it as global context into the request's `systemInstruction`.
  *
@@ -61,7 +65,7 @@ export interface Config {
 
 /**
  * What the driver can honour: resume (`--resume <uuid>`), no fork, MCP sources over stdio,
- * HTTP and SSE, appended instructions, per-turn tool allow-list (`includeTools`), no sandbox
+ * HTTP and SSE, appended instructions, per-turn tool allow-list (a `--policy` file), no sandbox
  * level (its approval modes are not a filesystem sandbox), no structured output.
  *
  * @since 0.1.0
@@ -74,7 +78,7 @@ export const capabilities: Driver.Capabilities = internal.capabilities
  * directory: everything lives in `<dir>/.gemini/`), natively `$HOME`. Settings
  * (`settings.json`, which also holds `mcpServers`, `GEMINI.md`, commands, policies,
  * `trustedFolders.json`), skills (`skills/`), authentication (OAuth and account files); the
- * driver reserves `.gemini/tether-instructions.md`. Siblings: `home` (`HOME`) and `tmp` (`TMPDIR`).
+ * driver reserves `.gemini/tether-instructions.md` and `.gemini/tether-tools-*.toml`. Siblings: `home` (`HOME`) and `tmp` (`TMPDIR`).
  *
  * @since 0.1.0
  * @category constants

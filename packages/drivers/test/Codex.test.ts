@@ -62,7 +62,15 @@ describe("Codex.driver prepare", () => {
           request(root, { prompt: "--help me; $(rm -rf /)" })
         )
         expect(invocation.command).toBe("/opt/codex")
-        expect(invocation.args).toEqual(["exec", "--json", "--skip-git-repo-check", "--", "--help me; $(rm -rf /)"])
+        expect(invocation.args).toEqual([
+          "exec",
+          "--json",
+          "--skip-git-repo-check",
+          "--config",
+          `mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`,
+          "--",
+          "--help me; $(rm -rf /)"
+        ])
         expect(invocation.stdin).toBeUndefined()
         expect(invocation.cwd).toBe(Path.join(root, "work"))
       })
@@ -86,6 +94,8 @@ describe("Codex.driver prepare", () => {
             "gpt-turn",
             "--config",
             `sandbox_mode="${mode}"`,
+            "--config",
+            `mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`,
             "--",
             "hello"
           ])
@@ -98,6 +108,8 @@ describe("Codex.driver prepare", () => {
           "--skip-git-repo-check",
           "--model",
           "gpt-default",
+          "--config",
+          `mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`,
           "--",
           "thread-1",
           "hello"
@@ -137,7 +149,7 @@ describe("Codex.driver prepare", () => {
       })
     ))
 
-  it.effect("config.toml declares the hosted tools by variable name, approval, required, the turn's tools", () =>
+  it.effect("config.toml declares the hosted tools by variable name, approval, required; never a turn's tools", () =>
     withRoot((root) =>
       Effect.gen(function*() {
         const invocation = yield* Codex.driver({
@@ -172,11 +184,12 @@ describe("Codex.driver prepare", () => {
               url: "http://127.0.0.1:4555/mcp",
               bearer_token_env_var: tokenVariable,
               default_tools_approval_mode: "approve",
-              required: true,
-              enabled_tools: ["close_issue", "lookup_issue"]
+              required: true
             }
           }
         })
+        // The turn's allow-list is an argument of this run only.
+        expect(invocation.args).toContain(`mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`)
         expect(fileOf(invocation, "config.toml")!.mode).toBe(0o600)
         for (const file of invocation.files) expect(file.content).not.toContain("tok\n")
       })
@@ -237,8 +250,9 @@ describe("Codex.driver prepare", () => {
         expect(again["developer_instructions"]).toBe("Be terse.\n\nYou triage issues.")
         expect(again["mcp_servers"]).toEqual({
           docs: { command: "docs-mcp" },
-          tether: expect.objectContaining({ url: "http://127.0.0.1:4777/mcp", enabled_tools: ["lookup_issue"] })
+          tether: expect.objectContaining({ url: "http://127.0.0.1:4777/mcp" })
         })
+        expect(second.args).toContain(`mcp_servers.tether.enabled_tools=["lookup_issue"]`)
       })
     ))
 

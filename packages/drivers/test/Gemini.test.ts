@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
 import * as Path from "node:path"
+import * as Toml from "smol-toml"
 
 const tokenVariable = "TETHER_TOKEN_A1B2C3D4E5F60708"
 
@@ -56,6 +57,26 @@ const settingsOf = (inv: Driver.Invocation) =>
     readonly [key: string]: any
   }
 
+/** The run's policy file: the allow-list of its hosted tool set. */
+const policyFile = (inv: Driver.Invocation) =>
+  inv.files.find((f) => /^\.gemini\/tether-tools-[0-9a-f]{16}\.toml$/.test(f.path))!
+
+const policyOf = (inv: Driver.Invocation) => Toml.parse(policyFile(inv).content)
+
+const denyHosted = { mcpName: "tether", toolName: "*", decision: "deny", priority: 210 }
+const allowHosted = (tools: ReadonlyArray<string>) => ({
+  mcpName: "tether",
+  toolName: tools,
+  decision: "allow",
+  priority: 220
+})
+
+const hosted = {
+  httpUrl: "http://127.0.0.1:4567/mcp",
+  headers: { Authorization: `Bearer \${${tokenVariable}}` },
+  trust: true
+}
+
 const run = <A, E>(effect: Effect.Effect<A, E, any>) =>
   effect.pipe(Effect.scoped, Effect.provide(NodeContext.layer)) as Effect.Effect<A, E>
 
@@ -74,7 +95,9 @@ describe("Gemini.driver prepare", () => {
         "gemini-2.5-flash",
         "--session-id",
         "11111111-1111-4111-8111-111111111111",
-        "--skip-trust"
+        "--skip-trust",
+        "--policy",
+        Path.join(dir, policyFile(inv).path)
       ])
       expect(inv.stdin).toBe(request(dir).prompt)
       expect(inv.cwd).toBe("/srv/repo")
@@ -92,7 +115,9 @@ describe("Gemini.driver prepare", () => {
         "--resume",
         "22222222-1111-4111-8111-111111111111",
         "--approval-mode",
-        "yolo"
+        "yolo",
+        "--policy",
+        Path.join(dir, policyFile(resumed).path)
       ])
     })))
 
@@ -147,15 +172,10 @@ describe("Gemini.driver prepare", () => {
       expect(settings["privacy"]).toEqual({ usageStatisticsEnabled: false })
       expect(settings["general"]).toEqual({ enableAutoUpdate: false, enableAutoUpdateNotification: false })
       expect(settings["context"]).toEqual({ fileName: ["AGENTS.md", "tether-instructions.md"] })
-      expect(settings["mcpServers"]).toEqual({
-        mine: { command: "/bin/my-mcp", trust: false },
-        tether: {
-          httpUrl: "http://127.0.0.1:4567/mcp",
-          headers: { Authorization: `Bearer \${${tokenVariable}}` },
-          trust: true,
-          includeTools: ["close_issue", "lookup_issue"]
-        }
-      })
+      expect(settings["mcpServers"]).toEqual({ mine: { command: "/bin/my-mcp", trust: false }, tether: hosted })
+      // The turn's allow-list is the run's policy file: every hosted tool denied but the turn's.
+      expect(policyOf(inv)).toEqual({ rule: [denyHosted, allowHosted(["close_issue", "lookup_issue"])] })
+      expect(policyFile(inv).mode).toBe(0o600)
       const forced = settingsOf(yield* prepare({ binary: "gemini", authType: "gemini-api-key" }, request(dir)))
       expect(forced["security"]["auth"]).toEqual({ selectedType: "gemini-api-key" })
     })))
@@ -169,11 +189,12 @@ describe("Gemini.driver prepare", () => {
       expect(settings["context"]).toEqual({ fileName: ["GEMINI.md", "tether-instructions.md"] })
       expect(inv.files.map((f) => [f.path, f.mode])).toEqual([
         [Gemini.settingsFile, 0o600],
+        [policyFile(inv).path, 0o600],
         [Gemini.instructionsFile, 0o600]
       ])
       expect(inv.files.find((f) => f.path === Gemini.instructionsFile)?.content).toBe("You triage issues.")
       const bare = yield* prepare({ binary: "gemini" }, request(dir, { instructions: "" }))
-      expect(bare.files.map((f) => f.path)).toEqual([Gemini.settingsFile])
+      expect(bare.files.map((f) => f.path)).toEqual([Gemini.settingsFile, policyFile(bare).path])
       expect(settingsOf(bare)["context"]).toBeUndefined()
     })))
 
@@ -224,14 +245,15 @@ describe("Gemini.driver prepare", () => {
       expect(inv.env["ISSUES_TOKEN"]).toBe("issues-secret")
     })))
 
-  it.effect("with no tool allowed the hosted server is not declared (an empty includeTools means all)", () =>
+  it.effect("with no tool allowed every hosted tool is denied", () =>
     run(Effect.gen(function*() {
       const dir = yield* clone()
       const inv = yield* prepare({ binary: "gemini" }, request(dir, { hosted: { ...request(dir).hosted, tools: [] } }))
-      expect(settingsOf(inv)["mcpServers"]).toEqual({})
+      expect(settingsOf(inv)["mcpServers"]).toEqual({ tether: hosted })
+      expect(policyOf(inv)).toEqual({ rule: [denyHosted] })
     })))
 
-  it.effect("a later turn on the same clone re-renders its own entry; a user's entry at the hosted key is refused", () =>
+  it.effect("turns share settings.json unchanged; each tool set has its own policy file; a user's hosted key is refused", () =>
     run(Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const dir = yield* clone()
@@ -242,8 +264,14 @@ describe("Gemini.driver prepare", () => {
         { binary: "gemini" },
         request(dir, { hosted: { ...request(dir).hosted, tools: ["lookup_issue"] } })
       )
-      expect(settingsOf(second)["mcpServers"]["tether"]["includeTools"]).toEqual(["lookup_issue"])
-      expect(settingsOf(second)["context"]).toEqual({ fileName: ["GEMINI.md", "tether-instructions.md"] })
+      // Nothing of a turn is in the file every run of the agent reads.
+      expect(second.files.find((f) => f.path === Gemini.settingsFile)).toEqual(written)
+      expect(policyOf(second)).toEqual({ rule: [denyHosted, allowHosted(["lookup_issue"])] })
+      expect(policyFile(second).path).not.toBe(policyFile(first).path)
+      expect(second.args.slice(-2)).toEqual(["--policy", Path.join(dir, policyFile(second).path)])
+      // The same tool set again: the same file, the same content.
+      const third = yield* prepare({ binary: "gemini" }, request(dir))
+      expect(policyFile(third)).toEqual(policyFile(first))
 
       const stale = yield* clone({
         mcpServers: {
@@ -255,8 +283,8 @@ describe("Gemini.driver prepare", () => {
           }
         }
       })
-      const replaced = settingsOf(yield* prepare({ binary: "gemini" }, request(stale)))
-      expect(replaced["mcpServers"]["tether"]["httpUrl"]).toBe("http://127.0.0.1:4567/mcp")
+      const replaced = yield* prepare({ binary: "gemini" }, request(stale))
+      expect(settingsOf(replaced)["mcpServers"]).toEqual({ tether: hosted })
 
       const taken = yield* clone({ mcpServers: { tether: { httpUrl: "http://example.invalid/mcp" } } })
       const refused = yield* Effect.either(prepare({ binary: "gemini" }, request(taken)))
@@ -269,6 +297,22 @@ describe("Gemini.driver prepare", () => {
         })
       ))
       expect(Either.isLeft(clash) && clash.left.detail).toContain(`"issues"`)
+    })))
+
+  it.effect("--policy replaces the user's policy paths, so they are passed again", () =>
+    run(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* clone()
+      const own = (inv: Driver.Invocation) =>
+        inv.args.slice(inv.args.indexOf("--policy")).filter((a) => a !== "--policy")
+      const none = yield* prepare({ binary: "gemini" }, request(dir))
+      expect(own(none)).toEqual([Path.join(dir, policyFile(none).path)])
+      yield* fs.makeDirectory(Path.join(dir, ".gemini", "policies"))
+      const withDir = yield* prepare({ binary: "gemini" }, request(dir))
+      expect(own(withDir)).toEqual([Path.join(dir, policyFile(withDir).path), Path.join(dir, ".gemini", "policies")])
+      const configured = yield* clone({ policyPaths: ["/etc/team-policies", "~/more.toml"] })
+      const named = yield* prepare({ binary: "gemini" }, request(configured))
+      expect(own(named)).toEqual([Path.join(configured, policyFile(named).path), "/etc/team-policies", "~/more.toml"])
     })))
 
   it.effect("refuses fork, sandbox levels, invalid settings and a clone without siblings", () =>
@@ -302,11 +346,11 @@ describe("Gemini.driver classifyExit and layout", () => {
     expect(classify({ exitCode: 144, stderr: "other", terminal: undefined, session: resume })).toBeUndefined()
   })
 
-  it("the layout selects GEMINI_CLI_HOME, reserves the instructions file and wants home and tmp", () => {
+  it("the layout selects GEMINI_CLI_HOME, reserves its own files and wants home and tmp", () => {
     expect(Gemini.layout.selectorEnv).toEqual(["GEMINI_CLI_HOME"])
     expect(Gemini.layout.nativeDefault({ HOME: "/home/u" })).toBe("/home/u")
     expect(Gemini.layout.nativeDefault({ HOME: "/home/u", GEMINI_CLI_HOME: "/g" })).toBe("/g")
-    expect(Gemini.layout.reserved).toEqual([Gemini.instructionsFile])
+    expect(Gemini.layout.reserved).toEqual([Gemini.instructionsFile, ".gemini/tether-tools-*.toml"])
     expect(Gemini.layout.classes.settings).toContain(Gemini.settingsFile)
     expect(Gemini.layout.siblings).toEqual(["home", "tmp"])
   })

@@ -13,7 +13,6 @@ import type * as Catalog from "@tether/tool/Catalog"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
@@ -33,6 +32,7 @@ import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
 import * as Definition from "./definition.js"
 import * as Emitter from "./emitter.js"
+import * as Hosts from "./hosts.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
 import * as Thread from "./thread.js"
@@ -99,8 +99,11 @@ export const make = (
     // A copy: replacing a function on the caller's driver object later changes nothing here.
     const driver = Object.freeze({ ...options.driver })
     if (!orphansReaped) {
+      // What a SIGKILLed host left: its processes first (they may still write), then its clones
+      // in every root it recorded.
       orphansReaped = true
       yield* Process.reapOrphans
+      yield* Hosts.reclaimDeadHosts
     }
     // The view is frozen deep by the validation; the catalog is frozen by the tool package.
     const definition: Agent.FrozenDefinition = Object.freeze({ ...validated.view, catalog: executor.catalog })
@@ -113,12 +116,22 @@ export const make = (
       return yield* configError("InvalidOptions", "workspace is not a directory")
     }
 
-    const scope = yield* Effect.scope
     const gateway = yield* Gateway.Gateway
-    // Acquisition order gives the release order: clone before registration (steps 6, 7).
-    const registrationScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-    const cloneScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+    const path = yield* Path.Path
+    // Recorded before the clone exists: a host killed from here on leaves nothing unfound.
+    yield* Hosts.recordRoot(path.resolve(options.profile?.root ?? Profile.defaultRoot()))
+    // The registration, the clone and the runs live in scopes of their own, closed only by the
+    // ordered close (steps 4, 6, 7): a close whose deadline expires leaves them open (pending),
+    // and leaving the agent's scope then never waits on a run that does not drain.
+    const registrationScope = yield* Scope.make()
+    const cloneScope = yield* Scope.make()
+    const workScope = yield* Scope.make()
     const abort = Effect.zipRight(Scope.close(cloneScope, Exit.void), Scope.close(registrationScope, Exit.void))
+    // Until the close exists (construction failed or was interrupted), leaving the scope aborts.
+    let constructed = false
+    yield* Effect.addFinalizer(() =>
+      constructed ? Effect.void : Effect.zipRight(Scope.close(workScope, Exit.void), abort)
+    )
     const registration = yield* gateway.register(executor).pipe(
       Scope.extend(registrationScope),
       Effect.mapError((error) => configError("Registration", error.message, error)),
@@ -162,20 +175,22 @@ export const make = (
     const agentClosed = yield* Deferred.make<void>()
     const exiting = new Map<string, Deferred.Deferred<void>>()
 
-    // A driver prepares the same files for every run of the agent (the hosted-tools declaration
-    // only changes with the registration): write them when they change, not once per run.
+    // A driver prepares the same files for every run of the agent (per-turn state goes in its
+    // arguments and environment, never in a file another run's CLI may be reading): write each
+    // file only when its content changes.
     const materializeLock = yield* Effect.makeSemaphore(1)
-    let materialized: string | undefined
+    const materialized = new Map<string, string>()
     const materialize = (files: ReadonlyArray<Driver.MaterializedFile>) =>
       materializeLock.withPermits(1)(Effect.suspend(() => {
-        const key = JSON.stringify(files)
-        return key === materialized
-          ? Effect.void
-          : Effect.tap(profile.materialize(files), () => Effect.sync(() => (materialized = key)))
+        const changed = files.filter((file) => materialized.get(file.path) !== `${file.mode ?? ""}:${file.content}`)
+        return changed.length === 0 ? Effect.void : Effect.tap(profile.materialize(changed), () =>
+          Effect.sync(() => {
+            for (const file of changed) materialized.set(file.path, `${file.mode ?? ""}:${file.content}`)
+          }))
       }))
     const services = yield* Effect.context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>()
-    const runs = yield* FiberSet.make<Result, RunError>()
-    const reapers = yield* FiberSet.make<void, never>()
+    const runs = yield* FiberSet.make<Result, RunError>().pipe(Scope.extend(workScope))
+    const reapers = yield* FiberSet.make<void, never>().pipe(Scope.extend(workScope))
     const processes = new Set<Process.Running>()
     const killGrace = Duration.decode(options.processes?.killGrace ?? "2 seconds")
     const context: Run.Context = {
@@ -218,20 +233,27 @@ export const make = (
     let fenced = false
     const closed = new AgentClosed({ agent: id })
 
-    // Step 1, the admission fence, is taken by every close call before the bounded steps, so
-    // even a close with a zero deadline fences admission.
-    const fence = admission.withPermits(1)(Effect.sync(() => (fenced = true)))
+    // Steps 1 and 2, the admission fence and the cancellation of the admitted runs, are taken by
+    // every close call before the bounded steps: they are immediate, so even a close with a zero
+    // deadline refuses new runs and interrupts the running ones (each run then stops its own
+    // process, with escalation).
+    // (A closed FiberSet cannot be iterated on Effect 3.22: once drained, there is nothing to cancel.)
+    let drained = false
+    const fence = admission.withPermits(1)(Effect.sync(() => (fenced = true))).pipe(
+      Effect.zipRight(Effect.suspend(() =>
+        drained ? Effect.void : Effect.forEach(runs, (fiber) => Fiber.interruptFork(fiber), { discard: true })
+      ))
+    )
+    const removeClones = yield* Close.once(Scope.close(cloneScope, Exit.void))
+    const revokeRegistration = yield* Close.once(Scope.close(registrationScope, Exit.void))
     const closer = yield* Close.make(id, [
       {
-        name: "cancel-runs",
-        bound: "1 second",
-        run: Effect.forEach(runs, (fiber) => Fiber.interruptFork(fiber), { discard: true })
-      },
-      {
+        // CLIs that already delivered their terminal record are not signalled here: their reaper
+        // gives them their exit grace first (drained in the next step).
         name: "close-processes",
-        bound: Duration.sum(Duration.times(killGrace, 2), "1 second"),
         run: Effect.suspend(() =>
-          Effect.forEach(Array.from(processes), (running) => running.terminate(killGrace), {
+          Effect.forEach(Array.from(processes), (running) =>
+            running.terminate(killGrace), {
             concurrency: "unbounded",
             discard: true
           })
@@ -239,12 +261,15 @@ export const make = (
       },
       {
         name: "drain-runs",
-        bound: Duration.sum(Duration.times(killGrace, 3), "2 seconds"),
-        run: Effect.zipRight(FiberSet.awaitEmpty(runs), FiberSet.awaitEmpty(reapers))
+        run: FiberSet.awaitEmpty(runs).pipe(
+          Effect.zipRight(FiberSet.awaitEmpty(reapers)),
+          Effect.zipRight(Effect.sync(() => (drained = true))),
+          Effect.zipRight(Scope.close(workScope, Exit.void))
+        )
       },
-      { name: "reap-leftovers", bound: "5 seconds", run: Effect.asVoid(Process.reapMarked(marker)) },
-      { name: "remove-clones", bound: "10 seconds", run: Scope.close(cloneScope, Exit.void) },
-      { name: "revoke-registration", bound: "10 seconds", run: Scope.close(registrationScope, Exit.void) }
+      { name: "reap-leftovers", run: Effect.asVoid(Process.reapMarked(marker)) },
+      { name: "remove-clones", run: removeClones },
+      { name: "revoke-registration", run: revokeRegistration }
     ])
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
     // Threads' event streams end after the runs were canceled (their RunFinished(canceled) included).
@@ -255,6 +280,7 @@ export const make = (
         Effect.catchAll((error) => Effect.logWarning(error.message))
       )
     )
+    constructed = true
 
     // Read once: a later change to the caller's options object never reaches the agent.
     const defaultModel = options.model

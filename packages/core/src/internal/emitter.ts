@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import type * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -54,6 +55,8 @@ export interface Emitter {
   /** Publishes the events in order (backpressure on critical events). */
   readonly emit: (pending: ReadonlyArray<Pending>) => Effect.Effect<void>
   readonly end: (error: RunError | undefined) => Effect.Effect<void>
+  /** Ends the stream with a defect (a bug), kept whole. */
+  readonly failCause: (cause: Cause.Cause<never>) => Effect.Effect<void>
 }
 
 /**
@@ -120,5 +123,6 @@ export const make = (
     })
   const end = (error: RunError | undefined) =>
     Effect.asVoid(queue.offer(error === undefined ? Take.end : Take.fail(error)))
-  return { emit, end }
+  const failCause = (cause: Cause.Cause<never>) => Effect.asVoid(queue.offer(Take.failCause(cause)))
+  return { emit, end, failCause }
 }

@@ -257,31 +257,29 @@ export const spawn = (
         onSome: (done) => Effect.map(done, Option.some)
       }))
     )
-    // Waiting is a polling loop on purpose: this runs inside finalizers of interrupted fibers,
-    // where a timeout (which works by interruption) cannot cut an uninterruptible wait, and an
-    // interruptible region would be cut at once by the pending interruption.
-    const waitUntil = (done: () => boolean, millis: number): Effect.Effect<boolean> =>
-      Effect.suspend(() => {
-        const until = Date.now() + millis
-        const loop: Effect.Effect<boolean> = Effect.suspend(() =>
-          done() ? Effect.succeed(true) : Date.now() >= until ? Effect.succeed(false) : Effect.zipRight(
-            Effect.sleep("10 millis"),
-            loop
-          )
-        )
-        return loop
-      })
-    const leaderExited = () => hasExited
+    // Bounded waits on the Clock: interruptible, so the timeout also works inside a finalizer,
+    // and a caller that is interrupted (a close past its deadline) stops waiting at once.
+    const bounded = (wait: Effect.Effect<void>, millis: number): Effect.Effect<boolean> =>
+      wait.pipe(
+        Effect.interruptible,
+        Effect.timeout(Duration.millis(millis)),
+        Effect.match({ onFailure: () => false, onSuccess: () => true })
+      )
+    // A group's liveness has no event to wait for: poll it.
     const groupGone = () => !groupAlive(pid)
+    const untilGroupGone: Effect.Effect<void> = Effect.suspend(() =>
+      groupGone() ? Effect.void : Effect.zipRight(Effect.sleep("10 millis"), untilGroupGone)
+    )
+    const leaderExited = Effect.asVoid(Deferred.await(exited))
     const terminate = (grace: Duration.DurationInput): Effect.Effect<void> =>
       Effect.gen(function*() {
         const millis = Duration.toMillis(grace)
-        if (groupGone() && hasExited) return
+        if (hasExited && groupGone()) return
         signalGroup(pid, "SIGTERM")
-        yield* waitUntil(leaderExited, millis)
-        if (!(yield* waitUntil(groupGone, Math.min(millis, 50)))) {
+        yield* bounded(leaderExited, millis)
+        if (!(yield* bounded(untilGroupGone, Math.min(millis, 50)))) {
           signalGroup(pid, "SIGKILL")
-          yield* waitUntil(() => leaderExited() && groupGone(), millis)
+          yield* bounded(Effect.zipRight(leaderExited, untilGroupGone), millis)
         }
       })
     const close = (grace: Duration.DurationInput) =>

@@ -1,6 +1,8 @@
 /**
- * What the runner reads from Linux `/proc`: live members of a process group, and the processes
- * carrying an agent's marker (its own, or a dead host's). Elsewhere nothing is found.
+ * What the runner reads from Linux `/proc`: live members of a process group, process start
+ * times, and the processes carrying an agent's marker (its own, or a dead host's). Without
+ * `/proc` (macOS, BSD, or switched off) a group's liveness is `kill(-pgid, 0)` and no marked
+ * process can be found.
  *
  * @internal
  */
@@ -10,6 +12,39 @@ import * as NodeProcess from "node:process"
 
 /** @internal */
 export const markerVariable = "TETHER_AGENT_MARKER"
+
+let procfsEnabled = true
+
+/**
+ * Switches the use of `/proc` off (or back on), so the code path of a system without procfs
+ * runs, and is tested, on Linux too.
+ *
+ * @internal
+ */
+export const setProcfs = (enabled: boolean): void => {
+  procfsEnabled = enabled
+}
+
+/** The numeric entries of `/proc`, or `undefined` when procfs is off or absent. */
+const procEntries = (): Array<string> | undefined => {
+  if (!procfsEnabled) return undefined
+  try {
+    return FsSync.readdirSync("/proc").filter((name) => name.charCodeAt(0) >= 48 && name.charCodeAt(0) <= 57)
+  } catch {
+    return undefined
+  }
+}
+
+/** Fields 3 onward of `/proc/<pid>/stat` (the command name may hold spaces and parentheses). */
+const statFields = (pid: number | string): Array<string> | undefined => {
+  if (!procfsEnabled) return undefined
+  try {
+    const stat = FsSync.readFileSync(`/proc/${pid}/stat`, "latin1")
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  } catch {
+    return undefined
+  }
+}
 
 /** @internal */
 export const signalGroup = (pid: number, signal: NodeJS.Signals | 0): boolean => {
@@ -24,33 +59,29 @@ export const signalGroup = (pid: number, signal: NodeJS.Signals | 0): boolean =>
 /**
  * Whether the process group still has a live (non-zombie) member. Zombies are skipped: when
  * the leader is gone its exited children are reparented to a reaper that may be slow (or, in a
- * container, absent).
+ * container, absent). Without procfs a zombie member counts as alive.
  *
  * @internal
  */
 export const groupAlive = (pgid: number): boolean => {
   if (!signalGroup(pgid, 0)) return false
-  let names: Array<string>
-  try {
-    names = FsSync.readdirSync("/proc")
-  } catch {
-    return true
-  }
+  const names = procEntries()
+  if (names === undefined) return true
   for (const name of names) {
-    if (name.charCodeAt(0) < 48 || name.charCodeAt(0) > 57) continue
-    let stat: string
-    try {
-      stat = FsSync.readFileSync(`/proc/${name}/stat`, "latin1")
-    } catch {
-      continue
-    }
-    const close = stat.lastIndexOf(")")
-    const fields = stat.slice(close + 2).split(" ")
+    const fields = statFields(name)
     // fields[0] = state, fields[2] = pgrp
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true
+    if (fields !== undefined && Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") return true
   }
   return false
 }
+
+/**
+ * The start time of `pid` (clock ticks since boot, `/proc/<pid>/stat` field 22), `undefined`
+ * when unknown (no procfs, or no such process).
+ *
+ * @internal
+ */
+export const startTime = (pid: number): string | undefined => statFields(pid)?.[19]
 
 /**
  * The pids of every live process whose environment carries `marker` (grandchildren included,
@@ -63,15 +94,8 @@ export const findMarked = (marker: string): Effect.Effect<ReadonlyArray<number>>
     // Synchronous on purpose: a few milliseconds for a few hundred processes, several times
     // faster than as many concurrent asynchronous reads.
     const needle = Buffer.from(`${markerVariable}=${marker}\0`)
-    let entries: Array<string>
-    try {
-      entries = FsSync.readdirSync("/proc")
-    } catch {
-      return []
-    }
     const found: Array<number> = []
-    for (const entry of entries) {
-      if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue
+    for (const entry of procEntries() ?? []) {
       const pid = Number(entry)
       if (pid === NodeProcess.pid) continue
       try {
@@ -105,14 +129,7 @@ export const reapMarked = (marker: string): Effect.Effect<ReadonlyArray<number>>
 const markerValues = (): Array<{ readonly pid: number; readonly value: string }> => {
   const prefix = Buffer.from(`${markerVariable}=`)
   const found: Array<{ readonly pid: number; readonly value: string }> = []
-  let entries: Array<string>
-  try {
-    entries = FsSync.readdirSync("/proc")
-  } catch {
-    return found
-  }
-  for (const entry of entries) {
-    if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue
+  for (const entry of procEntries() ?? []) {
     try {
       const environ = FsSync.readFileSync(`/proc/${entry}/environ`)
       let index = environ.indexOf(prefix)
@@ -130,7 +147,7 @@ const markerValues = (): Array<{ readonly pid: number; readonly value: string }>
   return found
 }
 
-const alive = (pid: number): boolean => {
+const pidExists = (pid: number): boolean => {
   try {
     NodeProcess.kill(pid, 0)
     return true
@@ -139,23 +156,66 @@ const alive = (pid: number): boolean => {
   }
 }
 
+/** The start time written into markers when it cannot be read. */
+const unknownStart = "x"
+
 /**
- * A marker value: `<host pid>-<agent id>`, so leftovers of a dead host can be told apart.
+ * Who owns a process: a host pid and that process's start time (`x` when unknown), so a pid
+ * reused by another process is told apart from the host that wrote it.
  *
  * @internal
  */
-export const makeMarker = (agentId: string): string => `${NodeProcess.pid}-${agentId}`
+export interface HostId {
+  readonly pid: number
+  readonly startTime: string
+}
+
+/** This process. @internal */
+export const self = (): HostId => ({ pid: NodeProcess.pid, startTime: startTime(NodeProcess.pid) ?? unknownStart })
 
 /**
- * SIGKILLs the marked processes whose host (the pid in their marker) is no longer alive:
- * what a SIGKILLed host left behind. Returns the pids that were signalled.
+ * Whether the process `host` names is still the one that was recorded: the pid exists, is not
+ * a zombie and, when both are known, started at the recorded time.
+ *
+ * @internal
+ */
+export const hostAlive = (host: HostId): boolean => {
+  if (!pidExists(host.pid)) return false
+  const fields = statFields(host.pid)
+  if (fields === undefined) return true
+  if (fields[0] === "Z" || fields[0] === "X") return false
+  return host.startTime === unknownStart || fields[19] === host.startTime
+}
+
+/**
+ * A marker value: `<host pid>-<host start time>-<agent id>`, so leftovers of a dead host can
+ * be told apart from those of a live one, even when the host's pid was reused.
+ *
+ * @internal
+ */
+export const makeMarker = (agentId: string): string => {
+  const host = self()
+  return `${host.pid}-${host.startTime}-${agentId}`
+}
+
+const markerPattern = /^([1-9][0-9]*)-([0-9]+|x)-./
+
+/** The host a marker names, `undefined` for a value that is not a marker of this format. @internal */
+export const markerHost = (value: string): HostId | undefined => {
+  const match = markerPattern.exec(value)
+  return match === null ? undefined : { pid: Number(match[1]), startTime: match[2]! }
+}
+
+/**
+ * SIGKILLs the marked processes whose host (pid and start time in their marker) is no longer
+ * alive: what a SIGKILLed host left behind. Returns the pids that were signalled.
  *
  * @internal
  */
 export const reapOrphans: Effect.Effect<ReadonlyArray<number>> = Effect.sync(() =>
   markerValues().flatMap(({ pid, value }) => {
-    const host = Number(value.slice(0, value.indexOf("-")))
-    if (!Number.isInteger(host) || host <= 0 || host === NodeProcess.pid || alive(host)) return []
+    const host = markerHost(value)
+    if (host === undefined || hostAlive(host)) return []
     try {
       NodeProcess.kill(pid, "SIGKILL")
       return [pid]

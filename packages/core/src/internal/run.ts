@@ -14,6 +14,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
@@ -234,13 +235,18 @@ export const execute = (
   }
   const parseContext: Driver.ParseContext = { hostedKey: ctx.hostedKey, session: request.session }
 
-  const release = (running: Process.Running, exit: Exit.Exit<unknown, unknown>) => {
+  // Runs in the finalizer of the run's scope, often of an interrupted fiber: the termination
+  // runs in a fiber of its own, which no later interruption of the run (a second close, a
+  // consumer leaving) can cut between SIGTERM and SIGKILL.
+  const release = (running: Process.Running) => {
     const done = Effect.sync(() => ctx.processes.delete(running)).pipe(
       Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void))
     )
-    if (Exit.isSuccess(exit)) {
-      // The result is ready: let the CLI finish on its own (draining stdout so it never blocks),
-      // then escalate. The agent's close waits for this fiber.
+    if (state.terminal !== undefined) {
+      // The CLI delivered its terminal record: however the run ends, it may still be writing its
+      // session, so it gets its exit grace (stdout drained so it never blocks) before any signal.
+      // Nothing waits for this here; the agent's close does (and signals no such CLI itself).
+      const save = state.terminal.ok ? ctx.profile.saveSessions : Effect.void
       const reap = Effect.raceFirst(
         running.drain.pipe(Effect.zipRight(running.exit), Effect.timeout(ctx.exitGrace), Effect.ignore),
         running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
@@ -248,14 +254,18 @@ export const execute = (
         Effect.zipRight(running.close(ctx.killGrace)),
         // A clean run's session is saved once its CLI is gone, so a host killed later still
         // resumes this turn after a restart (and a thread's next turn starts after the save).
-        Effect.zipRight(ctx.profile.saveSessions),
+        Effect.zipRight(save),
         Effect.ensuring(done)
       )
       // Forked from a finalizer: the reaper must not inherit its uninterruptibility, or its
       // timeouts could not cut the waits.
       return Effect.asVoid(FiberSet.run(ctx.reapers, Effect.interruptible(reap)))
     }
-    return running.close(ctx.killGrace).pipe(Effect.ensuring(done))
+    return FiberSet.run(ctx.reapers, Effect.interruptible(running.close(ctx.killGrace).pipe(Effect.ensuring(done))))
+      .pipe(
+        Effect.flatMap(Fiber.await),
+        Effect.asVoid
+      )
   }
 
   const body = Effect.gen(function*() {
@@ -313,6 +323,8 @@ export const execute = (
       Stream.runForEachChunk((chunk) => {
         const pending: Array<Emitter.Pending> = []
         for (const output of chunk) outputToEvents(output, state, request.session, pending)
+        // After its terminal record the CLI is only finishing: close leaves it to its reaper.
+        if (state.terminal !== undefined) ctx.processes.delete(running)
         return emitter.emit(pending)
       }),
       Effect.catchAll((error) => fail({ reason: "ProtocolError", detail: error.message, cause: error }))
@@ -321,8 +333,9 @@ export const execute = (
       if (state.terminal.ok) {
         const result = resultOf(ctx, request, state)
         if (request.commit !== undefined) {
-          // Atomic with the lease check in the store; never cut in half by an interruption.
-          yield* Effect.uninterruptible(request.commit(result)).pipe(
+          // Atomic in the store (one transaction guarded by the lease): an interruption (the
+          // agent's close) leaves either the new record or the previous one, never half of one.
+          yield* request.commit(result).pipe(
             Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
           )
         }
@@ -383,12 +396,31 @@ export const execute = (
         Emitter.critical((base) => new Event.RunFinished({ ...base, outcome: "success", durationMs, result }, true))
       ]).pipe(Effect.zipRight(emitter.end(undefined)), Effect.as(result))
     }
+    if (Cause.isDie(exit.cause)) {
+      // A bug (in the driver's parser, in core): it stays a defect, logged with its whole cause,
+      // after the run's RunFinished (reason `Defect`).
+      const defect = Cause.stripFailures(exit.cause)
+      return Effect.logError(`run ${request.runId} died of a defect`, defect).pipe(
+        Effect.zipRight(emitter.emit([
+          Emitter.critical((base) =>
+            new Event.RunFinished({
+              ...base,
+              outcome: "failure",
+              durationMs,
+              reason: "Defect",
+              result: resultOf(ctx, request, state)
+            }, true)
+          )
+        ])),
+        Effect.zipRight(emitter.failCause(defect)),
+        Effect.exit,
+        Effect.zipRight(Effect.failCause(defect))
+      )
+    }
     const failure: Failure = Cause.isInterruptedOnly(exit.cause)
       ? { reason: "Canceled", detail: "the run was interrupted" }
       : Cause.failureOption(exit.cause).pipe((option) =>
-        option._tag === "Some"
-          ? option.value
-          : { reason: "ProtocolError" as const, detail: "the run failed unexpectedly", cause: Cause.squash(exit.cause) }
+        option._tag === "Some" ? option.value : { reason: "Canceled" as const, detail: "the run was interrupted" }
       )
     const result = resultOf(ctx, request, state)
     const error = new RunError({

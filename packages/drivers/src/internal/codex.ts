@@ -189,6 +189,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     const model = request.model ?? config.model
     if (model !== undefined) args.push("--model", model)
     if (request.sandbox !== undefined) args.push("--config", `sandbox_mode="${sandboxMode[request.sandbox]}"`)
+    args.push("--config", codexConfig.enabledToolsOverride(request))
     args.push("--")
     if (request.session._tag === "Resume") args.push(request.session.id)
     if (request.session._tag === "Fork") args.push(request.session.from)

@@ -1,6 +1,7 @@
 /**
- * Rendering `$CODEX_HOME/config.toml` for one turn: the user's copied settings, merged with
- * what the driver must declare, written with smol-toml (never by string concatenation).
+ * Rendering `$CODEX_HOME/config.toml` for an agent: the user's copied settings, merged with
+ * what the driver must declare, written with smol-toml (never by string concatenation). What
+ * differs between turns is never in it (the file is shared by the agent's concurrent runs).
  *
  * @internal
  */
@@ -82,6 +83,16 @@ const providerEntry = (provider: ModelProvider): TomlTable => {
 }
 
 /**
+ * The turn's hosted-tool allow-list as a `--config` override (`key=<TOML value>`): per run, so
+ * concurrent runs of one agent never share it through `config.toml`. A JSON array of strings
+ * is a valid TOML array.
+ *
+ * @internal
+ */
+export const enabledToolsOverride = (request: Driver.InvocationRequest): string =>
+  `mcp_servers.${request.hosted.key}.enabled_tools=${JSON.stringify(request.hosted.tools)}`
+
+/**
  * The merged configuration. Precedence, lowest first: the user's copied settings, the host's
  * `config.settings`, then what this turn requires (model provider, instructions, MCP sources,
  * and the reserved hosted-tools server, which always replaces an entry of the same key).
@@ -124,12 +135,13 @@ export const render = (
       }
       servers[server.key] = yield* mcpEntry(server)
     }
+    // The turn's allow-list (`enabled_tools`) is not here: this file is shared by the agent's
+    // concurrent runs, so it is given to each run on its command line (`enabledToolsOverride`).
     servers[request.hosted.key] = {
       url: request.hosted.url,
       bearer_token_env_var: request.hosted.tokenVariable,
       ...approved,
-      required: true,
-      enabled_tools: [...request.hosted.tools]
+      required: true
     }
     merged = { ...merged, mcp_servers: servers }
     return yield* Effect.try({

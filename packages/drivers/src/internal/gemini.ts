@@ -4,7 +4,9 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
+import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
+import * as Toml from "smol-toml"
 import type { Config } from "../Gemini.js"
 import * as Env from "./env.js"
 import * as parser from "./geminiParse.js"
@@ -17,6 +19,15 @@ export const settingsFile = ".gemini/settings.json"
 export const instructionsFile = ".gemini/tether-instructions.md"
 
 const instructionsName = "tether-instructions.md"
+
+/**
+ * The policy file of one hosted tool set, `.gemini/tether-tools-<digest>.toml`: named by its
+ * content, so it is never rewritten with other content. @internal
+ */
+export const toolPolicyPattern = ".gemini/tether-tools-*.toml"
+
+/** Where the CLI reads the user's policies when no `policyPaths` setting names others. */
+const userPoliciesDir = ".gemini/policies"
 
 /** @internal */
 export const capabilities: Driver.Capabilities = {
@@ -56,7 +67,7 @@ export const layout: ProfileLayout = {
     ],
     sessions: [".gemini/projects.json", ".gemini/tmp/*/.project_root", ".gemini/tmp/*/chats/**"]
   },
-  reserved: [instructionsFile],
+  reserved: [instructionsFile, toolPolicyPattern],
   siblings: ["home", "tmp"]
 }
 
@@ -86,27 +97,56 @@ const mcpEntry = (server: Driver.McpServer): Json => {
   return server._tag === "http" ? { httpUrl: server.url, headers } : { url: server.url, headers }
 }
 
-/** The hosted-tools entry: `trust` only here; `includeTools` is the turn's allow-list. @internal */
+/**
+ * The hosted-tools entry, the same for every run of the agent (`trust` only here); the turn's
+ * allow-list is not in it (see `renderToolPolicy`). @internal
+ */
 export const hostedEntry = (request: Driver.InvocationRequest): Json => ({
   httpUrl: request.hosted.url,
   headers: { Authorization: bearer(request.hosted.tokenVariable) },
-  trust: true,
-  includeTools: request.hosted.tools
+  trust: true
 })
 
 /**
- * An entry this driver rendered (this or an earlier agent on the same directory): a loopback
- * `httpUrl`, a bearer header referencing a variable, `trust` and `includeTools`, nothing else.
- * Anything else under the hosted key is the user's.
+ * The turn's hosted-tool allow-list as a policy file (given to the run with `--policy`): every
+ * hosted tool is denied (a denied tool is not offered to the model) except the turn's tools.
+ * The clone's `settings.json` is read by every run of the agent, so nothing of a turn goes
+ * there; this file is named by its content, so a run never sees it change. The rules rank just
+ * above the allow rule the CLI derives from the server's `trust` (user tier + 0.2): the user's
+ * own exclusions (`tools.exclude`, `mcp.excluded`) and higher-priority policies still win.
+ *
+ * @internal
  */
-const isHostedRendering = (entry: unknown): boolean =>
-  isRecord(entry) &&
-  JSON.stringify(Object.keys(entry).sort()) === JSON.stringify(["headers", "httpUrl", "includeTools", "trust"]) &&
-  typeof entry["httpUrl"] === "string" && /^http:\/\/127\.0\.0\.1:\d+\//.test(entry["httpUrl"]) &&
-  entry["trust"] === true && Array.isArray(entry["includeTools"]) && isRecord(entry["headers"]) &&
-  JSON.stringify(Object.keys(entry["headers"])) === JSON.stringify(["Authorization"]) &&
-  typeof entry["headers"]["Authorization"] === "string" &&
-  /^Bearer \$\{[A-Za-z_][A-Za-z0-9_]*\}$/.test(entry["headers"]["Authorization"])
+export const renderToolPolicy = (request: Driver.InvocationRequest): Effect.Effect<Driver.MaterializedFile> =>
+  Effect.sync(() => {
+    const rules: Array<{ readonly [key: string]: string | number | ReadonlyArray<string> }> = [
+      { mcpName: request.hosted.key, toolName: "*", decision: "deny", priority: 210 }
+    ]
+    if (request.hosted.tools.length > 0) {
+      rules.push({ mcpName: request.hosted.key, toolName: [...request.hosted.tools], decision: "allow", priority: 220 })
+    }
+    const content = Toml.stringify({ rule: rules }) + "\n"
+    const digest = createHash("sha256").update(content).digest("hex").slice(0, 16)
+    return { path: toolPolicyPattern.replace("*", digest), content, mode: 0o600 }
+  })
+
+/**
+ * An entry this driver rendered (this or an earlier agent on the same directory): a loopback
+ * `httpUrl`, a bearer header referencing a variable, `trust` (and, from earlier versions,
+ * `includeTools`), nothing else. Anything else under the hosted key is the user's.
+ */
+const isHostedRendering = (entry: unknown): boolean => {
+  if (!isRecord(entry)) return false
+  const keys = JSON.stringify(Object.keys(entry).sort())
+  return (keys === JSON.stringify(["headers", "httpUrl", "trust"]) ||
+    (keys === JSON.stringify(["headers", "httpUrl", "includeTools", "trust"]) &&
+      Array.isArray(entry["includeTools"]))) &&
+    typeof entry["httpUrl"] === "string" && /^http:\/\/127\.0\.0\.1:\d+\//.test(entry["httpUrl"]) &&
+    entry["trust"] === true && isRecord(entry["headers"]) &&
+    JSON.stringify(Object.keys(entry["headers"])) === JSON.stringify(["Authorization"]) &&
+    typeof entry["headers"]["Authorization"] === "string" &&
+    /^Bearer \$\{[A-Za-z_][A-Za-z0-9_]*\}$/.test(entry["headers"]["Authorization"])
+}
 
 const contextNames = (current: unknown): Array<string> => {
   const names = typeof current === "string"
@@ -118,8 +158,9 @@ const contextNames = (current: unknown): Array<string> => {
 }
 
 /**
- * The clone's settings: the copied user settings with the driver's keys merged over them.
- * Fails when the user's settings declare an MCP server under a key the run needs.
+ * The clone's settings: the copied user settings with the driver's keys merged over them, the
+ * same for every run of the agent. Fails when the user's settings declare an MCP server under a
+ * key the run needs.
  * @internal
  */
 export const renderSettings = (
@@ -148,10 +189,8 @@ export const renderSettings = (
         })
       )
     }
-    // The CLI treats an empty `includeTools` as "every tool": with no tool allowed, the
-    // hosted server is not declared at all.
-    if (request.hosted.tools.length > 0) servers[request.hosted.key] = hostedEntry(request)
-    else delete servers[request.hosted.key]
+    // Every hosted tool the run's credential lists; the run's policy file narrows it to the turn.
+    servers[request.hosted.key] = hostedEntry(request)
     const currentAuth = isRecord(current["security"]) && isRecord(current["security"]["auth"])
       ? current["security"]["auth"]["selectedType"]
       : undefined
@@ -169,24 +208,40 @@ export const renderSettings = (
     return JSON.stringify({ ...merged, mcpServers: servers }, null, 2) + "\n"
   })
 
-const readSettings = (request: Driver.InvocationRequest) =>
+const readJsonObject = (file: string, label: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const file = path.join(request.profileDir, settingsFile)
     const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
     if (!exists) return {}
-    const text = yield* fs.readFileString(file).pipe(
-      Effect.mapError(() => providerError(`cannot read ${settingsFile} in the execution clone`))
-    )
+    const text = yield* fs.readFileString(file).pipe(Effect.mapError(() => providerError(`cannot read ${label}`)))
     const parsed = yield* Effect.try({
       try: () => (text.trim().length === 0 ? {} : JSON.parse(text)) as unknown,
-      catch: () => providerError(`${settingsFile} in the profile is not valid JSON`)
+      catch: () => providerError(`${label} is not valid JSON`)
     })
-    if (!isRecord(parsed)) {
-      return yield* Effect.fail(providerError(`${settingsFile} in the profile is not a JSON object`))
-    }
+    if (!isRecord(parsed)) return yield* Effect.fail(providerError(`${label} is not a JSON object`))
     return parsed
+  })
+
+const readSettings = (request: Driver.InvocationRequest) =>
+  Effect.flatMap(
+    Path.Path,
+    (path) => readJsonObject(path.join(request.profileDir, settingsFile), `${settingsFile} in the execution clone`)
+  )
+
+/**
+ * The policy paths the CLI would read for the user (`--policy` replaces them, so they are passed
+ * again): the `policyPaths` setting, else the user's policies directory when it exists.
+ */
+const userPolicyPaths = (request: Driver.InvocationRequest, settings: Json) =>
+  Effect.gen(function*() {
+    const configured = settings["policyPaths"]
+    if (Array.isArray(configured) && configured.length > 0) {
+      return configured.filter((p): p is string => typeof p === "string")
+    }
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const dir = path.join(request.profileDir, userPoliciesDir)
+    return (yield* fs.exists(dir).pipe(Effect.orElseSucceed(() => false))) ? [dir] : []
   })
 
 /**
@@ -240,7 +295,10 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     }
     const current = yield* readSettings(request)
     const settings = yield* renderSettings(config, request, current)
-    const files: Array<Driver.MaterializedFile> = [{ path: settingsFile, content: settings, mode: 0o600 }]
+    const path = yield* Path.Path
+    const policy = yield* renderToolPolicy(request)
+    const policies = [path.join(request.profileDir, policy.path), ...(yield* userPolicyPaths(request, current))]
+    const files: Array<Driver.MaterializedFile> = [{ path: settingsFile, content: settings, mode: 0o600 }, policy]
     if (request.instructions.length > 0) {
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
@@ -254,6 +312,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     args.push(...(yield* sessionArgs(request.session)))
     if (config.trustWorkspace !== false) args.push("--skip-trust")
     if (config.approvalMode !== undefined) args.push("--approval-mode", config.approvalMode)
+    for (const file of policies) args.push("--policy", file)
     return {
       command,
       args,
