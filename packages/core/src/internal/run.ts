@@ -20,7 +20,7 @@ import * as Stream from "effect/Stream"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import * as Event from "../Event.js"
-import { Raw, Result, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
+import { Raw, Result, type ThreadOpening, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
 import type { TranscriptEntry } from "../Result.js"
 import * as Emitter from "./emitter.js"
 import * as Process from "./process.js"
@@ -42,8 +42,6 @@ export interface Context {
     readonly materialize: (
       files: ReadonlyArray<Driver.MaterializedFile>
     ) => Effect.Effect<void, { readonly message: string }>
-    /** Copies the provider's changed session files to the identity's session store; never fails. */
-    readonly saveSessions: Effect.Effect<void>
   }
   readonly workspace: string
   readonly instructions: string
@@ -74,8 +72,13 @@ export interface Request {
   readonly tools?: ReadonlyArray<string>
   /** The narrower credential carrying `tools`: the token variable's value for this run. */
   readonly token?: Redacted.Redacted<string>
-  /** A thread's checkpoint commit: after a clean terminal record, before `RunFinished`. */
+  /**
+   * A thread's checkpoint commit: after a clean terminal record and the provider process's exit
+   * (it may still be writing the session the checkpoint points at), before `RunFinished`.
+   */
   readonly commit?: (result: Result) => Effect.Effect<void, { readonly message: string }>
+  /** A thread turn: how it opened its session (a `ThreadOpened` event, `Result.thread`). */
+  readonly opening?: ThreadOpening
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped?: Deferred.Deferred<void>
 }
@@ -195,7 +198,8 @@ const resultOf = (ctx: Context, request: Request, state: State): Result => {
     transcript: state.transcript.slice(),
     raw: new Raw({ ...raw, ...(state.terminal === undefined ? {} : { terminal: state.terminal.raw }) }, true),
     effectiveTools: request.tools ?? ctx.tools,
-    instructions: ctx.instructions
+    instructions: ctx.instructions,
+    ...(request.opening === undefined ? {} : { thread: request.opening })
   }, true)
 }
 
@@ -234,23 +238,22 @@ export const execute = (
   }
   const parseContext: Driver.ParseContext = { hostedKey: ctx.hostedKey, session: request.session }
 
+  // Lets the CLI finish on its own after its terminal record (draining stdout so it never
+  // blocks), bounded by the exit grace, then closes its process group.
+  const settle = (running: Process.Running) =>
+    Effect.raceFirst(
+      running.drain.pipe(Effect.zipRight(running.exit), Effect.timeout(ctx.exitGrace), Effect.ignore),
+      running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
+    ).pipe(Effect.zipRight(running.close(ctx.killGrace)))
+
   const release = (running: Process.Running, exit: Exit.Exit<unknown, unknown>) => {
     const done = Effect.sync(() => ctx.processes.delete(running)).pipe(
       Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void))
     )
     if (Exit.isSuccess(exit)) {
-      // The result is ready: let the CLI finish on its own (draining stdout so it never blocks),
-      // then escalate. The agent's close waits for this fiber.
-      const reap = Effect.raceFirst(
-        running.drain.pipe(Effect.zipRight(running.exit), Effect.timeout(ctx.exitGrace), Effect.ignore),
-        running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
-      ).pipe(
-        Effect.zipRight(running.close(ctx.killGrace)),
-        // A clean run's session is saved once its CLI is gone, so a host killed later still
-        // resumes this turn after a restart (and a thread's next turn starts after the save).
-        Effect.zipRight(ctx.profile.saveSessions),
-        Effect.ensuring(done)
-      )
+      // The result is ready: the CLI finishes in the background. The agent's close waits for
+      // this fiber.
+      const reap = settle(running).pipe(Effect.ensuring(done))
       // Forked from a finalizer: the reaper must not inherit its uninterruptibility, or its
       // timeouts could not cut the waits.
       return Effect.asVoid(FiberSet.run(ctx.reapers, Effect.interruptible(reap)))
@@ -321,7 +324,10 @@ export const execute = (
       if (state.terminal.ok) {
         const result = resultOf(ctx, request, state)
         if (request.commit !== undefined) {
-          // Atomic with the lease check in the store; never cut in half by an interruption.
+          // The checkpoint points at the provider's session files, which the CLI may still be
+          // writing after its terminal record: the commit (which saves them first) waits for
+          // its exit. Atomic with the lease check in the store; never cut by an interruption.
+          yield* settle(running)
           yield* Effect.uninterruptible(request.commit(result)).pipe(
             Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
           )
@@ -407,16 +413,21 @@ export const execute = (
     ]).pipe(Effect.zipRight(emitter.end(error)), Effect.exit, Effect.zipRight(Effect.fail(error)))
   }
 
+  const opening = request.opening
   return Effect.uninterruptibleMask((restore) =>
-    emitter.emit([Emitter.critical((base) =>
-      new Event.RunStarted({
-        ...base,
-        provider: ctx.driver.name,
-        ...(request.model === undefined ? {} : { model: request.model }),
-        effectiveTools: request.tools ?? ctx.tools,
-        instructions: ctx.instructions
-      }, true)
-    )]).pipe(
+    emitter.emit([
+      Emitter.critical((base) =>
+        new Event.RunStarted({
+          ...base,
+          provider: ctx.driver.name,
+          ...(request.model === undefined ? {} : { model: request.model }),
+          ...(opening === undefined ? {} : { threadKey: opening.key }),
+          effectiveTools: request.tools ?? ctx.tools,
+          instructions: ctx.instructions
+        }, true)
+      ),
+      ...(opening === undefined ? [] : [Emitter.critical((base) => new Event.ThreadOpened({ ...base, opening }, true))])
+    ]).pipe(
       Effect.zipRight(restore(body)),
       Effect.exit,
       Effect.flatMap((exit) => finish(exit))
