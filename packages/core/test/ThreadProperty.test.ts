@@ -89,8 +89,10 @@ type Expected = { readonly mode: "started" | "resumed" | "forked" | "restarted";
  * overwrite a healthy record, one run per key at a time, and every admitted run of a thread
  * handle reaches its `events` with one `RunStarted` and one `RunFinished`.
  */
-const check = (ops: ReadonlyArray<Op>, world: World) =>
+const check = (ops: ReadonlyArray<Op>, world: World, prefix: string) =>
   Effect.gen(function*() {
+    // Each sequence has keys of its own in the shared store.
+    const at = (k: Key) => `${prefix}/${k}`
     const model = new Map<Key, Model>()
     const active = new Map<Key, number>()
     let maxActive = 0
@@ -188,7 +190,7 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
     /** Runs `o` on a fresh handle of `agent` and checks what it announced. */
     const runOn = (agent: Agent.Agent, k: Key, o: Outcome) =>
       Effect.gen(function*() {
-        const thread = yield* agent.thread(k)
+        const thread = yield* agent.thread(at(k))
         const stop = yield* watch(thread)
         const expected = expectedOpening(agent, k)
         const current = model.get(k)
@@ -217,7 +219,7 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
         }
         case "Concurrent": {
           const agent = world.agents.base
-          const thread = yield* agent.thread(next.key)
+          const thread = yield* agent.thread(at(next.key))
           const outcomes = yield* Effect.all(
             next.outcomes.map((o) => turn(thread, next.key, o)),
             { concurrency: "unbounded" }
@@ -234,8 +236,8 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
         }
         case "Fork": {
           const agent = world.agents.base
-          const source = yield* agent.thread(next.from)
-          const forked = yield* Effect.either(source.fork(next.to))
+          const source = yield* agent.thread(at(next.from))
+          const forked = yield* Effect.either(source.fork(at(next.to)))
           const from = model.get(next.from)
           if (model.has(next.to)) {
             expect(forked._tag === "Left" && forked.left._tag).toBe("ThreadAlreadyExists")
@@ -261,7 +263,7 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
         }
         case "ResumeOnly": {
           const current = model.get(next.key)
-          const opened = yield* Effect.either(world.agents.base.thread(next.key, { resumeOnly: true }))
+          const opened = yield* Effect.either(world.agents.base.thread(at(next.key), { resumeOnly: true }))
           if (current === undefined) {
             expect(opened._tag === "Left" && opened.left._tag).toBe("ThreadNotFound")
           } else if (current.fingerprint !== world.agents.base.fingerprint) {
@@ -286,7 +288,7 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
           const agent = world.agents[next.who]
           const current = model.get(next.key)
           const prepared = world.control.prepared.length
-          const opened = yield* Effect.either(agent.thread(next.key, { onUnresumable: "fail" }))
+          const opened = yield* Effect.either(agent.thread(at(next.key), { onUnresumable: "fail" }))
           if (current !== undefined && current.fingerprint !== agent.fingerprint) {
             expect(opened._tag === "Left" && opened.left._tag).toBe("ThreadIncompatible")
             expect(world.control.prepared.length).toBe(prepared)
@@ -310,7 +312,7 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
           break
         }
         case "CloseThread": {
-          const thread = yield* world.agents.base.thread(next.key)
+          const thread = yield* world.agents.base.thread(at(next.key))
           const stop = yield* watch(thread)
           if (next.midTurn) {
             const started = yield* Deferred.make<void>()
@@ -341,31 +343,36 @@ const check = (ops: ReadonlyArray<Op>, world: World) =>
       // Every record is what the model says, and so is its history: no checkpoint changed
       // without a turn that announced it, and no replaced one was lost.
       for (const k of keys) {
-        const stored = yield* world.store.get(k)
+        const stored = yield* world.store.get(at(k))
         const expected = model.get(k)
         if (expected === undefined) {
           expect(Option.isNone(stored)).toBe(true)
         } else {
           expect(Option.getOrThrow(stored)).toMatchObject({
-            key: k,
+            key: at(k),
             session: expected.session,
             turns: expected.turns,
             fingerprint: expected.fingerprint
           })
         }
-        expect((yield* world.store.history(k)).map((entry) => entry.record.session)).toEqual(expected?.history ?? [])
+        expect((yield* world.store.history(at(k))).map((entry) => entry.record.session)).toEqual(
+          expected?.history ?? []
+        )
       }
       // At most one run per key at a time.
       expect(maxActive).toBeLessThanOrEqual(1)
     }
   })
 
+const runs = Number(process.env["THREAD_PROPERTY_RUNS"] ?? 100)
+
 for (const [name, storeLayer] of Threads.stores) {
   describe(`Thread invariants (${name} store)`, () => {
-    it.live.prop(
-      "random turns on two agents, concurrent runs, forks, rejected resumes, incompatible records, thread and agent closes: no history is lost without the host being told",
-      [FastCheck.array(op, { minLength: 3, maxLength: 6 })],
-      ([ops]) =>
+    // One store, one session store and two agents for all the sequences (each with keys of its
+    // own), so that hundreds of sequences stay cheap; `CloseAgent` rebuilds the agents.
+    it.live(
+      `${runs} random sequences of turns on two agents, concurrent runs, forks, rejected resumes, incompatible records, thread and agent closes: no history is lost without the host being told`,
+      () =>
         Effect.gen(function*() {
           const sandbox = yield* Harness.sandbox
           const source = yield* Harness.treeDigest(sandbox.source)
@@ -397,13 +404,27 @@ for (const [name, storeLayer] of Threads.stores) {
               agents.base = base.agent
               agents.other = other.agent
             }).pipe(Effect.orDie, Effect.provide(services))
-            yield* check(ops, { agents, store, control, rebuild })
+            let sequence = 0
+            yield* Effect.promise(() =>
+              FastCheck.assert(
+                FastCheck.asyncProperty(FastCheck.array(op, { minLength: 3, maxLength: 5 }), (ops) =>
+                  Effect.runPromise(Effect.gen(function*() {
+                    yield* check(ops, { agents, store, control, rebuild }, String(sequence++))
+                    // Nothing of the sequence keeps running, and only the live agents' clones exist.
+                    for (const marker of markers) expect(yield* Harness.markedProcesses(marker)).toEqual([])
+                    expect(yield* Harness.entries(sandbox.root)).toHaveLength(2)
+                  }))),
+                { numRuns: runs }
+              )
+            )
           }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Threads.ToolsLive, Harness.layer, storeLayer())))
-          for (const marker of markers) expect(yield* Harness.markedProcesses(marker)).toEqual([])
+          for (const marker of markers) {
+            expect(yield* Harness.markedProcesses(marker)).toEqual([])
+          }
           expect(yield* Harness.entries(sandbox.root)).toEqual([])
           expect(yield* Harness.treeDigest(sandbox.source)).toBe(source)
         }).pipe(Effect.scoped),
-      { timeout: 600_000, fastCheck: { numRuns: Number(process.env["THREAD_PROPERTY_RUNS"] ?? 100) } }
+      600_000
     )
   })
 }
