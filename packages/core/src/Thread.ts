@@ -255,8 +255,9 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *   `RunStarted` and `RunFinished` of a turn whose caller stopped reading it; under the agent's
  *   event policy (`events.buffer` per subscriber: content deltas beyond it are dropped and
  *   counted in a `Dropped`, which takes the sequence of the last event it stands for; other
- *   events wait; with `events.blocking` nothing is dropped). Ends when the thread or the agent
- *   closes, after the last turn's `RunFinished`.
+ *   events wait, so a subscriber that stops pulling without ending its stream holds the turns
+ *   back, as a run's own consumer does; with `events.blocking` nothing is dropped). Ends when the
+ *   thread or the agent closes, after the last turn's `RunFinished`.
  * - `close`: cancels the thread's running turns and waits for them (they fail with
  *   `ThreadClosed`), ends `events`, and refuses further turns. Idempotent; the agent and the
  *   committed record stay.
