@@ -411,7 +411,9 @@ for (const [name, storeLayer] of Threads.stores) {
                   Effect.runPromise(Effect.gen(function*() {
                     yield* check(ops, { agents, store, control, rebuild }, String(sequence++))
                     // Nothing of the sequence keeps running, and only the live agents' clones exist.
-                    for (const marker of markers) expect(yield* Harness.markedProcesses(marker)).toEqual([])
+                    for (const agent of [agents.base, agents.other]) {
+                      expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+                    }
                     expect(yield* Harness.entries(sandbox.root)).toHaveLength(2)
                   }))),
                 { numRuns: runs }
