@@ -11,6 +11,7 @@
  *   P6  1,000 idle agents on one gateway; memory per idle agent                  bench/agents.ts
  *   P7  fingerprint scaling 1,000 → 10,000 tools                                 bench/tool.ts
  *   P8  Tether vs the raw CLI for the same offline Claude Code turn              bench/turn.ts
+ *   P9  a thread turn's commit after its saved session vs a plain run's result   bench/threads.ts
  *
  * Run: npm run bench   (node --conditions=@tether/source --import tsx bench/index.ts)
  * Bounded to a few minutes on a 2-core machine; a loaded machine skews every figure, so the
@@ -22,6 +23,7 @@ import * as Agents from "./agents.js"
 import * as Core from "./core.js"
 import * as Gateway from "./gateway.js"
 import * as Parse from "./parse.js"
+import * as Threads from "./threads.js"
 import * as Tool from "./tool.js"
 import * as Turn from "./turn.js"
 
@@ -175,6 +177,20 @@ const program = Effect.gen(function*() {
       target: "(reported)",
       pass: undefined
     })
+  })
+
+  yield* section("P9 thread checkpoint after the saved session (bench/threads.ts)", Threads.measure(5), (rows) => {
+    log(Threads.format(rows))
+    for (const row of rows) {
+      figures.push({
+        id: "P9",
+        what: `${row.driver} thread turn: terminal record → RunFinished`,
+        measured: `${row.threadTailMs.toFixed(0)} ms (plain run ${row.plainTailMs.toFixed(0)} ms)`,
+        ratio: `+${(row.threadTailMs - row.plainTailMs).toFixed(0)} ms`,
+        target: "(reported)",
+        pass: undefined
+      })
+    }
   })
 
   const total = (performance.now() - started) / 1000

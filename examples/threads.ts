@@ -4,18 +4,22 @@
  * SQLite so they outlive the host process (`ThreadStore.layerMemory` is the default). A thread
  * handle can be closed and the key reopened with `resumeOnly`; `fork` continues the history under
  * a new key and a new session; an unknown key with `resumeOnly` is the typed `ThreadNotFound`.
- * Finally the agent is closed and rebuilt, as after a host restart, and the thread resumes.
+ * Every turn says how it opened its session (`Result.thread`, the `ThreadOpened` event). The agent
+ * is closed and rebuilt, as after a host restart, and the thread resumes. Last, an agent with other
+ * instructions cannot resume it: its turn restarts the thread and says why, by name, and the
+ * replaced checkpoint stays readable in the key's history.
  *
  *   node --conditions=@tether/source --import tsx examples/threads.ts [--driver claude|codex|gemini]
  */
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Agent, ThreadStore } from "@tether/core"
+import { Agent, type Result, ThreadStore } from "@tether/core"
 import { Profile } from "@tether/profile"
 import { Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Model from "./support/model.js"
@@ -28,8 +32,8 @@ const script: Model.Model = ({ prompt, history }) => {
   return Model.answer(known === undefined ? "I do not know any codename." : `The codename is ${known}.`)
 }
 
-const line = (label: string, text: string, session: string | undefined) =>
-  View.write(`${View.bold(label.padEnd(8))} ${text}  ${View.dim(`session ${session}`)}\n`)
+const line = (label: string, result: { readonly text: string; readonly session?: string | undefined }) =>
+  View.write(`${View.bold(label.padEnd(8))} ${result.text}  ${View.dim(`session ${result.session}`)}\n`)
 
 const program = Effect.gen(function*() {
   const sandbox = yield* Harness.sandbox
@@ -37,32 +41,33 @@ const program = Effect.gen(function*() {
   // The CLI's own session files are kept per profile identity in a sessions directory (by default
   // `Profile.defaultSessionsRoot()`), so a rebuilt agent's fresh clone can resume them.
   const profile = Profile.cloneFrom(sandbox.source, sandbox.root, { sessions: Path.join(sandbox.base, "sessions") })
-  const makeAgent = Agent.make({
-    driver,
-    definition: { instructions: "You are a release assistant.", skills: [], tools: Toolkit.empty },
-    workspace: sandbox.workspace,
-    profile
-  })
+  const makeAgent = (instructions = "You are a release assistant.") =>
+    Agent.make({
+      driver,
+      definition: { instructions, skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile
+    })
   const key = "tenant-42/release-7"
   const { a, b, c, record, forked, missing } = yield* Effect.scoped(Effect.gen(function*() {
-    const agent = yield* makeAgent
+    const agent = yield* makeAgent()
 
     const thread = yield* agent.thread(key)
     const a = yield* thread.run("Remember: the codename is BLUEBIRD.")
-    line("turn 1", a.text, a.session)
+    line("turn 1", a)
     const b = yield* thread.run("What is the codename?")
-    line("turn 2", b.text, b.session)
+    line("turn 2", b)
     yield* thread.close // the handle only: the agent and the committed record stay
 
     const reopened = yield* agent.thread(key, { resumeOnly: true })
     const c = yield* reopened.run("Remind me of the codename.")
-    line("resumed", c.text, c.session)
+    line("resumed", c)
     const record = yield* reopened.snapshot
 
     const forked = driver.capabilities.fork
       ? yield* Effect.flatMap(reopened.fork(`${key}/what-if`), (fork) => fork.run("And the codename again?"))
       : undefined
-    if (forked !== undefined) line("fork", forked.text, forked.session)
+    if (forked !== undefined) line("fork", forked)
     const missing = yield* Effect.flip(agent.thread("no-such-thread", { resumeOnly: true }))
     return { a, b, c, record, forked, missing }
   }))
@@ -71,14 +76,31 @@ const program = Effect.gen(function*() {
   // gateway port with a new token; the checkpoint comes from the SQLite store.
   View.write(View.dim("agent closed and rebuilt\n"))
   const d = yield* Effect.scoped(Effect.flatMap(
-    makeAgent,
+    makeAgent(),
     (agent) =>
       Effect.flatMap(
         agent.thread(key, { resumeOnly: true }),
         (thread) => thread.run("After the restart: the codename?")
       )
   ))
-  line("rebuilt", d.text, d.session)
+  line("rebuilt", d)
+
+  // Another definition cannot continue that conversation: the turn restarts the thread, says so
+  // (before the CLI starts) and keeps the replaced checkpoint in the key's history.
+  const { e, history } = yield* Effect.scoped(Effect.gen(function*() {
+    const agent = yield* makeAgent("You are a release assistant. Answer in one word.")
+    const thread = yield* agent.thread(key)
+    const e = yield* thread.stream("What is the codename?").pipe(
+      Stream.tap(View.make().onEvent),
+      Stream.runFold(
+        undefined as Result.Result | undefined,
+        (last, event) => event._tag === "RunFinished" ? event.result : last
+      ),
+      Effect.map((result) => result!)
+    )
+    return { e, history: yield* thread.history }
+  }))
+  line("restart", e)
 
   const check = View.checks()
   check.claim("turn 2 continued turn 1's session", b.session === a.session && b.text.includes("BLUEBIRD"))
@@ -95,9 +117,20 @@ const program = Effect.gen(function*() {
   }
   check.claim("an unknown key with resumeOnly is ThreadNotFound", missing._tag === "ThreadNotFound")
   check.claim("a rebuilt agent resumed the same session", d.session === a.session && d.text.includes("BLUEBIRD"))
+  check.claim(
+    "each turn said how it opened: started, resumed, forked",
+    a.thread?.mode === "started" && b.thread?.mode === "resumed" && d.thread?.mode === "resumed" &&
+      (forked === undefined || forked.thread?.mode === "forked")
+  )
+  check.claim(
+    "other instructions restarted the thread, naming them, and kept the old checkpoint",
+    e.thread?.mode === "restarted" && e.thread.reason?._tag === "Incompatible" &&
+      e.thread.reason.components.includes("instructions") && e.session !== a.session &&
+      history[0]?.record.session === a.session
+  )
   check.conclude(
     "threads: continued, stored in SQLite, resumed by key" + (forked === undefined ? "" : ", forked") +
-      " and after a rebuild"
+      " and after a rebuild; a restart is announced and reversible"
   )
 }).pipe(Effect.scoped)
 

@@ -1,9 +1,8 @@
 /**
  * Vitest global setup: every test run gets its own temporary directory as TMPDIR, removed
- * when the run ends. Library defaults that live under the temp dir (the session store, the
- * clone root) then stay inside the run instead of accumulating in the machine's /tmp, and the
- * per-user state directory (`XDG_STATE_HOME`: the host registry) is a directory of it too, so
- * no test writes into the real user's state.
+ * when the run ends, and a per-user state directory inside it as XDG_STATE_HOME. Library
+ * defaults (the clone root under the temp dir, the session store under the state directory)
+ * then stay inside the run: no test writes into the machine's /tmp or the user's state.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -13,8 +12,10 @@ export default function setup(): () => void {
   const previous = process.env["TMPDIR"]
   const previousState = process.env["XDG_STATE_HOME"]
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-vitest-"))
+  const state = Path.join(dir, "state")
+  Fs.mkdirSync(state, { mode: 0o700 })
   process.env["TMPDIR"] = dir
-  process.env["XDG_STATE_HOME"] = Path.join(dir, "state")
+  process.env["XDG_STATE_HOME"] = state
   return () => {
     if (previous === undefined) delete process.env["TMPDIR"]
     else process.env["TMPDIR"] = previous

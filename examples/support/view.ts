@@ -43,6 +43,16 @@ export const make = () => {
               `  tools ${event.effectiveTools.join(", ") || "(none)"}\n`
           )
           break
+        case "ThreadOpened": {
+          const { opening } = event
+          const reason = opening.reason === undefined
+            ? ""
+            : opening.reason._tag === "Incompatible"
+            ? ` (changed: ${opening.reason.components.join(", ")})`
+            : ` (${opening.reason.detail})`
+          write(dim(`  thread ${opening.key} ${opening.mode}${reason}\n`))
+          break
+        }
         case "ProcessStarted":
           write(dim(`  process ${event.pid} started: ${event.command}\n`))
           break

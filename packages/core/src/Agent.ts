@@ -58,6 +58,7 @@ import type * as Mcp from "./Mcp.js"
 import type { Result } from "./Result.js"
 import type * as Skill from "./Skill.js"
 import type * as Thread from "./Thread.js"
+import type { ThreadStoreError } from "./ThreadStore.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
 
 /**
@@ -265,6 +266,17 @@ export interface Agent {
    * the `ThreadStore` service when the context has one, else an in-memory store of this agent.
    */
   readonly thread: (key: string, options?: Thread.Options) => Effect.Effect<Thread.Thread, Thread.OpenFailure>
+  /**
+   * Retention by age over the thread store and this identity's session store: removes the
+   * checkpoints a restart replaced more than `olderThan` ago (every key) with their provider
+   * sessions, then the session-store entries of any session that no record of the thread store
+   * (current or superseded) refers to and that were last saved more than `olderThan` ago (left by
+   * a host killed between a save and its commit). Current checkpoints are never touched (delete a
+   * thread with `thread.delete`). Use the thread store every agent of this identity uses.
+   */
+  readonly pruneThreads: (
+    options: { readonly olderThan: Duration.DurationInput }
+  ) => Effect.Effect<Thread.PruneReport, ThreadStoreError | AgentClosed>
   readonly run: (turn: Input) => Effect.Effect<Result, RunError | AgentClosed | InvalidTurn>
   readonly stream: (turn: Input) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
   readonly close: (options?: CloseOptions) => Effect.Effect<void, CloseTimeout>

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
-import { Result, Usage } from "./Result.js"
+import { Result, ThreadOpening, Usage } from "./Result.js"
 
 const base = {
   runId: Schema.String,
@@ -37,6 +37,19 @@ export class RunStarted extends Schema.TaggedClass<RunStarted>()("RunStarted", {
   effectiveTools: Schema.Array(Schema.String),
   /** The instructions sent to the provider for this turn. */
   instructions: Schema.String
+}) {}
+
+/**
+ * A thread turn's provider session: resumed, started, forked or restarted (with the reason).
+ * Published right after `RunStarted`, before the provider process starts, so a host learns that
+ * a turn will not continue the conversation before any of it runs.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export class ThreadOpened extends Schema.TaggedClass<ThreadOpened>()("ThreadOpened", {
+  ...base,
+  opening: ThreadOpening
 }) {}
 
 /**
@@ -191,6 +204,7 @@ export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished"
  */
 export const Event = Schema.Union(
   RunStarted,
+  ThreadOpened,
   SessionStarted,
   TextDelta,
   ReasoningDelta,

@@ -78,6 +78,64 @@ export class Raw extends Schema.Class<Raw>("@tether/core/Raw")({
 }) {}
 
 /**
+ * Why a thread turn started a fresh provider session instead of resuming its checkpoint: the
+ * record is incompatible with the agent (`components` names each part of the compatibility
+ * fingerprint that differs: `driver`, `driverConfig`, `model`, `workspace`, `instructions`,
+ * `skills`, `mcp`, `tools`, `policy`, `profile`, `profileSettings`, `identity`; only
+ * `fingerprint` when the record carries no per-component digests).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Incompatible extends Schema.TaggedClass<Incompatible>()("Incompatible", {
+  components: Schema.Array(Schema.String)
+}) {}
+
+/**
+ * Why a thread turn started a fresh provider session: the provider rejected the resume
+ * (`detail` is its rejection text).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Rejected extends Schema.TaggedClass<Rejected>()("ResumeRejected", {
+  detail: Schema.String
+}) {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export const RestartReason = Schema.Union(Incompatible, Rejected)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type RestartReason = typeof RestartReason.Type
+
+/**
+ * How a thread turn opened its provider session:
+ * - `started`: no checkpoint was committed under the key; a fresh session;
+ * - `resumed`: the committed checkpoint's session (`from`) continues;
+ * - `forked`: the first turn of a fork branches `from` (the source thread's checkpoint);
+ * - `restarted`: a fresh session replaces `from`, for `reason`. `from` is not lost: once the
+ *   turn commits it is in the key's history (`thread.history`) until the host prunes it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class ThreadOpening extends Schema.Class<ThreadOpening>("@tether/core/ThreadOpening")({
+  key: Schema.String,
+  mode: Schema.Literal("started", "resumed", "forked", "restarted"),
+  /** The provider session of the checkpoint the turn resumes, forks or replaces. */
+  from: Schema.optional(Schema.String),
+  /** Committed turns of that checkpoint. */
+  fromTurns: Schema.optional(Schema.Number),
+  reason: Schema.optional(RestartReason)
+}) {}
+
+/**
  * The result of one run. In a `RunError` it is the partial result observed until the failure.
  *
  * @since 0.1.0
@@ -98,5 +156,7 @@ export class Result extends Schema.Class<Result>("@tether/core/Result")({
   /** The tool names this turn could use (definition ∩ policy), sorted. */
   effectiveTools: Schema.Array(Schema.String),
   /** The instructions actually sent to the provider. */
-  instructions: Schema.String
+  instructions: Schema.String,
+  /** On a thread: how this turn opened its provider session (`undefined` for a plain run). */
+  thread: Schema.optional(ThreadOpening)
 }) {}

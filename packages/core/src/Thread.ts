@@ -5,26 +5,36 @@
  * NUL included), stored and compared as given. A thread is the session: `run` / `stream` a turn,
  * `snapshot` its checkpoint, watch `events`, `fork` it, `close` it (the agent stays open).
  *
+ * - Every turn says how it opened the provider session, in a `ThreadOpened` event right after
+ *   `RunStarted` (before the provider process starts) and in `Result.thread`: `started` (no
+ *   checkpoint yet), `resumed`, `forked`, or `restarted` with the reason (`Incompatible` naming
+ *   the fingerprint components that differ, or `ResumeRejected` with the provider's text).
  * - Continue-or-start (default): a turn resumes the committed checkpoint when it is compatible
- *   (same provider, same compatibility fingerprint) and starts a fresh session otherwise. A
- *   resume the provider rejects makes exactly one fresh attempt under the same lease; its
- *   successful commit atomically replaces the record.
- * - `resumeOnly`: fails with `ThreadNotFound` (no record), `ThreadIncompatible` (the record was
- *   made by another provider or an agent with another fingerprint) or `ResumeRejected` (the
- *   provider refused the resume); the healthy record is kept.
+ *   (same provider, same compatibility fingerprint). When it is not, or when the provider rejects
+ *   the resume, `onUnresumable` decides: `restart` (default) starts a fresh session (after a
+ *   rejection: exactly one fresh attempt under the same lease) and its commit replaces the
+ *   record, which is kept in the key's history (`history`) until the host prunes it (`prune`,
+ *   `Agent.pruneThreads`) or deletes the thread (`delete`); `fail` fails the turn with
+ *   `ThreadIncompatible` (before any process starts) or `ResumeRejected`, and keeps the record.
+ * - `resumeOnly`: also fails with `ThreadNotFound` when no record exists (implies `fail`).
  * - One run per thread at a time: a second concurrent run fails fast with `ThreadBusy` (a store
  *   lease, renewed while the run lasts, held across processes by a SQL store). A lost lease
  *   persists nothing. A turn's result does not wait for its CLI to exit, but the next turn on the
  *   key (through any handle of the agent) starts only once that CLI is gone.
  * - A checkpoint is committed only from a clean run with the provider's official terminal
- *   record, before its `RunFinished` is published; failures, non-zero exits and cancellations
- *   never overwrite a healthy record. A commit that fails (lease lost, store failure) fails the
- *   run with `RunError` reason `CheckpointFailed`.
+ *   record, once the provider process has exited (it may still write the session after that
+ *   record; bounded by the agent's `processes.exitGrace`) and the session's files are saved in
+ *   the session store, before its `RunFinished` is published: a thread turn's result waits for
+ *   its CLI's exit. A host that dies between the save and the commit keeps the previous record.
+ *   Failures, non-zero exits and cancellations never overwrite a healthy record. A commit that
+ *   fails (lease lost, store failure, session store failure) fails the run with `RunError`
+ *   reason `CheckpointFailed`.
  * - Every tool of the agent needs a `revision` (the catalog fingerprint cannot see a handler's
  *   code): `ToolRevisionMissing` before any driver starts.
  *
  * @since 0.1.0
  */
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -33,16 +43,62 @@ import type * as Agent from "./Agent.js"
 import type { AgentClosed, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
-import type { ThreadAlreadyExists, ThreadBusy, ThreadRecord, ThreadStoreError } from "./ThreadStore.js"
+import type {
+  LeaseLost,
+  SupersededRecord,
+  ThreadAlreadyExists,
+  ThreadBusy,
+  ThreadRecord,
+  ThreadStoreError
+} from "./ThreadStore.js"
+
+export {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  Incompatible,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  Rejected,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  RestartReason,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  ThreadOpening
+} from "./Result.js"
 
 /**
- * `resumeOnly`: never start a fresh session; fail instead (see the module documentation).
+ * - `resumeOnly`: never start a fresh session; fail instead, also when nothing is committed.
+ * - `onUnresumable`: what a turn does when the committed checkpoint cannot be resumed (the record
+ *   is incompatible with the agent, or the provider rejects the resume): `restart` (default) a
+ *   fresh session, announced with its reason, the replaced record kept in the history; or `fail`
+ *   with `ThreadIncompatible` / `ResumeRejected`, nothing started, the record kept.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options {
   readonly resumeOnly?: boolean
+  readonly onUnresumable?: "restart" | "fail"
+}
+
+/**
+ * Which superseded records `prune` removes: those replaced more than `olderThan` ago (absent:
+ * all of them).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PruneOptions {
+  readonly olderThan?: Duration.DurationInput
 }
 
 /**
@@ -61,24 +117,25 @@ export class ThreadNotFound extends Schema.TaggedError<ThreadNotFound>()("Thread
 
 /**
  * The committed checkpoint cannot be resumed by this agent: another provider made it, or the
- * agent's compatibility fingerprint differs (driver or its session config, model, workspace,
- * instructions, skills, MCP declarations, tool catalog, policy, profile).
+ * agent's compatibility fingerprint differs. `components` names the parts that differ (see
+ * `Incompatible`).
  *
  * @since 0.1.0
  * @category errors
  */
 export class ThreadIncompatible extends Schema.TaggedError<ThreadIncompatible>()("ThreadIncompatible", {
   key: Schema.String,
-  reason: Schema.Literal("Provider", "Fingerprint")
+  reason: Schema.Literal("Provider", "Fingerprint"),
+  components: Schema.Array(Schema.String)
 }) {
   override get message(): string {
-    return `the thread's checkpoint is incompatible with this agent (${this.reason})`
+    return `the thread's checkpoint is incompatible with this agent (${this.reason}: ${this.components.join(", ")})`
   }
 }
 
 /**
- * The provider rejected the resume of a `resumeOnly` thread; the record is kept. `result` is
- * the rejected run's partial result.
+ * The provider rejected the resume of a `resumeOnly` (or `onUnresumable: "fail"`) thread; the
+ * record is kept. `result` is the rejected run's partial result.
  *
  * @since 0.1.0
  * @category errors
@@ -158,6 +215,27 @@ export type OpenFailure =
   | ThreadStoreError
 
 /**
+ * What `Agent.pruneThreads` removed: superseded checkpoints, and session-store entries
+ * (relative to the provider's profile) of sessions no record refers to any more.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PruneReport {
+  readonly records: ReadonlyArray<SupersededRecord>
+  readonly sessionEntries: ReadonlyArray<string>
+}
+
+/**
+ * Why deleting a thread failed: a turn holds it (`ThreadBusy`), the lease was lost midway
+ * (`LeaseLost`: call again), the store failed, or the agent is closed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreError
+
+/**
  * A thread of an agent.
  *
  * - `stream(turn)` / `run(turn)`: as the agent's, on this thread's session (see the module
@@ -168,10 +246,21 @@ export type OpenFailure =
  *   must be absent (`ThreadAlreadyExists`, checked again under the target's lease and by an
  *   insert-only commit); `UnsupportedCapability` before spawn when the driver cannot fork.
  * - `snapshot`: the committed checkpoint (opaque, serializable), if any.
- * - `events`: every event of every turn on this thread while subscribed; ends when the thread
- *   or the agent closes.
- * - `close`: cancels the thread's running turns (they fail with `ThreadClosed`), ends `events`,
- *   and refuses further turns. Idempotent; the agent and the committed record stay.
+ * - `history`: the checkpoints a restart replaced, most recent first, until pruned.
+ * - `prune(options?)`: removes superseded checkpoints of this key (all, or those replaced more
+ *   than `olderThan` ago) and their provider sessions from the session store; returns them.
+ * - `delete`: removes the key's checkpoint and history and their provider sessions (waiting for
+ *   nothing: `ThreadBusy` while a turn runs); returns what was removed. A later turn starts fresh.
+ * - `events`: every event of every turn run through this handle while subscribed, including the
+ *   `RunStarted` and `RunFinished` of a turn whose caller stopped reading it; under the agent's
+ *   event policy (`events.buffer` per subscriber: content deltas beyond it are dropped and
+ *   counted in a `Dropped`, which takes the sequence of the last event it stands for; other
+ *   events wait, so a subscriber that stops pulling without ending its stream holds the turns
+ *   back, as a run's own consumer does; with `events.blocking` nothing is dropped). Ends when the
+ *   thread or the agent closes, after the last turn's `RunFinished`.
+ * - `close`: cancels the thread's running turns and waits for them (they fail with
+ *   `ThreadClosed`), ends `events`, and refuses further turns. Idempotent; the agent and the
+ *   committed record stay.
  *
  * @since 0.1.0
  * @category models
@@ -182,6 +271,9 @@ export interface Thread {
   readonly stream: (turn: Agent.Input) => Stream.Stream<Event.Event, RunFailure>
   readonly fork: (key: string, options?: Options) => Effect.Effect<Thread, OpenFailure>
   readonly snapshot: Effect.Effect<Option.Option<ThreadRecord>, ThreadStoreError>
+  readonly history: Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
+  readonly prune: (options?: PruneOptions) => Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
+  readonly delete: Effect.Effect<ReadonlyArray<ThreadRecord>, DeleteFailure>
   readonly events: Stream.Stream<Event.Event>
   readonly close: Effect.Effect<void>
 }

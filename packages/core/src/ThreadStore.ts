@@ -5,6 +5,10 @@
  * Keys are the host's own opaque strings (any Unicode, lone surrogates and NUL included),
  * stored and compared exactly as given.
  *
+ * Nothing is lost silently: a commit that replaces a record of another session, fingerprint or
+ * provider (a restarted thread) keeps the replaced record in the key's `history` until the host
+ * removes it with `prune` or `delete`.
+ *
  * @since 0.1.0
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -19,6 +23,11 @@ export {
    * @category errors
    */
   LeaseLost,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  SupersededRecord,
   /**
    * @since 0.1.0
    * @category errors
@@ -56,7 +65,12 @@ export type {
    * @since 0.1.0
    * @category models
    */
-  Lease
+  Lease,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  PruneOptions
 } from "./internal/threadStore.js"
 
 /**
@@ -70,6 +84,7 @@ export const layerMemory: Layer.Layer<ThreadStore> = internal.layerMemory
 /**
  * A store on `@effect/sql` (e.g. `@effect/sql-sqlite-node`'s `SqliteClient.layer({ filename })`
  * for an embedded persistent store). Runs its migrations on start (tables prefixed `tether_`).
+ * Portable SQL only (SQLite and PostgreSQL).
  * Lease takeover and guarded commits are single atomic statements in portable SQL.
  *
  * @since 0.1.0

@@ -1,16 +1,18 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Agent as AgentModule } from "@tether/core"
+import { Agent as AgentModule, ThreadStore } from "@tether/core"
 import { FakeCli, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Threads from "./fixtures/threads.js"
+import { storedTranscript } from "./fixtures/threads.js"
 import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
 
 for (const [name, storeLayer] of Threads.stores) {
@@ -59,28 +61,43 @@ for (const [name, storeLayer] of Threads.stores) {
           yield* (yield* agent.thread("k")).run(text("next"))
         })))
 
-    it.live("the next turn on a key waits until the previous turn's CLI has exited, not its result", () =>
-      withThreads(storeLayer, ({ agent }) =>
+    it.live("a checkpoint is committed only once its CLI has exited and its session is saved in the store", () => {
+      // At each commit, what the session store holds of the session being committed.
+      const atCommit: Array<string> = []
+      let sessions = ""
+      const checking = Layer.effect(
+        ThreadStore.ThreadStore,
+        Effect.map(ThreadStore.ThreadStore, (store) => ({
+          ...store,
+          commit: (lease: ThreadStore.Lease, next: ThreadStore.ThreadRecord, mode: ThreadStore.CommitMode) =>
+            Effect.suspend(() => {
+              atCommit.push(storedTranscript(sessions, next.session))
+              return store.commit(lease, next, mode)
+            })
+        }))
+      ).pipe(Layer.provideMerge(storeLayer()))
+      return withThreads(() => checking, ({ agent, sandbox }) =>
         Effect.gen(function*() {
-          // The CLI keeps running 600 ms after its terminal record (still writing its session).
+          sessions = Threads.sessionsOf(sandbox)
+          const thread = yield* agent.thread("k")
+          // The CLI writes the last line of its transcript 400 ms after its terminal record.
           const events = yield* Stream.runCollect(
-            (yield* agent.thread("k")).stream(FakeCli.script({ op: "text", text: "one" }, { op: "linger", ms: 600 }))
+            thread.stream(FakeCli.script({ op: "text", text: "one" }, { op: "linger", ms: 400 }))
           )
-          const first = Array.from(events).find((event) => event._tag === "ProcessStarted")!
-          expect(yield* Harness.isAlive(first.pid)).toBe(true)
-          // Another handle of the same key: its process starts only once the first one is gone.
-          let aliveAtNextStart: boolean | undefined
-          yield* (yield* agent.thread("k")).stream(text("two")).pipe(
-            Stream.tap((event) =>
-              event._tag === "ProcessStarted"
-                ? Effect.map(Harness.isAlive(first.pid), (alive) => (aliveAtNextStart = alive))
-                : Effect.void
-            ),
-            Stream.runDrain
-          )
-          expect(aliveAtNextStart).toBe(false)
-          expect((yield* record(yield* agent.thread("k"))).turns).toBe(2)
-        })))
+          const started = Array.from(events).find((event) => event._tag === "ProcessStarted")!
+          // The result waited for the CLI: it is gone when the turn ends.
+          expect(yield* Harness.isAlive(started.pid)).toBe(false)
+          expect(atCommit).toHaveLength(1)
+          expect(atCommit[0]!.trim().split("\n").map((line) => JSON.parse(line).type)).toEqual([
+            "turn",
+            "message",
+            "closed"
+          ])
+          yield* thread.run(FakeCli.script({ op: "text", text: "two" }, { op: "linger", ms: 200 }))
+          expect(atCommit[1]!.trim().split("\n").filter((line) => line.includes("\"closed\""))).toHaveLength(2)
+          expect((yield* record(thread)).turns).toBe(2)
+        }))
+    })
 
     it.live("an agent rebuilt with a new registration resumes the checkpoint", () =>
       withThreads(storeLayer, ({ agent, make, control }) =>
@@ -145,34 +162,67 @@ describe("Thread (definition checks)", () => {
     }).pipe(Effect.scoped))
 })
 
+/** Runs `fixtures/threadChild.ts` as another host; resolves with its stdout, whatever its exit. */
+const childHost = (sandbox: Harness.Sandbox, filename: string, key: string, mode?: string) =>
+  Effect.promise(() =>
+    new Promise<string>((resolve) =>
+      ChildProcess.execFile(
+        process.execPath,
+        [
+          "--conditions=@tether/source",
+          "--import",
+          "tsx",
+          Path.join(import.meta.dirname, "fixtures/threadChild.ts"),
+          filename,
+          sandbox.source,
+          sandbox.root,
+          sandbox.workspace,
+          JSON.stringify(key),
+          ...(mode === undefined ? [] : [mode])
+        ],
+        { encoding: "utf8" },
+        (_error, stdout) => resolve(stdout)
+      )
+    )
+  ).pipe(
+    Effect.map((stdout) => JSON.parse(stdout.trim().split("\n").at(-1)!) as { fingerprint: string; session: string })
+  )
+
 describe("Thread (sqlite store across host processes)", () => {
+  it.live("a host killed between saving a turn's session and committing it leaves the previous record", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      const filename = Path.join(sandbox.base, "threads.db")
+      const written = yield* childHost(sandbox, filename, "k", "crash-at-commit")
+      const control = Threads.makeControl()
+      yield* Effect.gen(function*() {
+        const agent = yield* Threads.makeAgent(sandbox, Threads.driver(control))
+        const thread = yield* agent.thread("k", { resumeOnly: true })
+        // The first turn's checkpoint, whole; the killed turn committed nothing.
+        expect(yield* record(thread)).toMatchObject({ session: written.session, turns: 1 })
+        // The killed turn's session was saved before its commit was attempted.
+        const transcript = storedTranscript(Threads.sessionsOf(sandbox), written.session)
+        expect(transcript.split("\n").filter((line) => line.includes(`"closed"`))).toHaveLength(2)
+        // Its session is in the store (with the uncommitted turn in it): it still resumes, once
+        // the dead host's lease expired.
+        const next = yield* thread.run(text("after the crash")).pipe(
+          Effect.retry({ while: (error) => error._tag === "ThreadBusy", schedule: Schedule.spaced("100 millis") })
+        )
+        expect(next.thread).toMatchObject({ mode: "resumed", from: written.session })
+        expect(yield* record(thread)).toMatchObject({ session: written.session, turns: 2 })
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(Layer.mergeAll(Threads.ToolsLive, Harness.layer, Threads.sqliteLayer(filename)))
+      )
+      expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    }).pipe(Effect.scoped))
+
   it.live("a turn committed by one host process is resumed by the next", () =>
     Effect.gen(function*() {
       const sandbox = yield* Harness.sandbox
       const filename = Path.join(sandbox.base, "threads.db")
       const key = "tenant\u0000λ/issue-7"
-      const child = Path.join(import.meta.dirname, "fixtures/threadChild.ts")
-      const output = yield* Effect.promise(() =>
-        new Promise<string>((resolve, reject) =>
-          ChildProcess.execFile(
-            process.execPath,
-            [
-              "--conditions=@tether/source",
-              "--import",
-              "tsx",
-              child,
-              filename,
-              sandbox.source,
-              sandbox.root,
-              sandbox.workspace,
-              JSON.stringify(key)
-            ],
-            { encoding: "utf8" },
-            (error, stdout) => (error === null ? resolve(stdout) : reject(error))
-          )
-        )
-      )
-      const written = JSON.parse(output.trim().split("\n").at(-1)!) as { fingerprint: string; session: string }
+      const written = yield* childHost(sandbox, filename, key)
       const control = Threads.makeControl()
       yield* Effect.gen(function*() {
         const agent = yield* Threads.makeAgent(sandbox, Threads.driver(control))

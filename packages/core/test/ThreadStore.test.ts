@@ -1,4 +1,5 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
 import * as Effect from "effect/Effect"
@@ -126,6 +127,83 @@ for (const [name, makeLayer] of stores) {
         })
       ))
 
+    it.effect("a commit of another session keeps the replaced record in the key's history; a resume does not", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const components = { model: "m1", instructions: "i1" }
+          const lease = yield* store.acquire("k", "1 minute")
+          const first = new ThreadStore.ThreadRecord({ ...record("k", "s1"), components })
+          yield* store.commit(lease, first, "upsert")
+          // The same session advancing: nothing superseded.
+          yield* TestClock.adjust("1 second")
+          const advanced = new ThreadStore.ThreadRecord({ ...record("k", "s1", 2), components })
+          yield* store.commit(lease, advanced, "upsert")
+          expect(yield* store.history("k")).toEqual([])
+          expect(Option.getOrThrow(yield* store.get("k"))).toEqual(advanced)
+          // Another session (a restart): the replaced record is kept, with when it was replaced.
+          yield* TestClock.adjust("1 second")
+          yield* store.commit(lease, record("k", "s2"), "upsert")
+          // Another fingerprint on the same session is another conversation too.
+          yield* TestClock.adjust("1 second")
+          yield* store.commit(
+            lease,
+            new ThreadStore.ThreadRecord({ ...record("k", "s2"), fingerprint: "fp2" }),
+            "upsert"
+          )
+          const history = yield* store.history("k")
+          expect(history.map((entry) => [entry.record.session, entry.record.fingerprint, entry.supersededAt])).toEqual([
+            ["s2", "fp", 3_000],
+            ["s1", "fp", 2_000]
+          ])
+          expect(history[1]!.record).toEqual(advanced)
+          expect(yield* store.history("other")).toEqual([])
+          expect([...(yield* store.sessions)].sort()).toEqual(["s1", "s2"])
+          // A lost lease supersedes nothing.
+          yield* store.release(lease)
+          expect((yield* Effect.flip(store.commit(lease, record("k", "s3"), "upsert")))._tag).toBe("LeaseLost")
+          expect(yield* store.history("k")).toHaveLength(2)
+        })
+      ))
+
+    it.effect("prune removes superseded records by key and by age, and expired leases; delete needs the lease", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          for (const key of ["a", "b"]) {
+            const lease = yield* store.acquire(key, "1 minute")
+            for (const [i, session] of ["s1", "s2", "s3"].entries()) {
+              yield* TestClock.adjust("10 seconds")
+              yield* store.commit(lease, record(key, `${key}-${session}`, i + 1), "upsert")
+            }
+            yield* store.release(lease)
+          }
+          // Superseded at 20 s and 30 s (a), 50 s and 60 s (b).
+          const old = yield* store.prune({ supersededBefore: 25_000 })
+          expect(old.map((entry) => entry.record.session)).toEqual(["a-s1"])
+          const ofB = yield* store.prune({ key: "b" })
+          expect(ofB.map((entry) => entry.record.session).sort()).toEqual(["b-s1", "b-s2"])
+          expect((yield* store.history("a")).map((entry) => entry.record.session)).toEqual(["a-s2"])
+          expect(yield* store.history("b")).toEqual([])
+          expect(Option.getOrThrow(yield* store.get("b")).session).toBe("b-s3")
+          // An expired lease of a dead host is pruned: the key is free, and its holder cannot commit.
+          const dead = yield* store.acquire("c", "1 second")
+          yield* TestClock.adjust("2 seconds")
+          yield* store.prune({ key: "nothing" })
+          const live = yield* store.acquire("c", "1 minute")
+          expect((yield* Effect.flip(store.commit(dead, record("c", "x"), "upsert")))._tag).toBe("LeaseLost")
+          // Delete: the record and its history, only under the lease.
+          const lease = yield* store.acquire("a", "1 minute")
+          yield* store.release(lease)
+          expect((yield* Effect.flip(store.delete(lease)))._tag).toBe("LeaseLost")
+          const held = yield* store.acquire("a", "1 minute")
+          const removed = yield* store.delete(held)
+          expect(removed.map((r) => r.session)).toEqual(["a-s3", "a-s2"])
+          expect(Option.isNone(yield* store.get("a"))).toBe(true)
+          expect(yield* store.history("a")).toEqual([])
+          expect([...(yield* store.sessions)].sort()).toEqual(["b-s3"])
+          yield* store.release(live)
+        })
+      ))
+
     it.effect.prop(
       "any key round-trips exactly and never aliases another",
       [FastCheck.string({ unit: "binary", maxLength: 12 }), FastCheck.string({ unit: "binary", maxLength: 12 })],
@@ -143,6 +221,36 @@ for (const [name, makeLayer] of stores) {
     )
   })
 }
+
+describe("ThreadStore (sqlite migrations)", () => {
+  it.effect("a database written before the history migration keeps its records and gains a history", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
+    return Effect.gen(function*() {
+      const filename = Path.join(dir, "threads.db")
+      // The first schema, as the first release wrote it.
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`CREATE TABLE tether_migrations (migration_id INTEGER PRIMARY KEY NOT NULL,
+          created_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP, name VARCHAR(255) NOT NULL)`
+        yield* sql`INSERT INTO tether_migrations (migration_id, name) VALUES (1, 'tether_threads')`
+        yield* sql`CREATE TABLE tether_threads (key_hex TEXT PRIMARY KEY, provider TEXT NOT NULL,
+          session TEXT NOT NULL, fingerprint TEXT NOT NULL, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL)`
+        yield* sql`CREATE TABLE tether_thread_leases (key_hex TEXT PRIMARY KEY, holder TEXT NOT NULL,
+          expires_at BIGINT NOT NULL)`
+        yield* sql`INSERT INTO tether_threads VALUES ('006b', 'reference', 'old', 'fp', 3, 7)`
+      }).pipe(Effect.provide(SqliteClient.layer({ filename })), Effect.orDie)
+      yield* Effect.gen(function*() {
+        const store = yield* ThreadStore.ThreadStore
+        const old = Option.getOrThrow(yield* store.get("k"))
+        expect(old).toMatchObject({ key: "k", session: "old", turns: 3 })
+        expect(old.components).toBeUndefined()
+        const lease = yield* store.acquire("k", "1 minute")
+        yield* store.commit(lease, record("k", "new"), "upsert")
+        expect((yield* store.history("k")).map((entry) => entry.record)).toEqual([old])
+      }).pipe(Effect.provide(ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename })), Layer.orDie)))
+    }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))))
+  })
+})
 
 describe("ThreadStore (sqlite across processes)", () => {
   it("a record written by one host process is read by the next", () => {

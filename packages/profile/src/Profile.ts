@@ -15,6 +15,7 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
+import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -181,6 +182,14 @@ export interface MaterializedFile {
 export interface Owner {
   readonly agentId: string
   readonly identity?: string
+  /**
+   * Whether closing the clone saves its changed session entries to the store (default `true`).
+   * An owner that saves what it needs itself (`saveSession` after each turn it wants to keep)
+   * turns it off, so that nothing else (another run's transcript) is ever persisted.
+   *
+   * @since 0.2.0
+   */
+  readonly saveSessionsOnClose?: boolean
 }
 
 /**
@@ -252,6 +261,32 @@ export interface ExecutionProfile {
    * @since 0.2.0
    */
   readonly saveSessions: Effect.Effect<SessionSync, ProfileError>
+  /**
+   * `saveSessions` restricted to one provider session: its own entries and the shared ones
+   * (`ProfileLayout.sessionOf`); entries of other sessions are neither saved nor removed. With a
+   * layout that cannot tell sessions apart, the same as `saveSessions`.
+   *
+   * @since 0.2.0
+   */
+  readonly saveSession: (session: string) => Effect.Effect<SessionSync, ProfileError>
+  /**
+   * Removes the entries of these provider sessions from the store and from the clone (shared
+   * entries are kept); returns the removed entries, relative to the profile. A no-op without a
+   * store or when the layout cannot tell sessions apart.
+   *
+   * @since 0.2.0
+   */
+  readonly dropSessions: (sessions: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, ProfileError>
+  /**
+   * Removes from the store the entries of any session not in `keep` that were last saved more than
+   * `olderThan` ago (shared entries are kept); returns the removed entries.
+   *
+   * @since 0.2.0
+   */
+  readonly pruneSessions: (options: {
+    readonly olderThan: Duration.DurationInput
+    readonly keep?: ReadonlyArray<string>
+  }) => Effect.Effect<ReadonlyArray<string>, ProfileError>
 }
 
 /**
@@ -314,8 +349,10 @@ export type ProfileFailure = ProfileError | ProfileInUse | ProfileCollision
 export const defaultRoot = (): string => internal.defaultRoot()
 
 /**
- * `<os.tmpdir()>/tether-sessions-<uid>`: the default directory of session stores, checked like
- * `defaultRoot()` (a plain 0700 directory owned by this user).
+ * The default directory of session stores: persistent per-user state,
+ * `$XDG_STATE_HOME/tether/sessions` (when that variable is an absolute path), else
+ * `~/.local/state/tether/sessions`. Checked like `defaultRoot()` (a plain 0700 directory owned by
+ * this user); created when first used.
  *
  * @since 0.2.0
  * @category utils

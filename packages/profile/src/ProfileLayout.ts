@@ -60,6 +60,17 @@ export interface ProfileLayout {
     readonly sessions?: Globs
   }
   /**
+   * For a session entry that belongs to one provider session alone (its transcript, its rollout),
+   * the session id that entry carries, or the part of it the provider writes into the path (at
+   * least 8 characters, e.g. Gemini's `session-<time>-<first 8 characters>.json`); `undefined` for
+   * entries the sessions share (an index, a project map). Session stores keep a thread's own
+   * entries plus the shared ones, and drop a session's entries when its thread is deleted or
+   * pruned. Absent: every entry counts as shared (saved after every turn, never dropped).
+   *
+   * @since 0.2.0
+   */
+  readonly sessionOf?: (path: string) => string | undefined
+  /**
    * Entries the driver materializes itself. A source entry that would be brought into the clone
    * at one of these paths fails the clone with `ProfileCollision` (reason `Reserved`) before launch.
    */
@@ -121,3 +132,25 @@ export const matches = (patterns: Globs, path: string): boolean => glob.matches(
  */
 export const isSession = (layout: ProfileLayout, path: string): boolean =>
   glob.matches(layout.classes.sessions ?? [], path)
+
+/**
+ * Whether the session entry at `path` belongs to `session` alone (see `ProfileLayout.sessionOf`).
+ * `undefined` when the entry is shared by the sessions (or the layout cannot tell).
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const sessionOwner = (layout: ProfileLayout, path: string): string | undefined => {
+  const owner = layout.sessionOf?.(path)
+  return owner === undefined || owner.length < 8 ? undefined : owner
+}
+
+/**
+ * Whether an owner returned by `sessionOf` names `session`: the whole id, or a prefix of it of at
+ * least 8 characters.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const ownedBy = (owner: string, session: string): boolean =>
+  owner === session || (owner.length >= 8 && session.startsWith(owner))

@@ -6,6 +6,7 @@ import * as Scope from "effect/Scope"
 import * as NodeChild from "node:child_process"
 import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
+import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import * as Profile from "../src/Profile.js"
 import * as ProfileLayout from "../src/ProfileLayout.js"
@@ -309,7 +310,7 @@ describe("Profile session store", () => {
       NodeFs.rmSync(withDefault.sessions!, { recursive: true, force: true })
       expect(kept).toBe("kept")
       expect(NodePath.dirname(withDefault.sessions!)).toBe(Profile.defaultSessionsRoot())
-      expect(Profile.defaultSessionsRoot()).toMatch(/tether-sessions-\d+$/)
+      expect(Profile.defaultSessionsRoot()).toMatch(/\/tether\/sessions$/)
       const info = NodeFs.lstatSync(Profile.defaultSessionsRoot())
       expect(info.isDirectory() && !info.isSymbolicLink()).toBe(true)
       expect(info.mode & 0o077).toBe(0)
@@ -322,6 +323,64 @@ describe("Profile session store", () => {
         ))
       ).toEqual({ saved: [], removed: [] })
       expect(NodeFs.existsSync(w.store)).toBe(false)
+    })))
+
+  it("the default store is persistent per-user state, never the temp dir; tests keep it inside their run", () => {
+    // The test run's own state directory (scripts/testTmpdir.ts): nothing reaches the user's.
+    expect(Profile.defaultSessionsRoot()).toBe(`${process.env["XDG_STATE_HOME"]}/tether/sessions`)
+    expect(Profile.defaultSessionsRoot().startsWith(`${NodeOs.tmpdir()}/`)).toBe(true)
+    const saved = { state: process.env["XDG_STATE_HOME"], home: process.env["HOME"] }
+    try {
+      process.env["XDG_STATE_HOME"] = "/srv/state"
+      expect(Profile.defaultSessionsRoot()).toBe("/srv/state/tether/sessions")
+      // The XDG rule: a relative value is ignored.
+      process.env["XDG_STATE_HOME"] = "relative/state"
+      process.env["HOME"] = "/home/alice"
+      expect(Profile.defaultSessionsRoot()).toBe("/home/alice/.local/state/tether/sessions")
+      delete process.env["XDG_STATE_HOME"]
+      expect(Profile.defaultSessionsRoot()).toBe("/home/alice/.local/state/tether/sessions")
+    } finally {
+      for (const [name, value] of [["XDG_STATE_HOME", saved.state], ["HOME", saved.home]] as const) {
+        if (value === undefined) delete process.env[name]
+        else process.env[name] = value
+      }
+    }
+  })
+
+  it.live("per session: saveSession keeps one session's entries and the shared ones; drop and prune remove them", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      // Transcripts `sessions/<id>.jsonl` belong to their session; `index.json` is shared.
+      const layout: ProfileLayout.ProfileLayout = {
+        ...w.layout,
+        sessionOf: (path) => /^sessions\/([0-9a-f-]{36})\.jsonl$/.exec(path)?.[1]
+      }
+      const [a, b, c] = [NodeCrypto.randomUUID(), NodeCrypto.randomUUID(), NodeCrypto.randomUUID()]
+      const scope = yield* Scope.make()
+      const clone = yield* Profile.clone(selection(w), layout, { ...alice, saveSessionsOnClose: false }).pipe(
+        Scope.extend(scope)
+      )
+      const store = NodePath.join(clone.sessions!, "profile")
+      for (const id of [a, b, c]) write(clone.dir, `sessions/${id}.jsonl`, `${id}\n`)
+      write(clone.dir, "index.json", "{}")
+      expect(yield* clone.saveSession(a)).toEqual({ saved: ["index.json", `sessions/${a}.jsonl`], removed: [] })
+      expect(yield* clone.saveSession(c)).toEqual({ saved: [`sessions/${c}.jsonl`], removed: [] })
+      // Another session's transcript (a plain run's) was never persisted on their behalf.
+      expect(exists(store, `sessions/${b}.jsonl`)).toBe(false)
+      // Dropping a session removes its entries from the store and the clone, never shared ones.
+      expect(yield* clone.dropSessions([a])).toEqual([`sessions/${a}.jsonl`])
+      expect(exists(store, `sessions/${a}.jsonl`) || exists(clone.dir, `sessions/${a}.jsonl`)).toBe(false)
+      expect(exists(store, "index.json")).toBe(true)
+      // By age: only sessions not kept, last saved before the cut-off.
+      expect(yield* clone.pruneSessions({ olderThan: "1 hour" })).toEqual([])
+      yield* Effect.sleep("20 millis")
+      expect(yield* clone.pruneSessions({ olderThan: "10 millis", keep: [c] })).toEqual([])
+      expect(yield* clone.pruneSessions({ olderThan: "10 millis" })).toEqual([`sessions/${c}.jsonl`])
+      expect(storeFiles(clone.sessions!)).toEqual(["index.json"])
+      // The owner turned saving at close off: the rest of the clone is never persisted.
+      yield* Scope.close(scope, Exit.void)
+      expect(storeFiles(clone.sessions!)).toEqual(["index.json"])
+      expect(yield* Effect.flip(clone.saveSession(a))).toMatchObject({ reason: "CloneClosed" })
     })))
 
   it.live("two host processes saving one identity concurrently: every entry kept, the shared one always whole", () =>

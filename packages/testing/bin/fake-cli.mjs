@@ -30,8 +30,16 @@
 //   huge {bytes}             print one line of `bytes` characters
 //   exit-early {code?}       exit before any output (only meaningful as the first operation)
 //   linger {ms}              after the terminal record, keep running `ms` before exiting
+//
+// Like a real CLI it keeps a transcript of each session in its profile directory,
+// `$FAKE_CLI_HOME/sessions/<session id>.jsonl` (a `turn` line, one line per message, and a
+// `closed` line written last, after the terminal record and any linger). The session id is
+// `$FAKE_CLI_SESSION` or a fresh UUID. A resume (`FAKE_CLI_RESUME=1`) or a fork
+// (`FAKE_CLI_FORK_FROM=<id>`) of a session without a transcript exits 1 before any output with
+// "no conversation found with session id <id>" on stderr; a fork starts from a copy of it.
 import { spawn } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { randomUUID } from "node:crypto"
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 
 const out = (record) => process.stdout.write(JSON.stringify(record) + "\n")
@@ -105,7 +113,22 @@ const main = async () => {
     process.stderr.write("fake-cli: exiting before output\n")
     await exitFlushed(ops[0].code ?? 1)
   }
-  const sessionId = process.env.FAKE_CLI_SESSION ?? `fake-${process.pid}-${Date.now()}`
+  const sessionId = process.env.FAKE_CLI_SESSION ?? randomUUID()
+  const home = process.env.FAKE_CLI_HOME
+  const transcript = (id) => join(home, "sessions", `${id}.jsonl`)
+  const forkFrom = process.env.FAKE_CLI_FORK_FROM
+  const continued = forkFrom ?? (process.env.FAKE_CLI_RESUME === "1" ? sessionId : undefined)
+  if (home !== undefined && continued !== undefined && !existsSync(transcript(continued))) {
+    process.stderr.write(`fake-cli: no conversation found with session id ${continued}\n`)
+    await exitFlushed(1)
+  }
+  const record = (line) => {
+    if (home === undefined) return
+    mkdirSync(join(home, "sessions"), { recursive: true, mode: 0o700 })
+    appendFileSync(transcript(sessionId), JSON.stringify(line) + "\n", { mode: 0o600 })
+  }
+  if (home !== undefined && forkFrom !== undefined) copyFileSync(transcript(forkFrom), transcript(sessionId))
+  record({ type: "turn", pid: process.pid })
   const model = process.env.FAKE_CLI_MODEL ?? "fake-model"
   out({ type: "session", session_id: sessionId, model })
   let finalText = ""
@@ -118,6 +141,7 @@ const main = async () => {
       case "text": {
         out({ type: "delta", text: op.text })
         out({ type: "message", text: op.text })
+        record({ type: "message", text: op.text })
         finalText = op.text
         break
       }
@@ -245,6 +269,7 @@ const main = async () => {
   }
   if (client !== undefined) await client.close().catch(() => {})
   if (linger > 0) await sleep(linger)
+  record({ type: "closed", pid: process.pid })
 }
 
 main().then(

@@ -4,11 +4,15 @@
  * The program reads its turn from stdin as JSONL script operations (see `op`), acts as an MCP
  * client of the gateway exactly as a real CLI does (reads `mcp.json` from its profile directory
  * `$FAKE_CLI_HOME`, expands the bearer variable from its environment, initializes, lists and
- * calls tools with the official SDK client) and writes a JSONL protocol the driver parses.
+ * calls tools with the official SDK client) and writes a JSONL protocol the driver parses. Like a
+ * real CLI it keeps one transcript per session in its profile (`sessions/<id>.jsonl`, the layout's
+ * `sessions` class, its last line written after the terminal record) and refuses to resume or fork
+ * a session whose transcript is missing (`classifyExit` reports it as `ResumeRejected`).
  *
  * @since 0.1.0
  */
 import type { Driver } from "@tether/core"
+import * as DriverModule from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -208,7 +212,14 @@ export const driver = (options: Options = {}): Driver.Driver => ({
     provider: "fake-cli",
     selectorEnv: [selectorEnv],
     nativeDefault: (env) => NodePath.join(env["HOME"] ?? "/nonexistent", ".fake-cli"),
-    classes: { settings: ["settings.json"], mcp: [], skills: ["skills/**"], auth: ["auth.json"] },
+    classes: {
+      settings: ["settings.json"],
+      mcp: [],
+      skills: ["skills/**"],
+      auth: ["auth.json"],
+      sessions: ["sessions/**"]
+    },
+    sessionOf: (path) => /^sessions\/([0-9a-f-]{36})\.jsonl$/.exec(path)?.[1],
     reserved: ["mcp.json", "instructions.md"],
     siblings: ["home"]
   },
@@ -221,7 +232,9 @@ export const driver = (options: Options = {}): Driver.Driver => ({
         HOME: request.siblings["home"] ?? request.profileDir,
         [selectorEnv]: request.profileDir,
         ...(request.model === undefined ? {} : { FAKE_CLI_MODEL: request.model }),
-        ...(request.session._tag === "New" ? {} : { FAKE_CLI_SESSION: request.session.id })
+        ...(request.session._tag === "New" ? {} : { FAKE_CLI_SESSION: request.session.id }),
+        ...(request.session._tag === "Resume" ? { FAKE_CLI_RESUME: "1" } : {}),
+        ...(request.session._tag === "Fork" ? { FAKE_CLI_FORK_FROM: request.session.from } : {})
       },
       cwd: request.workspace,
       stdin: request.prompt,
@@ -244,5 +257,11 @@ export const driver = (options: Options = {}): Driver.Driver => ({
         ...(request.instructions === "" ? [] : [{ path: "instructions.md", content: request.instructions }])
       ]
     }),
-  parse
+  parse,
+  classifyExit: (info) => {
+    const missing = /no conversation found with session id \S+/.exec(info.stderr)
+    return info.session._tag !== "New" && missing !== null
+      ? new DriverModule.ProtocolError({ reason: "ResumeRejected", detail: missing[0] })
+      : undefined
+  }
 })

@@ -142,7 +142,9 @@ export const make = (
       : `${driver.name}:${options.identity.tenant ?? ""}/${options.identity.id}`
     const profile = yield* Profile.clone(options.profile ?? Profile.native(), driver.layout, {
       agentId: id,
-      ...(identity === undefined ? {} : { identity })
+      ...(identity === undefined ? {} : { identity }),
+      // Threads save their own sessions before each commit; nothing else is kept.
+      saveSessionsOnClose: false
     }).pipe(
       Scope.extend(cloneScope),
       Effect.mapError((error) => configError("Profile", error.message, error)),
@@ -153,7 +155,7 @@ export const make = (
       Effect.onError(() => abort)
     )
 
-    const fingerprint = Compatibility.compatibilityFingerprint({
+    const compatibility: Compatibility.CompatibilityInput = {
       driver: driver.name,
       driverConfig: driver.sessionConfig,
       model: options.model,
@@ -168,7 +170,8 @@ export const make = (
       identity: options.identity === undefined
         ? undefined
         : { id: options.identity.id, tenant: options.identity.tenant }
-    })
+    }
+    const fingerprint = Compatibility.compatibilityFingerprint(compatibility)
     const store = yield* Effect.serviceOption(ThreadStore).pipe(
       Effect.flatMap(Option.match({ onNone: () => makeMemory, onSome: Effect.succeed }))
     )
@@ -202,11 +205,7 @@ export const make = (
         dir: profile.dir,
         siblings: profile.siblings,
         env: profile.env,
-        materialize,
-        saveSessions: profile.saveSessions.pipe(
-          Effect.catchAll((error) => Effect.logWarning("saving provider sessions failed", error.message)),
-          Effect.asVoid
-        )
+        materialize
       },
       workspace: options.workspace,
       instructions: definition.instructions,
@@ -284,6 +283,7 @@ export const make = (
 
     // Read once: a later change to the caller's options object never reaches the agent.
     const defaultModel = options.model
+    const sessionFailure = (error: { readonly message: string }) => ({ message: `session store: ${error.message}` })
     const stream = (
       input: Agent.Input,
       hooks?: Thread.Hooks
@@ -292,7 +292,7 @@ export const make = (
         const turn: Agent.Turn = typeof input === "string" ? { input } : input
         const queue = yield* Queue.bounded<Emitter.Item>(capacity)
         const runId = randomUUID()
-        const emitter = Emitter.make(runId, queue, capacity, blocking)
+        const emitter = Emitter.make(runId, queue, capacity, blocking, hooks?.observe)
         const model = turn.model ?? defaultModel
         if (turn.toolPolicy !== undefined) {
           const unknown = ToolPolicy.unknownNames(tools, turn.toolPolicy)
@@ -315,7 +315,7 @@ export const make = (
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
           ...(credential === undefined ? {} : { tools: credential.tools, token: credential.token }),
-          ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped })
+          ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped, opening: hooks.opening })
         }
         const fiber = yield* admission.withPermits(1)(
           fenced
@@ -326,8 +326,29 @@ export const make = (
             : FiberSet.run(runs, Run.execute(context, request, emitter))
         )
         yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
+        if (hooks !== undefined) yield* hooks.admitted(fiber)
         return Stream.fromQueue(queue).pipe(Stream.flattenTake)
       })).pipe(Stream.withSpan("Agent.stream"))
+
+    const threadHost: Thread.Host = {
+      provider: driver.name,
+      capabilities: driver.capabilities,
+      fingerprint,
+      components: Compatibility.compatibilityComponents(compatibility),
+      revisionless: definition.catalog.descriptors.filter((d) => d.revision === undefined).map((d) => d.name),
+      store,
+      leaseTtl: Duration.decode(options.threads?.leaseTtl ?? "30 seconds"),
+      events: { capacity, blocking },
+      sessions: {
+        save: (session) => Effect.asVoid(Effect.mapError(profile.saveSession(session), sessionFailure)),
+        drop: (sessions) => Effect.mapError(profile.dropSessions(sessions), sessionFailure),
+        prune: (olderThan, keep) => Effect.mapError(profile.pruneSessions({ olderThan, keep }), sessionFailure)
+      },
+      admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
+      stream,
+      closed: Deferred.await(agentClosed),
+      exiting
+    }
 
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
       Effect.suspend(() => {
@@ -355,23 +376,8 @@ export const make = (
         identity: options.identity === undefined ? undefined : deepFreeze({ ...options.identity }),
         definition,
         fingerprint,
-        thread: (key, threadOptions) =>
-          Thread.open(
-            {
-              provider: driver.name,
-              capabilities: driver.capabilities,
-              fingerprint,
-              revisionless: definition.catalog.descriptors.filter((d) => d.revision === undefined).map((d) => d.name),
-              store,
-              leaseTtl: Duration.decode(options.threads?.leaseTtl ?? "30 seconds"),
-              admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
-              stream,
-              closed: Deferred.await(agentClosed),
-              exiting
-            },
-            key,
-            threadOptions ?? {}
-          ),
+        thread: (key, threadOptions) => Thread.open(threadHost, key, threadOptions ?? {}),
+        pruneThreads: (pruneOptions) => Thread.pruneAll(threadHost, pruneOptions),
         run,
         stream: (input) => stream(input),
         close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout).pipe(Effect.withSpan("Agent.close"))

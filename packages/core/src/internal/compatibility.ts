@@ -51,3 +51,53 @@ export interface CompatibilityInput {
  */
 export const compatibilityFingerprint = (input: CompatibilityInput): string =>
   Crypto.createHash("sha256").update("tether/compatibility/v1\u0000").update(canonicalJson(input)).digest("hex")
+
+/** The names under which each part of the input is digested (what a host reads in a restart). */
+const componentNames: { readonly [K in keyof CompatibilityInput]: string } = {
+  driver: "driver",
+  driverConfig: "driverConfig",
+  model: "model",
+  workspace: "workspace",
+  instructions: "instructions",
+  skills: "skills",
+  mcp: "mcp",
+  catalogFingerprint: "tools",
+  policy: "policy",
+  profileIdentity: "profile",
+  profileFingerprint: "profileSettings",
+  identity: "identity"
+}
+
+/**
+ * One digest per part of the fingerprint (name → SHA-256 hex prefix), stored beside it in every
+ * checkpoint so that an incompatible record names the parts that changed, never their values.
+ *
+ * @internal
+ */
+export const compatibilityComponents = (input: CompatibilityInput): { readonly [name: string]: string } => {
+  const out: Record<string, string> = {}
+  for (const key of Object.keys(componentNames) as Array<keyof CompatibilityInput>) {
+    const name = componentNames[key]
+    out[name] = Crypto.createHash("sha256")
+      .update(`tether/compatibility-component/v1\u0000${name}\u0000`)
+      .update(canonicalJson(input[key]))
+      .digest("hex")
+      .slice(0, 32)
+  }
+  return out
+}
+
+/**
+ * The names of the components whose digests differ between a record and the agent, sorted. A
+ * record without digests names only `fingerprint`.
+ *
+ * @internal
+ */
+export const differingComponents = (
+  recorded: { readonly [name: string]: string } | undefined,
+  current: { readonly [name: string]: string }
+): ReadonlyArray<string> => {
+  if (recorded === undefined) return ["fingerprint"]
+  const names = new Set([...Object.keys(recorded), ...Object.keys(current)])
+  return Array.from(names).filter((name) => recorded[name] !== current[name]).sort()
+}

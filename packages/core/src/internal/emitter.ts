@@ -82,7 +82,9 @@ export const make = (
   runId: string,
   queue: Queue.Queue<Item>,
   capacity: number,
-  blocking: boolean
+  blocking: boolean,
+  /** Sees every stamped batch first, whether or not the run's own consumer is still there. */
+  observe?: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>
 ): Emitter => {
   let sequence = 0
   let dropped = 0
@@ -119,7 +121,9 @@ export const make = (
             : reasoningDelta(base, item.text)
         )
       }
-      return events.length === 0 ? Effect.void : Effect.asVoid(queue.offer(Take.chunk(Chunk.unsafeFromArray(events))))
+      if (events.length === 0) return Effect.void
+      const offer = Effect.asVoid(queue.offer(Take.chunk(Chunk.unsafeFromArray(events))))
+      return observe === undefined ? offer : Effect.zipRight(observe(events), offer)
     })
   const end = (error: RunError | undefined) =>
     Effect.asVoid(queue.offer(error === undefined ? Take.end : Take.fail(error)))

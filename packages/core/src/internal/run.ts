@@ -21,7 +21,7 @@ import * as Stream from "effect/Stream"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import * as Event from "../Event.js"
-import { Raw, Result, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
+import { Raw, Result, type ThreadOpening, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
 import type { TranscriptEntry } from "../Result.js"
 import * as Emitter from "./emitter.js"
 import * as Process from "./process.js"
@@ -43,8 +43,6 @@ export interface Context {
     readonly materialize: (
       files: ReadonlyArray<Driver.MaterializedFile>
     ) => Effect.Effect<void, { readonly message: string }>
-    /** Copies the provider's changed session files to the identity's session store; never fails. */
-    readonly saveSessions: Effect.Effect<void>
   }
   readonly workspace: string
   readonly instructions: string
@@ -75,8 +73,13 @@ export interface Request {
   readonly tools?: ReadonlyArray<string>
   /** The narrower credential carrying `tools`: the token variable's value for this run. */
   readonly token?: Redacted.Redacted<string>
-  /** A thread's checkpoint commit: after a clean terminal record, before `RunFinished`. */
+  /**
+   * A thread's checkpoint commit: after a clean terminal record and the provider process's exit
+   * (it may still be writing the session the checkpoint points at), before `RunFinished`.
+   */
   readonly commit?: (result: Result) => Effect.Effect<void, { readonly message: string }>
+  /** A thread turn: how it opened its session (a `ThreadOpened` event, `Result.thread`). */
+  readonly opening?: ThreadOpening
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped?: Deferred.Deferred<void>
 }
@@ -196,7 +199,8 @@ const resultOf = (ctx: Context, request: Request, state: State): Result => {
     transcript: state.transcript.slice(),
     raw: new Raw({ ...raw, ...(state.terminal === undefined ? {} : { terminal: state.terminal.raw }) }, true),
     effectiveTools: request.tools ?? ctx.tools,
-    instructions: ctx.instructions
+    instructions: ctx.instructions,
+    ...(request.opening === undefined ? {} : { thread: request.opening })
   }, true)
 }
 
@@ -235,6 +239,14 @@ export const execute = (
   }
   const parseContext: Driver.ParseContext = { hostedKey: ctx.hostedKey, session: request.session }
 
+  // Lets the CLI finish on its own after its terminal record (draining stdout so it never
+  // blocks), bounded by the exit grace, then closes its process group.
+  const settle = (running: Process.Running) =>
+    Effect.raceFirst(
+      running.drain.pipe(Effect.zipRight(running.exit), Effect.timeout(ctx.exitGrace), Effect.ignore),
+      running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
+    ).pipe(Effect.zipRight(running.close(ctx.killGrace)))
+
   // Runs in the finalizer of the run's scope, often of an interrupted fiber: the termination
   // runs in a fiber of its own, which no later interruption of the run (a second close, a
   // consumer leaving) can cut between SIGTERM and SIGKILL.
@@ -246,17 +258,8 @@ export const execute = (
       // The CLI delivered its terminal record: however the run ends, it may still be writing its
       // session, so it gets its exit grace (stdout drained so it never blocks) before any signal.
       // Nothing waits for this here; the agent's close does (and signals no such CLI itself).
-      const save = state.terminal.ok ? ctx.profile.saveSessions : Effect.void
-      const reap = Effect.raceFirst(
-        running.drain.pipe(Effect.zipRight(running.exit), Effect.timeout(ctx.exitGrace), Effect.ignore),
-        running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
-      ).pipe(
-        Effect.zipRight(running.close(ctx.killGrace)),
-        // A clean run's session is saved once its CLI is gone, so a host killed later still
-        // resumes this turn after a restart (and a thread's next turn starts after the save).
-        Effect.zipRight(save),
-        Effect.ensuring(done)
-      )
+      // (A thread turn saves its session itself, before its commit.)
+      const reap = settle(running).pipe(Effect.ensuring(done))
       // Forked from a finalizer: the reaper must not inherit its uninterruptibility, or its
       // timeouts could not cut the waits.
       return Effect.asVoid(FiberSet.run(ctx.reapers, Effect.interruptible(reap)))
@@ -333,8 +336,13 @@ export const execute = (
       if (state.terminal.ok) {
         const result = resultOf(ctx, request, state)
         if (request.commit !== undefined) {
-          // Atomic in the store (one transaction guarded by the lease): an interruption (the
-          // agent's close) leaves either the new record or the previous one, never half of one.
+          // The checkpoint points at the provider's session files, which the CLI may still be
+          // writing after its terminal record: the commit (which saves them first) waits for its
+          // exit, bounded by the exit grace. Both stay interruptible, so a store that never
+          // answers cannot hold the agent's close past its deadline: the store's commit is one
+          // transaction guarded by the lease, so an interruption leaves either the new record or
+          // the previous one, never half of one.
+          yield* settle(running)
           yield* request.commit(result).pipe(
             Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
           )
@@ -439,16 +447,21 @@ export const execute = (
     ]).pipe(Effect.zipRight(emitter.end(error)), Effect.exit, Effect.zipRight(Effect.fail(error)))
   }
 
+  const opening = request.opening
   return Effect.uninterruptibleMask((restore) =>
-    emitter.emit([Emitter.critical((base) =>
-      new Event.RunStarted({
-        ...base,
-        provider: ctx.driver.name,
-        ...(request.model === undefined ? {} : { model: request.model }),
-        effectiveTools: request.tools ?? ctx.tools,
-        instructions: ctx.instructions
-      }, true)
-    )]).pipe(
+    emitter.emit([
+      Emitter.critical((base) =>
+        new Event.RunStarted({
+          ...base,
+          provider: ctx.driver.name,
+          ...(request.model === undefined ? {} : { model: request.model }),
+          ...(opening === undefined ? {} : { threadKey: opening.key }),
+          effectiveTools: request.tools ?? ctx.tools,
+          instructions: ctx.instructions
+        }, true)
+      ),
+      ...(opening === undefined ? [] : [Emitter.critical((base) => new Event.ThreadOpened({ ...base, opening }, true))])
+    ]).pipe(
       Effect.zipRight(restore(body)),
       Effect.exit,
       Effect.flatMap((exit) => finish(exit))

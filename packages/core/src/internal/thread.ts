@@ -1,6 +1,8 @@
 /**
- * Threads over the agent's runs: the lease, the continue-or-start decision, the one fresh
- * retry of a rejected resume, the guarded checkpoint commit, forks and per-thread events.
+ * Threads over the agent's runs: the lease, how a turn opens its provider session (resume,
+ * start, fork, or a restart the host is told about), the one fresh retry of a rejected resume,
+ * the guarded checkpoint commit after the session is saved, forks, retention and per-thread
+ * events.
  *
  * @internal
  */
@@ -8,8 +10,9 @@ import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as PubSub from "effect/PubSub"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import type * as Agent from "../Agent.js"
@@ -17,18 +20,26 @@ import { type AgentClosed, type InvalidTurn, type RunError, UnsupportedCapabilit
 import { ProtocolError } from "../Driver.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
-import type { Result } from "../Result.js"
+import { Incompatible, Rejected, type Result, ThreadOpening } from "../Result.js"
 import * as Thread from "../Thread.js"
-import { ThreadAlreadyExists, ThreadRecord } from "./threadStore.js"
-import type { CommitMode, Lease, ThreadStore, ThreadStoreError } from "./threadStore.js"
+import { differingComponents } from "./compatibility.js"
+import * as ThreadEvents from "./threadEvents.js"
+import { ThreadAlreadyExists, ThreadRecord, ThreadStoreError } from "./threadStore.js"
+import type { CommitMode, Lease, SupersededRecord, ThreadStore } from "./threadStore.js"
 
 /** What a thread's turn hands to the agent's run. @internal */
 export interface Hooks {
   readonly session: Driver.SessionRequest
-  /** Runs after a clean terminal record, before `RunFinished`; a failure fails the run. */
+  /** How the turn opened its session: a `ThreadOpened` event after `RunStarted`, `Result.thread`. */
+  readonly opening: ThreadOpening
+  /** Runs after a clean terminal record and the CLI's exit, before `RunFinished`; a failure fails the run. */
   readonly commit: (result: Result) => Effect.Effect<void, { readonly message: string }>
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped: Deferred.Deferred<void>
+  /** Every batch of the run's events as it is stamped, whether or not the caller still reads. */
+  readonly observe: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>
+  /** The admitted run's fiber (closing the thread cancels it and waits for it). */
+  readonly admitted: (fiber: Fiber.RuntimeFiber<Result, RunError>) => Effect.Effect<void>
 }
 
 /** What a thread needs from its agent. @internal */
@@ -36,10 +47,26 @@ export interface Host {
   readonly provider: string
   readonly capabilities: Driver.Capabilities
   readonly fingerprint: string
+  /** Per-component digests of the fingerprint. */
+  readonly components: { readonly [name: string]: string }
   /** Tools without a revision (threads refuse them). */
   readonly revisionless: ReadonlyArray<string>
   readonly store: ThreadStore["Type"]
   readonly leaseTtl: Duration.Duration
+  /** The agent's event policy, applied to each subscriber of a thread's `events`. */
+  readonly events: { readonly capacity: number; readonly blocking: boolean }
+  /** The identity's provider session store. */
+  readonly sessions: {
+    /** Saves the session's entries (and the shared ones); a checkpoint is committed after it. */
+    readonly save: (session: string) => Effect.Effect<void, { readonly message: string }>
+    readonly drop: (
+      sessions: ReadonlyArray<string>
+    ) => Effect.Effect<ReadonlyArray<string>, { readonly message: string }>
+    readonly prune: (
+      olderThan: Duration.Duration,
+      keep: ReadonlyArray<string>
+    ) => Effect.Effect<ReadonlyArray<string>, { readonly message: string }>
+  }
   /** Fails with `AgentClosed` once the agent's admission is fenced. */
   readonly admit: Effect.Effect<void, AgentClosed>
   readonly stream: (turn: Agent.Input, hooks: Hooks) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
@@ -49,12 +76,21 @@ export interface Host {
   readonly exiting: Map<string, Deferred.Deferred<void>>
 }
 
-const isResumeRejected = (error: RunError | AgentClosed | InvalidTurn): error is RunError =>
+const rejection = (error: RunError | AgentClosed | InvalidTurn): ProtocolError | undefined =>
   error._tag === "RunError" && error.reason === "ProtocolError" && error.cause instanceof ProtocolError &&
-  error.cause.reason === "ResumeRejected"
+    error.cause.reason === "ResumeRejected"
+    ? error.cause
+    : undefined
 
-const compatibility = (host: Host, record: ThreadRecord): "Provider" | "Fingerprint" | undefined =>
-  record.provider !== host.provider ? "Provider" : record.fingerprint !== host.fingerprint ? "Fingerprint" : undefined
+/** Why the record cannot be resumed by this agent, or `undefined` when it can. */
+const incompatibility = (host: Host, record: ThreadRecord) => {
+  if (record.provider === host.provider && record.fingerprint === host.fingerprint) return undefined
+  const components = differingComponents(record.components, host.components)
+  return {
+    reason: record.provider !== host.provider ? "Provider" as const : "Fingerprint" as const,
+    components: components.length === 0 ? ["fingerprint"] : components
+  }
+}
 
 /** The committed record a turn continues, checked for compatibility. @internal */
 const resumable = (
@@ -66,10 +102,10 @@ const resumable = (
     Thread.ThreadNotFound | Thread.ThreadIncompatible
   > => {
     if (Option.isNone(record)) return Effect.fail(new Thread.ThreadNotFound({ key }))
-    const reason = compatibility(host, record.value)
-    return reason === undefined
+    const incompatible = incompatibility(host, record.value)
+    return incompatible === undefined
       ? Effect.succeed(record.value)
-      : Effect.fail(new Thread.ThreadIncompatible({ key, reason }))
+      : Effect.fail(new Thread.ThreadIncompatible({ key, ...incompatible }))
   })
 
 /** Checks done before any run of any thread: admission, resume capability, tool revisions. */
@@ -91,7 +127,39 @@ interface Plan {
   readonly mode: CommitMode
   /** Committed turns the session already carries. */
   readonly turns: number
+  readonly opening: ThreadOpening
 }
+
+const sessionStoreError = (operation: string) => (cause: { readonly message: string }) =>
+  new ThreadStoreError({ operation, cause })
+
+/** Drops the provider sessions of removed records from the session store (not `keep`'s). */
+const dropSessions = (host: Host, records: ReadonlyArray<ThreadRecord>, keep: ReadonlyArray<string>) => {
+  const sessions = Array.from(new Set(records.map((record) => record.session))).filter((s) => !keep.includes(s))
+  return Effect.mapError(host.sessions.drop(sessions), sessionStoreError("drop provider sessions"))
+}
+
+/**
+ * Retention by age over every key: superseded records and their sessions, then the session
+ * store's entries of sessions no record refers to. @internal
+ */
+export const pruneAll = (
+  host: Host,
+  options: { readonly olderThan: Duration.DurationInput }
+): Effect.Effect<Thread.PruneReport, ThreadStoreError | AgentClosed> =>
+  Effect.gen(function*() {
+    yield* host.admit
+    const olderThan = Duration.decode(options.olderThan)
+    const now = yield* Clock.currentTimeMillis
+    const records = yield* host.store.prune({ supersededBefore: now - Duration.toMillis(olderThan) })
+    const referenced = yield* host.store.sessions
+    const dropped = yield* dropSessions(host, records.map((entry) => entry.record), referenced)
+    const unreferenced = yield* Effect.mapError(
+      host.sessions.prune(olderThan, referenced),
+      sessionStoreError("prune provider sessions")
+    )
+    return { records, sessionEntries: [...dropped, ...unreferenced].sort() }
+  }).pipe(Effect.withSpan("Agent.pruneThreads"))
 
 /**
  * Opens a thread; `forkOf` is the committed record of the thread it forks (its first turn forks
@@ -105,32 +173,77 @@ export const open = (
 ): Effect.Effect<Thread.Thread, Thread.OpenFailure> =>
   Effect.gen(function*() {
     yield* preflight(host, "resume")
-    if (options.resumeOnly === true && forkOf === undefined) yield* resumable(host, key)
-    const pubsub = yield* PubSub.unbounded<Event.Event>()
-    const closedSignal = yield* Deferred.make<void>()
     const resumeOnly = options.resumeOnly === true
+    // `fail`: an unresumable checkpoint fails the turn instead of restarting it.
+    const strict = resumeOnly || options.onUnresumable === "fail"
+    if (forkOf === undefined && strict) {
+      const record = yield* host.store.get(key)
+      if (Option.isNone(record)) {
+        if (resumeOnly) return yield* new Thread.ThreadNotFound({ key })
+      } else {
+        const incompatible = incompatibility(host, record.value)
+        if (incompatible !== undefined) return yield* new Thread.ThreadIncompatible({ key, ...incompatible })
+      }
+    }
+    const hub = ThreadEvents.make({ ...host.events, agentClosed: host.closed })
+    const closedSignal = yield* Deferred.make<void>()
+    const running = new Set<Fiber.RuntimeFiber<Result, RunError>>()
     let closed = false
     let pendingFork = forkOf
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(host.leaseTtl) / 3)))
 
-    const plan = Effect.gen(function*() {
+    const opening = (
+      mode: ThreadOpening["mode"],
+      from?: { readonly session: string; readonly turns: number },
+      reason?: Incompatible | Rejected
+    ) =>
+      new ThreadOpening({
+        key,
+        mode,
+        ...(from === undefined ? {} : { from: from.session, fromTurns: from.turns }),
+        ...(reason === undefined ? {} : { reason })
+      })
+
+    const plan: Effect.Effect<
+      Plan,
+      ThreadAlreadyExists | Thread.ThreadNotFound | Thread.ThreadIncompatible | ThreadStoreError
+    > = Effect.gen(function*() {
       const record = yield* host.store.get(key)
       if (pendingFork !== undefined) {
         if (Option.isSome(record)) return yield* new ThreadAlreadyExists({ key })
-        const from = pendingFork.session
-        return { session: { _tag: "Fork", from, id: randomUUID() }, mode: "insert", turns: pendingFork.turns } as Plan
+        const source = pendingFork
+        return {
+          session: { _tag: "Fork", from: source.session, id: randomUUID() },
+          mode: "insert",
+          turns: source.turns,
+          opening: opening("forked", source)
+        } satisfies Plan
       }
-      const fresh: Plan = { session: { _tag: "New", id: randomUUID() }, mode: "upsert", turns: 0 }
       if (Option.isNone(record)) {
-        return resumeOnly ? yield* new Thread.ThreadNotFound({ key }) : fresh
+        if (resumeOnly) return yield* new Thread.ThreadNotFound({ key })
+        return {
+          session: { _tag: "New", id: randomUUID() },
+          mode: "upsert",
+          turns: 0,
+          opening: opening("started")
+        } satisfies Plan
       }
-      const reason = compatibility(host, record.value)
-      if (reason !== undefined) return resumeOnly ? yield* new Thread.ThreadIncompatible({ key, reason }) : fresh
+      const incompatible = incompatibility(host, record.value)
+      if (incompatible !== undefined) {
+        if (strict) return yield* new Thread.ThreadIncompatible({ key, ...incompatible })
+        return {
+          session: { _tag: "New", id: randomUUID() },
+          mode: "upsert",
+          turns: 0,
+          opening: opening("restarted", record.value, new Incompatible({ components: incompatible.components }))
+        } satisfies Plan
+      }
       return {
         session: { _tag: "Resume", id: record.value.session },
         mode: "upsert",
-        turns: record.value.turns
-      } as Plan
+        turns: record.value.turns,
+        opening: opening("resumed", record.value)
+      } satisfies Plan
     })
 
     const attempt = (lease: Lease, turn: Agent.Input, plan: Plan) =>
@@ -143,27 +256,55 @@ export const open = (
           }
         }
         host.exiting.set(key, reaped)
+        let fiber: Fiber.RuntimeFiber<Result, RunError> | undefined
         const commit = (result: Result) =>
-          result.session === undefined
-            ? Effect.fail({ message: "the run reported no provider session to checkpoint" })
-            : Clock.currentTimeMillis.pipe(
-              Effect.flatMap((now) =>
-                host.store.commit(
-                  lease,
-                  new ThreadRecord({
-                    key,
-                    provider: host.provider,
-                    session: result.session!,
-                    fingerprint: host.fingerprint,
-                    turns: plan.turns + 1,
-                    updatedAt: now
-                  }),
-                  plan.mode
-                )
+          Effect.gen(function*() {
+            const session = result.session
+            if (session === undefined) {
+              return yield* Effect.fail({ message: "the run reported no provider session to checkpoint" })
+            }
+            // The session's files first: a host that dies before the commit keeps the previous
+            // record, and a committed record always points at a saved session.
+            yield* host.sessions.save(session)
+            const now = yield* Clock.currentTimeMillis
+            yield* host.store.commit(
+              lease,
+              new ThreadRecord({
+                key,
+                provider: host.provider,
+                session,
+                fingerprint: host.fingerprint,
+                components: host.components,
+                turns: plan.turns + 1,
+                updatedAt: now
+              }),
+              plan.mode
+            ).pipe(
+              // Certainly not committed: a fresh session's saved files belong to no record.
+              Effect.tapError((error) =>
+                error._tag !== "ThreadStoreError" && plan.session._tag !== "Resume"
+                  ? Effect.ignore(host.sessions.drop([session]))
+                  : Effect.void
               ),
-              Effect.tap(() => Effect.sync(() => (pendingFork = undefined)))
+              // The commit is interruptible (the agent's close must not wait on a store): once
+              // the store has committed, the fork is done even if the turn is then canceled.
+              Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.sync(() => (pendingFork = undefined)) : Effect.void)
             )
-        return host.stream(turn, { session: plan.session, commit, reaped })
+          })
+        const admitted = (admittedFiber: Fiber.RuntimeFiber<Result, RunError>) =>
+          Effect.suspend(() => {
+            fiber = admittedFiber
+            running.add(admittedFiber)
+            return closed ? Fiber.interruptFork(admittedFiber) : Effect.void
+          })
+        return host.stream(turn, {
+          session: plan.session,
+          opening: plan.opening,
+          commit,
+          reaped,
+          observe: hub.publish,
+          admitted
+        }).pipe(Stream.ensuring(Effect.sync(() => fiber !== undefined && running.delete(fiber))))
       }))
 
     const stream = (turn: Agent.Input): Stream.Stream<Event.Event, Thread.RunFailure> =>
@@ -186,19 +327,40 @@ export const open = (
         const exiting = host.exiting.get(key)
         if (exiting !== undefined) yield* Deferred.await(exiting)
         const first = yield* plan
+        if (closed) return yield* new Thread.ThreadClosed({ key })
         const runs = attempt(lease, turn, first).pipe(
           Stream.catchAll((error): Stream.Stream<Event.Event, Thread.RunFailure> => {
-            if (first.session._tag === "New" || !isResumeRejected(error)) return Stream.fail(error)
-            if (resumeOnly) {
-              return Stream.fail(new Thread.ResumeRejected({ key, detail: error.detail, result: error.result }))
+            const rejected = first.session._tag === "New" ? undefined : rejection(error)
+            if (rejected === undefined) return Stream.fail(error)
+            if (strict) {
+              return Stream.fail(
+                new Thread.ResumeRejected({
+                  key,
+                  detail: (error as RunError).detail,
+                  result: (error as RunError).result
+                })
+              )
             }
-            return attempt(lease, turn, { session: { _tag: "New", id: randomUUID() }, mode: first.mode, turns: 0 })
+            const from = first.opening.from === undefined
+              ? undefined
+              : { session: first.opening.from, turns: first.opening.fromTurns ?? 0 }
+            return attempt(lease, turn, {
+              session: { _tag: "New", id: randomUUID() },
+              mode: first.mode,
+              turns: 0,
+              opening: opening("restarted", from, new Rejected({ detail: rejected.detail }))
+            })
           })
         )
         return runs.pipe(
-          Stream.tap((event) => PubSub.publish(pubsub, event)),
           Stream.interruptWhen(
             Effect.zipRight(Deferred.await(closedSignal), Effect.fail(new Thread.ThreadClosed({ key })))
+          ),
+          // A turn the thread's close canceled fails as closed, whichever the caller saw first.
+          Stream.mapError((error) =>
+            closed && error._tag === "RunError" && error.reason === "Canceled"
+              ? new Thread.ThreadClosed({ key })
+              : error
           )
         )
       })).pipe(Stream.withSpan("Thread.stream"))
@@ -220,10 +382,15 @@ export const open = (
         )
       }).pipe(Effect.withSpan("Thread.run"))
 
+    // Cancels this handle's turns and waits for them (their RunFinished reaches `events`), then
+    // ends `events`.
     const close = Effect.suspend(() => {
       closed = true
-      return Effect.zipRight(Deferred.succeed(closedSignal, undefined), PubSub.shutdown(pubsub))
-    })
+      return Deferred.succeed(closedSignal, undefined).pipe(
+        Effect.zipRight(Effect.suspend(() => Fiber.interruptAll(Array.from(running)))),
+        Effect.zipRight(hub.end)
+      )
+    }).pipe(Effect.withSpan("Thread.close"))
 
     const fork = (target: string, forkOptions: Thread.Options = {}): Effect.Effect<Thread.Thread, Thread.OpenFailure> =>
       Effect.gen(function*() {
@@ -234,13 +401,47 @@ export const open = (
         return yield* open(host, target, forkOptions, source)
       }).pipe(Effect.withSpan("Thread.fork"))
 
+    const prune = (pruneOptions: Thread.PruneOptions = {}): Effect.Effect<
+      ReadonlyArray<SupersededRecord>,
+      ThreadStoreError
+    > =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const removed = yield* host.store.prune({
+          key,
+          ...(pruneOptions.olderThan === undefined
+            ? {}
+            : { supersededBefore: now - Duration.toMillis(Duration.decode(pruneOptions.olderThan)) })
+        })
+        const current = Option.map(yield* host.store.get(key), (record) => record.session)
+        yield* dropSessions(host, removed.map((entry) => entry.record), Option.toArray(current))
+        return removed
+      }).pipe(Effect.withSpan("Thread.prune"))
+
+    const remove: Effect.Effect<ReadonlyArray<ThreadRecord>, Thread.DeleteFailure> = Effect.gen(function*() {
+      yield* host.admit
+      const lease = yield* Effect.acquireRelease(
+        host.store.acquire(key, host.leaseTtl),
+        (lease) => Effect.ignore(host.store.release(lease))
+      )
+      // The last turn's CLI may still be exiting: its session goes only once it is gone.
+      const exiting = host.exiting.get(key)
+      if (exiting !== undefined) yield* Deferred.await(exiting)
+      const removed = yield* host.store.delete(lease)
+      yield* dropSessions(host, removed, [])
+      return removed
+    }).pipe(Effect.scoped, Effect.withSpan("Thread.delete"))
+
     return {
       key,
       run,
       stream,
       fork,
       snapshot: host.store.get(key),
-      events: Stream.fromPubSub(pubsub).pipe(Stream.interruptWhen(host.closed)),
+      history: host.store.history(key),
+      prune,
+      delete: remove,
+      events: hub.subscribe,
       close
     } satisfies Thread.Thread
   }).pipe(Effect.withSpan("Agent.thread"))

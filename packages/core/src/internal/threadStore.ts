@@ -24,11 +24,42 @@ export class ThreadRecord extends Schema.Class<ThreadRecord>("@tether/core/Threa
   session: Schema.String,
   /** The agent's compatibility fingerprint when the record was committed. */
   fingerprint: Schema.String,
+  /**
+   * One digest per component of the fingerprint (`driver`, `model`, `instructions`, `tools`, ...),
+   * so an incompatible record names the components that changed. Absent on records written
+   * without them.
+   */
+  components: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
   /** Committed turns on this thread. */
   turns: Schema.Number,
   /** Epoch milliseconds of the commit. */
   updatedAt: Schema.Number
 }) {}
+
+/**
+ * A checkpoint that a commit of another session (or another fingerprint or provider) replaced:
+ * kept in its key's history, readable until the host prunes it or deletes the thread.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class SupersededRecord extends Schema.Class<SupersededRecord>("@tether/core/SupersededRecord")({
+  record: ThreadRecord,
+  /** Epoch milliseconds of the commit that replaced it. */
+  supersededAt: Schema.Number
+}) {}
+
+/**
+ * What `prune` removes: superseded records (of one key, or of every key) replaced before
+ * `supersededBefore` (epoch milliseconds; absent: all of them).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PruneOptions {
+  readonly key?: string
+  readonly supersededBefore?: number
+}
 
 /**
  * Proof of holding a thread's lease. A commit is accepted only while it is held.
@@ -99,7 +130,8 @@ export class ThreadStoreError extends Schema.TaggedError<ThreadStoreError>()("Th
 }
 
 /**
- * How a commit treats an existing record: `upsert` replaces it; `insert` fails with
+ * How a commit treats an existing record: `upsert` replaces it (a replaced record of another
+ * session, fingerprint or provider moves to the key's history, never lost); `insert` fails with
  * `ThreadAlreadyExists` when one exists (fork targets must be absent).
  *
  * @since 0.1.0
@@ -125,16 +157,42 @@ export class ThreadStore extends Context.Tag("@tether/core/ThreadStore")<ThreadS
     record: ThreadRecord,
     mode: CommitMode
   ) => Effect.Effect<void, LeaseLost | ThreadAlreadyExists | ThreadStoreError>
+  /** The key's superseded records, the most recently replaced first. */
+  readonly history: (key: string) => Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
+  /**
+   * Removes superseded records (see `PruneOptions`) and every expired lease; returns the removed
+   * records so their provider sessions can be dropped too. Current records are never touched.
+   */
+  readonly prune: (options: PruneOptions) => Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
+  /**
+   * Removes the key's record and its history, atomically with the lease check (`LeaseLost`:
+   * nothing removed); returns what was removed, the current record first.
+   */
+  readonly delete: (lease: Lease) => Effect.Effect<ReadonlyArray<ThreadRecord>, LeaseLost | ThreadStoreError>
+  /** Every provider session a record of the store refers to, current or superseded (retention). */
+  readonly sessions: Effect.Effect<ReadonlyArray<string>, ThreadStoreError>
 }>() {}
+
+/**
+ * Whether committing `next` over `previous` replaces another conversation (so `previous` is kept
+ * in the history) rather than advancing the same one.
+ *
+ * @internal
+ */
+export const replaces = (previous: ThreadRecord, next: ThreadRecord): boolean =>
+  previous.session !== next.session || previous.fingerprint !== next.fingerprint ||
+  previous.provider !== next.provider
 
 interface MemoryState {
   readonly records: Map<string, ThreadRecord>
+  /** Per key, oldest first. */
+  readonly history: Map<string, ReadonlyArray<SupersededRecord>>
   readonly leases: Map<string, { readonly holder: string; readonly expiresAt: number }>
 }
 
 /** @internal */
 export const makeMemory: Effect.Effect<ThreadStore["Type"]> = Effect.gen(function*() {
-  const state = yield* Ref.make<MemoryState>({ records: new Map(), leases: new Map() })
+  const state = yield* Ref.make<MemoryState>({ records: new Map(), history: new Map(), leases: new Map() })
   // Every operation is one atomic step over the whole state, stamped with the clock first.
   const step = <A, E>(f: (s: MemoryState, now: number) => readonly [Either.Either<A, E>, MemoryState]) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.flatten(Ref.modify(state, (s) => f(s, now))))
@@ -171,11 +229,57 @@ export const makeMemory: Effect.Effect<ThreadStore["Type"]> = Effect.gen(functio
     commit: (lease, record, mode) =>
       step<void, LeaseLost | ThreadAlreadyExists>((s, now) => {
         if (!holds(s, lease, now)) return [Either.left(new LeaseLost({ key: lease.key })), s]
-        if (mode === "insert" && s.records.has(lease.key)) {
+        const previous = s.records.get(lease.key)
+        if (mode === "insert" && previous !== undefined) {
           return [Either.left(new ThreadAlreadyExists({ key: lease.key })), s]
         }
-        return [Either.void, { ...s, records: new Map(s.records).set(lease.key, record) }]
-      })
+        const history = previous !== undefined && replaces(previous, record)
+          ? new Map(s.history).set(lease.key, [
+            ...(s.history.get(lease.key) ?? []),
+            new SupersededRecord({ record: previous, supersededAt: now })
+          ])
+          : s.history
+        return [Either.void, { ...s, history, records: new Map(s.records).set(lease.key, record) }]
+      }),
+    history: (key) => Effect.map(Ref.get(state), (s) => (s.history.get(key) ?? []).slice().reverse()),
+    prune: (options) =>
+      step<ReadonlyArray<SupersededRecord>, never>((s, now) => {
+        const removed: Array<SupersededRecord> = []
+        const history = new Map<string, ReadonlyArray<SupersededRecord>>()
+        for (const [key, entries] of s.history) {
+          const kept: Array<SupersededRecord> = []
+          for (const entry of entries) {
+            const matches = (options.key === undefined || options.key === key) &&
+              (options.supersededBefore === undefined || entry.supersededAt < options.supersededBefore)
+            if (matches) removed.push(entry)
+            else kept.push(entry)
+          }
+          if (kept.length > 0) history.set(key, kept)
+        }
+        const leases = new Map(Array.from(s.leases).filter(([, lease]) => lease.expiresAt > now))
+        return [Either.right(removed.reverse()), { ...s, history, leases }]
+      }),
+    delete: (lease) =>
+      step<ReadonlyArray<ThreadRecord>, LeaseLost>((s, now) => {
+        if (!holds(s, lease, now)) return [Either.left(new LeaseLost({ key: lease.key })), s]
+        const current = s.records.get(lease.key)
+        const removed = [
+          ...(current === undefined ? [] : [current]),
+          ...(s.history.get(lease.key) ?? []).slice().reverse().map((entry) => entry.record)
+        ]
+        const records = new Map(s.records)
+        records.delete(lease.key)
+        const history = new Map(s.history)
+        history.delete(lease.key)
+        return [Either.right(removed), { ...s, records, history }]
+      }),
+    sessions: Effect.map(Ref.get(state), (s) =>
+      Array.from(
+        new Set([
+          ...Array.from(s.records.values(), (record) => record.session),
+          ...Array.from(s.history.values()).flatMap((entries) => entries.map((entry) => entry.record.session))
+        ])
+      ))
   })
 })
 

@@ -6,9 +6,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import {
   type Lease,
   LeaseLost,
+  SupersededRecord,
   ThreadAlreadyExists,
   ThreadBusy,
   ThreadRecord,
@@ -50,6 +52,22 @@ const migrations = Migrator.fromRecord({
       holder TEXT NOT NULL,
       expires_at BIGINT NOT NULL
     )`
+  }),
+  // Per-component digests of the fingerprint, and the records a commit of another session replaced.
+  "2_tether_thread_history": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_threads ADD COLUMN components TEXT`
+    yield* sql`CREATE TABLE IF NOT EXISTS tether_thread_history (
+      key_hex TEXT NOT NULL,
+      provider TEXT NOT NULL,
+      session TEXT NOT NULL,
+      fingerprint TEXT NOT NULL,
+      components TEXT,
+      turns INTEGER NOT NULL,
+      updated_at BIGINT NOT NULL,
+      superseded_at BIGINT NOT NULL,
+      PRIMARY KEY (key_hex, session, updated_at)
+    )`
   })
 })
 
@@ -58,24 +76,41 @@ interface RecordRow {
   readonly provider: string
   readonly session: string
   readonly fingerprint: string
+  readonly components: string | null
   readonly turns: number | bigint
   readonly updated_at: number | bigint
 }
+
+interface HistoryRow extends RecordRow {
+  readonly superseded_at: number | bigint
+}
+
+const Components = Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.String }))
+const decodeComponents = Schema.decodeUnknownSync(Components)
+const encodeComponents = Schema.encodeSync(Components)
 
 interface LeaseRow {
   readonly holder: string
   readonly expires_at: number | bigint
 }
 
+// A row this store wrote decodes; anything else is a store failure (caught where it is called).
 const toRecord = (row: RecordRow) =>
   new ThreadRecord({
     key: decodeKey(row.key_hex),
     provider: row.provider,
     session: row.session,
     fingerprint: row.fingerprint,
+    ...(row.components === null ? {} : { components: decodeComponents(row.components) }),
     turns: Number(row.turns),
     updatedAt: Number(row.updated_at)
   })
+
+const toSuperseded = (row: HistoryRow) =>
+  new SupersededRecord({ record: toRecord(row), supersededAt: Number(row.superseded_at) })
+
+const decodeRows = <R, A>(operation: string, rows: ReadonlyArray<R>, f: (row: R) => A) =>
+  Effect.try({ try: () => rows.map(f), catch: (cause) => new ThreadStoreError({ operation, cause }) })
 
 /** @internal */
 export const makeSql = Effect.gen(function*() {
@@ -101,8 +136,9 @@ export const makeSql = Effect.gen(function*() {
   return ThreadStore.of({
     get: (key) =>
       sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${encodeKey(key)}`.pipe(
-        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRecord)),
-        Effect.mapError(storeError("get"))
+        Effect.mapError(storeError("get")),
+        Effect.flatMap((rows) => decodeRows("get", rows, toRecord)),
+        Effect.map((records) => Option.fromNullable(records[0]))
       ),
     acquire: (key, ttl) =>
       Effect.gen(function*() {
@@ -150,20 +186,31 @@ export const makeSql = Effect.gen(function*() {
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const keyHex = encodeKey(lease.key)
+        const components = record.components === undefined ? null : encodeComponents(record.components)
         const values =
-          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${record.turns}, ${record.updatedAt}`
-        // The write is guarded by the lease in the same statement: a lost lease writes nothing.
+          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${components}, ${record.turns}, ${record.updatedAt}`
+        // Every write is guarded by the lease in the same statement: a lost lease writes nothing.
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         if (mode === "insert") {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at)
+          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, components, turns, updated_at)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO NOTHING`
         } else {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at)
+          // A record of another conversation is kept in the history before it is replaced.
+          yield* sql`INSERT INTO tether_thread_history
+              (key_hex, provider, session, fingerprint, components, turns, updated_at, superseded_at)
+            SELECT key_hex, provider, session, fingerprint, components, turns, updated_at, ${now}
+            FROM tether_threads
+            WHERE key_hex = ${keyHex} AND ${guard}
+              AND (session <> ${record.session} OR fingerprint <> ${record.fingerprint}
+                OR provider <> ${record.provider})
+            ON CONFLICT (key_hex, session, updated_at) DO NOTHING`
+          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, components, turns, updated_at)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO UPDATE SET provider = excluded.provider, session = excluded.session,
-              fingerprint = excluded.fingerprint, turns = excluded.turns, updated_at = excluded.updated_at`
+              fingerprint = excluded.fingerprint, components = excluded.components, turns = excluded.turns,
+              updated_at = excluded.updated_at`
         }
         if (!(yield* held(lease, now))) return "lost" as const
         const rows = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
@@ -182,7 +229,56 @@ export const makeSql = Effect.gen(function*() {
             ? Effect.fail(new LeaseLost({ key: lease.key }))
             : Effect.fail(new ThreadAlreadyExists({ key: lease.key }))
         )
-      )
+      ),
+    history: (key) =>
+      sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${encodeKey(key)}
+        ORDER BY superseded_at DESC, updated_at DESC`.pipe(
+        Effect.mapError(storeError("history")),
+        Effect.flatMap((rows) => decodeRows("history", rows, toSuperseded))
+      ),
+    prune: (options) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const where = sql.and([
+          ...(options.key === undefined ? [] : [sql`key_hex = ${encodeKey(options.key)}`]),
+          ...(options.supersededBefore === undefined ? [] : [sql`superseded_at < ${options.supersededBefore}`])
+        ])
+        const rows = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE ${where}`
+        yield* sql`DELETE FROM tether_thread_history WHERE ${where}`
+        yield* sql`DELETE FROM tether_thread_leases WHERE expires_at <= ${now}`
+        return rows
+      }).pipe(
+        sql.withTransaction,
+        Effect.mapError(storeError("prune")),
+        Effect.flatMap((rows) => decodeRows("prune", rows, toSuperseded))
+      ),
+    delete: (lease) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const keyHex = encodeKey(lease.key)
+        if (!(yield* held(lease, now))) return undefined
+        const current = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
+        const history = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${keyHex}
+          ORDER BY superseded_at DESC, updated_at DESC`
+        const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
+          WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
+        yield* sql`DELETE FROM tether_threads WHERE key_hex = ${keyHex} AND ${guard}`
+        yield* sql`DELETE FROM tether_thread_history WHERE key_hex = ${keyHex} AND ${guard}`
+        return (yield* held(lease, now)) ? [...current, ...history] : undefined
+      }).pipe(
+        sql.withTransaction,
+        Effect.mapError(storeError("delete")),
+        Effect.flatMap((rows): Effect.Effect<ReadonlyArray<ThreadRecord>, LeaseLost | ThreadStoreError> =>
+          rows === undefined
+            ? Effect.fail(new LeaseLost({ key: lease.key }))
+            : decodeRows("delete", rows, toRecord)
+        )
+      ),
+    sessions: sql<{ readonly session: string }>`SELECT session FROM tether_threads
+      UNION SELECT session FROM tether_thread_history`.pipe(
+      Effect.map((rows) => rows.map((row) => row.session)),
+      Effect.mapError(storeError("sessions"))
+    )
   })
 })
 

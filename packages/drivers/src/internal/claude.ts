@@ -41,6 +41,9 @@ export const layout: ProfileLayout = {
     auth: [".credentials.json"],
     sessions: ["projects/**"]
   },
+  // `projects/<cwd slug>/<session>.jsonl` (and `projects/<cwd slug>/<session>/...`).
+  sessionOf: (path) =>
+    /^projects\/[^/]+\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.jsonl$|\/)/.exec(path)?.[1],
   reserved: [mcpConfigFile, instructionsFile],
   siblings: ["home", "tmp"]
 }

@@ -36,6 +36,9 @@ export const layout: ProfileLayout = {
     auth: ["auth.json"],
     sessions: ["sessions/**"]
   },
+  // `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`.
+  sessionOf: (path) =>
+    /^sessions\/.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$/.exec(path)?.[1],
   reserved: [codexConfig.userConfigFile],
   siblings: ["home", "tmp"]
 }

@@ -37,6 +37,9 @@ export const layout: ProfileLayout = {
     auth: ["auth.json"],
     sessions: ["chats/**"]
   },
+  // `chats/<workspace hash>/<chat id>.json` or `chats/<workspace hash>/<chat id>/...`.
+  sessionOf: (path) =>
+    /^chats\/[^/]+\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.json$|\/)/.exec(path)?.[1],
   reserved: [],
   siblings: ["home", "tmp"]
 }

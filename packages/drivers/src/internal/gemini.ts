@@ -67,6 +67,9 @@ export const layout: ProfileLayout = {
     ],
     sessions: [".gemini/projects.json", ".gemini/tmp/*/.project_root", ".gemini/tmp/*/chats/**"]
   },
+  // `.gemini/tmp/<project>/chats/session-<time>-<first 8 characters of the session id>.json(l)`;
+  // the project map and `.project_root` are shared.
+  sessionOf: (path) => /^\.gemini\/tmp\/[^/]+\/chats\/session-.*-([0-9a-f]{8})\.jsonl?$/.exec(path)?.[1],
   reserved: [instructionsFile, toolPolicyPattern],
   siblings: ["home", "tmp"]
 }

@@ -5,12 +5,13 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
 import * as NodeFs from "node:fs/promises"
 import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
-import type { ExecutionProfile, MaterializedFile, Owner, Selection } from "../Profile.js"
+import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionSync } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
@@ -152,21 +153,34 @@ const materialize = (
     Effect.withSpan("Profile.materialize")
   )
 
-const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneState) =>
+const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneState, session?: string) =>
   state.sessions === undefined
     ? Effect.succeed({ saved: [], removed: [] })
-    : sessions.save(state.sessions.store, layout, profileDir, state.sessions.baseline, new Set(state.manifest.keys()))
+    : sessions.save(
+      state.sessions.store,
+      layout,
+      profileDir,
+      state.sessions.baseline,
+      new Set(state.manifest.keys()),
+      session
+    )
 
 /**
  * Saves the session entries, then removes the clone; materialized entries changed since they
  * were written are kept. A failed save is logged and does not keep the clone.
  */
-const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState) =>
+const release = (
+  cloneRoot: string,
+  profileDir: string,
+  layout: ProfileLayout,
+  state: CloneState,
+  saveOnClose: boolean
+) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     state.closed = true
-    yield* saveSessions(layout, profileDir, state).pipe(
+    yield* (saveOnClose ? Effect.asVoid(saveSessions(layout, profileDir, state)) : Effect.void).pipe(
       Effect.catchAllCause((cause) =>
         Effect.logError("saving the session entries of a profile clone failed").pipe(
           Effect.annotateLogs({ clone: cloneRoot, cause })
@@ -219,6 +233,9 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
     )
   )
 
+const noSync: SessionSync = { saved: [], removed: [] }
+const none: ReadonlyArray<string> = []
+
 /** @internal */
 export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =>
   Effect.gen(function*() {
@@ -261,7 +278,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
         )
         return dir
       }).pipe(Effect.mapError(io(root))),
-      (dir) => release(dir, path.join(dir, "profile"), layout, state)
+      (dir) => release(dir, path.join(dir, "profile"), layout, state, who.saveSessionsOnClose !== false)
     )
     const dir = path.join(cloneRoot, "profile")
     yield* fs.makeDirectory(dir, { mode: 0o700 }).pipe(Effect.mapError(io(dir)))
@@ -281,6 +298,19 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
     }
     const env: Record<string, string> = {}
     for (const name of layout.selectorEnv) env[name] = dir
+    // Every operation on the store runs one at a time with `materialize` and fails once closed.
+    const onStore = <A>(
+      name: string,
+      empty: A,
+      f: (store: sessions.SessionStore) => Effect.Effect<A, ProfileError, Path.Path>
+    ) =>
+      Effect.suspend(() =>
+        state.closed
+          ? Effect.fail(new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" }))
+          : state.sessions === undefined
+          ? Effect.succeed(empty)
+          : f(state.sessions.store)
+      ).pipe(state.lock.withPermits(1), Effect.provideService(Path.Path, path), Effect.withSpan(name))
     return {
       root: cloneRoot,
       dir,
@@ -291,14 +321,15 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       fingerprint,
       materialize: materialize({ fs, path }, dir, who.agentId, cloneRoot, state),
       sessions: store?.dir,
-      saveSessions: Effect.suspend(() =>
-        state.closed
-          ? Effect.fail(new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" }))
-          : saveSessions(layout, dir, state)
-      ).pipe(
-        state.lock.withPermits(1),
-        Effect.provideService(Path.Path, path),
-        Effect.withSpan("Profile.saveSessions")
-      )
+      saveSessions: onStore("Profile.saveSessions", noSync, () => saveSessions(layout, dir, state)),
+      saveSession: (session) => onStore("Profile.saveSession", noSync, () => saveSessions(layout, dir, state, session)),
+      dropSessions: (ids) => onStore("Profile.dropSessions", none, (store) => sessions.drop(store, layout, dir, ids)),
+      pruneSessions: (options) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          onStore(
+            "Profile.pruneSessions",
+            none,
+            (store) => sessions.prune(store, layout, now - Duration.toMillis(options.olderThan), options.keep ?? [])
+          ))
     } satisfies ExecutionProfile
   }).pipe(Effect.withSpan("Profile.clone"))

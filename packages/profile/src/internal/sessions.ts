@@ -8,6 +8,10 @@
  * Store layout: `<sessions root>/<sha256(identity)[0..32]>/{profile,tmp}`; `profile/` mirrors
  * the session entries relative to the profile root, `tmp/` holds temporary files while saving.
  *
+ * The default root is persistent per-user state (`$XDG_STATE_HOME/tether/sessions`, else
+ * `~/.local/state/tether/sessions`): a checkpoint kept in a database outlives a reboot, and so
+ * must the session it points at.
+ *
  * @internal
  */
 import * as Path from "@effect/platform/Path"
@@ -23,9 +27,19 @@ import * as glob from "./glob.js"
 import { io, lstat, sha256 } from "./seed.js"
 import { ensureRoot } from "./source.js"
 
-/** @internal */
-export const defaultSessionsRoot = (): string =>
-  `${NodeOs.tmpdir()}/tether-sessions-${typeof process.getuid === "function" ? process.getuid() : "user"}`
+/**
+ * `$XDG_STATE_HOME/tether/sessions` when that variable is an absolute path (the XDG base
+ * directory rule), else `<home>/.local/state/tether/sessions`.
+ *
+ * @internal
+ */
+export const defaultSessionsRoot = (env: { readonly [name: string]: string | undefined } = process.env): string => {
+  const state = env["XDG_STATE_HOME"]
+  const base = state !== undefined && state.startsWith("/")
+    ? state
+    : `${env["HOME"] !== undefined && env["HOME"].startsWith("/") ? env["HOME"] : NodeOs.homedir()}/.local/state`
+  return `${base}/tether/sessions`
+}
 
 /** The directory name of one identity in a sessions root. @internal */
 export const storeKey = (identity: string): string => sha256(`tether-sessions\0${identity}`).slice(0, 32)
@@ -241,15 +255,23 @@ export const save = (
   layout: ProfileLayout,
   profileDir: string,
   baseline: Baseline,
-  exclude: ReadonlySet<string>
+  exclude: ReadonlySet<string>,
+  session?: string
 ) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
     const saved: Array<string> = []
     const removed: Array<string> = []
     const current = new Set<string>()
+    // With a session: only its own entries and the shared ones (another session's transcript,
+    // e.g. a plain run's, is never persisted on its behalf).
+    const concerns = (rel: string) => {
+      if (session === undefined) return true
+      const owner = Layout.sessionOwner(layout, rel)
+      return owner === undefined || Layout.ownedBy(owner, session)
+    }
     for (const rel of yield* list(profileDir, layout)) {
-      if (exclude.has(rel)) continue
+      if (exclude.has(rel) || !concerns(rel)) continue
       const file = path.join(profileDir, ...rel.split("/"))
       const content = yield* readIfPresent(file)
       if (content === undefined) continue
@@ -262,7 +284,7 @@ export const save = (
       saved.push(rel)
     }
     for (const [rel, digest] of [...baseline]) {
-      if (current.has(rel)) continue
+      if (current.has(rel) || !concerns(rel)) continue
       baseline.delete(rel)
       const stored = path.join(store.profile, ...rel.split("/"))
       const content = yield* readIfPresent(stored)
@@ -271,4 +293,89 @@ export const save = (
       removed.push(rel)
     }
     return { saved, removed } satisfies SessionSync
+  })
+
+const removeFile = (file: string) => Effect.tryPromise({ try: () => NodeFs.rm(file, { force: true }), catch: io(file) })
+
+/** Removes the now empty directories between `rel`'s parent and `base` (exclusive). */
+const removeEmptyParents = (base: string, rel: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const segments = rel.split("/").slice(0, -1)
+    for (let i = segments.length; i > 0; i--) {
+      const dir = path.join(base, ...segments.slice(0, i))
+      const empty = yield* Effect.tryPromise({
+        try: () =>
+          NodeFs.rmdir(dir).then(() => true, (e: NodeJS.ErrnoException) =>
+            e.code === "ENOTEMPTY" || e.code === "EEXIST" || e.code === "ENOENT" ? false : Promise.reject(e)),
+        catch: io(dir)
+      })
+      if (!empty) {
+        return
+      }
+    }
+  })
+
+/**
+ * Removes from the store, and from the clone at `profileDir` when given, the entries that belong
+ * to one of `sessions` alone (`ProfileLayout.sessionOf`); shared entries are kept. Returns the
+ * removed entries (relative paths, sorted).
+ *
+ * @internal
+ */
+export const drop = (
+  store: SessionStore,
+  layout: ProfileLayout,
+  profileDir: string | undefined,
+  sessions: ReadonlyArray<string>
+) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const removed: Array<string> = []
+    if (sessions.length === 0) return removed
+    const dropped = (rel: string) => {
+      const owner = Layout.sessionOwner(layout, rel)
+      return owner !== undefined && sessions.some((session) => Layout.ownedBy(owner, session))
+    }
+    for (const rel of yield* list(store.profile, layout)) {
+      if (!dropped(rel)) continue
+      yield* removeFile(path.join(store.profile, ...rel.split("/")))
+      yield* removeEmptyParents(store.profile, rel)
+      removed.push(rel)
+    }
+    if (profileDir !== undefined) {
+      for (const rel of yield* list(profileDir, layout)) {
+        if (dropped(rel)) yield* removeFile(path.join(profileDir, ...rel.split("/")))
+      }
+    }
+    return removed
+  })
+
+/**
+ * Removes from the store the entries of one session (`ProfileLayout.sessionOf`) last saved
+ * before `before` (epoch milliseconds), unless their session is one of `keep`. Shared entries are
+ * kept. Returns the removed entries (relative paths, sorted).
+ *
+ * @internal
+ */
+export const prune = (
+  store: SessionStore,
+  layout: ProfileLayout,
+  before: number,
+  keep: ReadonlyArray<string>
+) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const removed: Array<string> = []
+    for (const rel of yield* list(store.profile, layout)) {
+      const owner = Layout.sessionOwner(layout, rel)
+      if (owner === undefined || keep.some((session) => Layout.ownedBy(owner, session))) continue
+      const file = path.join(store.profile, ...rel.split("/"))
+      const info = yield* lstat(file)
+      if (info === undefined || info.mtimeMs >= before) continue
+      yield* removeFile(file)
+      yield* removeEmptyParents(store.profile, rel)
+      removed.push(rel)
+    }
+    return removed
   })
