@@ -6,8 +6,9 @@
  * a stream consumer, and the agent rebuilt on a new gateway port.
  *
  * After every case: exactly one RunStarted (first) and one RunFinished (last) for every admitted
- * run read to its end, no marked process, no clone, the source profile byte-identical, every
- * closed agent's token refused (401).
+ * run read to its end, and in `thread.events` for every admitted thread turn (read to its end or
+ * not), no marked process, no clone, the source profile byte-identical, every closed agent's
+ * token refused (401).
  *
  * Runs: TETHER_LIFECYCLE_RUNS (default 1000). Most cases run a shell as the CLI (a few ms per
  * process); a tool call in flight needs the fake CLI (a real MCP client), used sparingly.
@@ -19,6 +20,7 @@ import type { AgentError, Driver, Event, Thread } from "@tether/core"
 import { Gateway } from "@tether/gateway"
 import { FakeCli, Harness, Reference } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
@@ -176,6 +178,8 @@ interface Built {
   readonly agent: Agent.Agent
   readonly token: Harness.Observed
   readonly thread: Thread.Thread | undefined
+  /** Everything the thread's `events` delivered, subscribed before its first turn; ends at close. */
+  readonly threadEvents: Fiber.RuntimeFiber<ReadonlyArray<Event.Event>> | undefined
 }
 
 const notAdmitted = (cause: string) =>
@@ -186,7 +190,7 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
     const sandbox = yield* Harness.sandbox
     const before = yield* Harness.treeDigest(sandbox.source)
     Fs.mkdirSync(NodePath.join(sandbox.workspace, "signals"))
-    const { agents, started } = yield* Effect.gen(function*() {
+    const { agents, started, threadEvents } = yield* Effect.gen(function*() {
       const agents: Array<Built> = []
       // Each agent gets a gateway of its own (a rebuilt agent: a new port and a new token); a
       // bystander registration keeps each listener up, so a closed agent's token is seen to get 401.
@@ -210,13 +214,22 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
         if (agents.length > 0) {
           expect(agent.fingerprint).toBe(agents[0]!.agent.fingerprint)
         }
-        agents.push({ agent, token: observed[1]!, thread: Option.getOrUndefined(thread) })
+        const subscribed = yield* Deferred.make<void>()
+        const threadEvents = Option.isNone(thread) ? undefined : yield* thread.value.events.pipe(
+          Stream.onStart(Deferred.succeed(subscribed, undefined)),
+          Stream.runCollect,
+          Effect.map((chunk): ReadonlyArray<Event.Event> =>
+            Array.from(chunk)
+          ),
+          Effect.fork
+        )
+        if (threadEvents !== undefined) yield* Deferred.await(subscribed)
+        agents.push({ agent, token: observed[1]!, thread: Option.getOrUndefined(thread), threadEvents })
       })
       yield* build
       const started: Array<Started> = []
       let closeStarted = false
-      const current = () =>
-        agents[agents.length - 1]!
+      const current = () => agents[agents.length - 1]!
       const threadBusy = () =>
         started.some((run) => run.command.thread && run.agent === agents.length - 1 && run.fiber.unsafePoll() === null)
       for (const cmd of commands) {
@@ -282,9 +295,14 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
         expect((yield* Effect.flip(agent.run("late")))._tag).toBe("AgentClosed")
       }
       for (const run of started) yield* Fiber.await(run.fiber)
+      // Each thread's events ended with its agent's close.
+      const threadEvents: Array<ReadonlyArray<Event.Event>> = []
+      for (const { threadEvents: fiber } of agents) {
+        threadEvents.push(fiber === undefined ? [] : yield* Fiber.join(fiber))
+      }
       // Every gateway still serves (its bystander is registered): each agent's token gets 401.
       for (const { token } of agents) expect(yield* Harness.probe(token)).toBe(401)
-      return { agents, started }
+      return { agents, started, threadEvents }
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ToolsLive, NodeContext.layer, ThreadStore.layerMemory)))
 
     for (const run of started) {
@@ -321,6 +339,25 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
           expect(session?._tag === "SessionStarted" && session.resumed).toBe(Option.isSome(record))
           if (Option.isSome(record)) expect(finished.result.session).toBe(record.value.session)
         }
+      }
+    }
+    // thread.events pairs every admitted turn, whether its caller read it to the end, stopped
+    // early or was interrupted: exactly one RunStarted (first) and one RunFinished (last) per run.
+    for (const [index, events] of threadEvents.entries()) {
+      const byRun = new Map<string, Array<Event.Event>>()
+      for (const event of events) byRun.set(event.runId, [...(byRun.get(event.runId) ?? []), event])
+      for (const [runId, runEvents] of byRun) {
+        const tags = runEvents.map((event) => event._tag)
+        expect(tags.filter((tag) => tag === "RunStarted"), runId).toHaveLength(1)
+        expect(tags.filter((tag) => tag === "RunFinished"), runId).toHaveLength(1)
+        expect(tags[0], runId).toBe("RunStarted")
+        expect(tags[tags.length - 1], runId).toBe("RunFinished")
+      }
+      // Every thread turn whose own consumer saw it admitted is there too.
+      for (const run of started) {
+        if (!run.command.thread || run.agent !== index) continue
+        const own = run.events.find((event) => event._tag === "RunStarted")
+        if (own !== undefined) expect(byRun.has(own.runId), own.runId).toBe(true)
       }
     }
     for (const { agent } of agents) expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
