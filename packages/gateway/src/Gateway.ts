@@ -114,6 +114,11 @@ export interface Redactor {
    * a token cut by either edge (from 8 characters on).
    */
   readonly window: (text: string) => string
+  /**
+   * Runs `effect` with every logger wrapped: log messages, annotations and causes are scrubbed
+   * before they reach the host's loggers (a cause holding a token is logged as its scrubbed text).
+   */
+  readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /**

@@ -14,7 +14,7 @@ import * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { makeExecutor } from "./fixtures/executors.js"
-import { logLayer, portOf, remember } from "./fixtures/harness.js"
+import { captured, logLayer, portOf, remember } from "./fixtures/harness.js"
 import { callBody, rawRequest } from "./fixtures/raw.js"
 
 const headersFor = (url: string, token: string): ReadonlyArray<readonly [string, string]> => [
@@ -100,11 +100,18 @@ const Wait = Tool.make("wait", {
   output: Schema.Struct({ waited: Schema.Boolean }),
   revision: "wait/v1"
 })
-const Tools = Toolkit.make(Lookup, Wait)
+const Quote = Tool.make("quote", {
+  description: "Fails with a defect that quotes its input.",
+  input: { text: Schema.String },
+  output: Schema.Struct({ ok: Schema.Boolean }),
+  revision: "quote/v1"
+})
+const Tools = Toolkit.make(Lookup, Wait, Quote)
 const seen: Array<unknown> = []
 const ToolsLive = Tools.toLayer({
   lookup_issue: (input) => Effect.sync(() => (seen.push(input), { key: input.key })),
-  wait: (input) => Effect.sync(() => (seen.push(input), { waited: input.wait_for_previous }))
+  wait: (input) => Effect.sync(() => (seen.push(input), { waited: input.wait_for_previous })),
+  quote: (input) => Effect.die(new Error(`cannot use ${input.text}`))
 })
 
 /** The `tools/call` bodies the real Gemini CLI 0.61.0 sent, retargeted at `name` with `key`. */
@@ -149,5 +156,21 @@ describe("Injected arguments", () => {
       )
       expect(other.json.result.content[0].text).toContain("invalid_input")
       expect(seen).toEqual([{ key: "ISSUE-42" }, { key: "ISSUE-42" }, { wait_for_previous: true }])
+    }).pipe(Effect.scoped, Effect.provide([ToolsLive, logLayer])))
+})
+
+describe("Logs", () => {
+  it.live("a token a model passes as an argument reaches the host's log only as the marker", () =>
+    Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const registration = yield* gateway.register(yield* Toolkit.executor(Tools))
+      const token = Redacted.value((yield* registration.credential()).token)
+      const from = captured.length
+      const answer = yield* post(registration.url, token, callBody("quote", { text: `leaked=${token}` }))
+      expect(answer.json.result.content[0].text).toBe("internal_error: The tool failed.")
+      const lines = captured.slice(from).join("\n")
+      expect(lines).toContain("cannot use leaked=")
+      expect(lines).toContain(Gateway.redactionMarker)
+      expect(lines).not.toContain(token)
     }).pipe(Effect.scoped, Effect.provide([ToolsLive, logLayer])))
 })

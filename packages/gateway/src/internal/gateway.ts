@@ -117,7 +117,14 @@ interface CallState {
  * the caller (`call` below) without waiting for this fiber, so a handler that ignores
  * interruption cannot delay the answer.
  */
-const callEffect = (executor: Catalog.Executor, limits: Limits, name: string, input: unknown, state: CallState) =>
+const callEffect = (
+  executor: Catalog.Executor,
+  limits: Limits,
+  redactor: Redactor,
+  name: string,
+  input: unknown,
+  state: CallState
+) =>
   Effect.suspend(() => {
     const started = performance.now()
     const log = (outcome: string, code: string) =>
@@ -137,6 +144,9 @@ const callEffect = (executor: Catalog.Executor, limits: Limits, name: string, in
         state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
       ),
       Effect.map(Mcp.toCallToolResult),
+      // A model that saw a token (a shell printed the environment) can pass it as an argument,
+      // and a handler's failure may quote its input: the host's log never gets it.
+      redactor.logs,
       Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false })
     )
   })
@@ -367,7 +377,7 @@ export const make = (options: Options = {}): Effect.Effect<
         const call = (name: string, input: unknown, signal: AbortSignal): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             const state: CallState = { interruptedBy: "cancel" }
-            const fiber = run(callEffect(executor, limits, name, input, state))
+            const fiber = run(callEffect(executor, limits, redactor, name, input, state))
             let settled = false
             const settle = (answer: () => void, interrupt: boolean) => {
               if (settled) return

@@ -5,6 +5,12 @@
  *
  * @internal
  */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as HashMap from "effect/HashMap"
+import * as HashSet from "effect/HashSet"
+import * as Logger from "effect/Logger"
 
 /** @internal */
 export const tokenLength = 43
@@ -33,6 +39,7 @@ export interface Redactor {
   readonly value: <A>(value: A) => A
   readonly heldBack: (text: string) => number
   readonly window: (text: string) => string
+  readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
 /**
@@ -108,10 +115,13 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
   }
   const heldBack = (input: string): number => {
     const vs = values()
+    if (input.length === 0) return 0
+    const last = input.charCodeAt(input.length - 1)
     let longest = 0
     for (const v of vs) {
       for (let k = Math.min(tokenLength - 1, input.length); k > longest; k--) {
-        if (input.endsWith(v.slice(0, k))) {
+        // The cheap test first: the candidate prefix must end with the text's last character.
+        if (v.charCodeAt(k - 1) === last && input.endsWith(v.slice(0, k))) {
           longest = k
           break
         }
@@ -139,5 +149,23 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
     }
     return out
   }
-  return { text, bytes, value, heldBack, window }
+  const cause = (input: Cause.Cause<unknown>): Cause.Cause<unknown> => {
+    if (Cause.isEmpty(input)) return input
+    const pretty = Cause.pretty(input)
+    const scrubbed = text(pretty)
+    // The structure is lost only when there was a token to take out of it.
+    return scrubbed === pretty ? input : Cause.fail(scrubbed)
+  }
+  const wrap = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>
+    Logger.make((options) =>
+      logger.log({
+        ...options,
+        message: value(options.message),
+        annotations: HashMap.map(options.annotations, (annotation) => value(annotation)),
+        cause: cause(options.cause)
+      })
+    )
+  const logs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.locallyWith(effect, FiberRef.currentLoggers, (loggers) => HashSet.map(loggers, wrap))
+  return { text, bytes, value, heldBack, window, logs }
 }
