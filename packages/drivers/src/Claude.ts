@@ -49,6 +49,13 @@ export interface Config {
   readonly profileMcpServers?: boolean
   /** Built-in tools offered to the model (`--tools`); absent: the CLI's default set. `[]` disables them all. */
   readonly builtinTools?: ReadonlyArray<string>
+  /**
+   * Permission rules for built-in tools the CLI may run without asking, added to
+   * `--allowedTools` (e.g. `"Bash"`, `"Bash(git status:*)"`, `"Read"`, `"Edit"`). In `-p` mode a
+   * built-in tool that needs permission and is not allowed is refused; the hosted tools and the
+   * definition's MCP sources are always allowed. Absent: none.
+   */
+  readonly allowedTools?: ReadonlyArray<string>
 }
 
 /**

@@ -129,7 +129,10 @@ export const make = (
       : `${driver.name}:${options.identity.tenant ?? ""}/${options.identity.id}`
     const profile = yield* Profile.clone(options.profile ?? Profile.native(), driver.layout, {
       agentId: id,
-      ...(identity === undefined ? {} : { identity })
+      ...(identity === undefined ? {} : { identity }),
+      // A session file copied while another process of the gateway is still running may hold
+      // that process's live token.
+      redactSession: gateway.redactor.bytes
     }).pipe(
       Scope.extend(cloneScope),
       Effect.mapError((error) => configError("Profile", error.message, error)),
@@ -183,6 +186,7 @@ export const make = (
       driver,
       hostedKey,
       registration,
+      redactor: gateway.redactor,
       profile: {
         dir: profile.dir,
         siblings: profile.siblings,
@@ -279,16 +283,13 @@ export const make = (
             })
           }
         }
-        // A per-turn policy: a narrower credential for this run only, revoked when it ends.
-        const credential = turn.toolPolicy === undefined
-          ? undefined
-          : yield* registration.restrict(ToolPolicy.effective(tools, turn.toolPolicy))
+        // A per-turn policy narrows what this run's process credential lists and calls.
         const request: Run.Request = {
           runId,
           prompt: turn.input,
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
-          ...(credential === undefined ? {} : { tools: credential.tools, token: credential.token }),
+          ...(turn.toolPolicy === undefined ? {} : { tools: ToolPolicy.effective(tools, turn.toolPolicy) }),
           ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped })
         }
         const fiber = yield* admission.withPermits(1)(

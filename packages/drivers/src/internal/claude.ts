@@ -83,9 +83,10 @@ export const renderMcpConfig = (request: Driver.InvocationRequest): string => {
 }
 
 /** `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source. */
-const allowedTools = (request: Driver.InvocationRequest): ReadonlyArray<string> => [
+const allowedTools = (config: Config, request: Driver.InvocationRequest): ReadonlyArray<string> => [
   ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
-  ...request.mcp.map((server) => `mcp__${server.key}`)
+  ...request.mcp.map((server) => `mcp__${server.key}`),
+  ...(config.allowedTools ?? [])
 ]
 
 const resolveBinary = (config: Config) =>
@@ -153,7 +154,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     if (config.partialMessages !== false) args.push("--include-partial-messages")
     args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
     if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
-    const allowed = allowedTools(request)
+    const allowed = allowedTools(config, request)
     if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
     if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
     const model = request.model ?? config.model

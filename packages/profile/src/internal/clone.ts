@@ -152,21 +152,28 @@ const materialize = (
     Effect.withSpan("Profile.materialize")
   )
 
-const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneState) =>
+const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneState, who: Owner) =>
   state.sessions === undefined
     ? Effect.succeed({ saved: [], removed: [] })
-    : sessions.save(state.sessions.store, layout, profileDir, state.sessions.baseline, new Set(state.manifest.keys()))
+    : sessions.save(
+      state.sessions.store,
+      layout,
+      profileDir,
+      state.sessions.baseline,
+      new Set(state.manifest.keys()),
+      who.redactSession
+    )
 
 /**
  * Saves the session entries, then removes the clone; materialized entries changed since they
  * were written are kept. A failed save is logged and does not keep the clone.
  */
-const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState) =>
+const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState, who: Owner) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     state.closed = true
-    yield* saveSessions(layout, profileDir, state).pipe(
+    yield* saveSessions(layout, profileDir, state, who).pipe(
       Effect.catchAllCause((cause) =>
         Effect.logError("saving the session entries of a profile clone failed").pipe(
           Effect.annotateLogs({ clone: cloneRoot, cause })
@@ -261,7 +268,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
         )
         return dir
       }).pipe(Effect.mapError(io(root))),
-      (dir) => release(dir, path.join(dir, "profile"), layout, state)
+      (dir) => release(dir, path.join(dir, "profile"), layout, state, who)
     )
     const dir = path.join(cloneRoot, "profile")
     yield* fs.makeDirectory(dir, { mode: 0o700 }).pipe(Effect.mapError(io(dir)))
@@ -294,7 +301,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       saveSessions: Effect.suspend(() =>
         state.closed
           ? Effect.fail(new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" }))
-          : saveSessions(layout, dir, state)
+          : saveSessions(layout, dir, state, who)
       ).pipe(
         state.lock.withPermits(1),
         Effect.provideService(Path.Path, path),
