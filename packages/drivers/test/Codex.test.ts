@@ -55,15 +55,15 @@ const materialize = (root: string, invocation: Driver.Invocation) => {
 }
 
 describe("Codex.driver prepare", () => {
-  it.effect("a new turn: exec --json, the prompt as one argument after --, stdin closed, cwd the workspace", () =>
+  it.effect("a new turn: exec --json, `-` after --, the prompt on stdin (never in argv), cwd the workspace", () =>
     withRoot((root) =>
       Effect.gen(function*() {
         const invocation = yield* Codex.driver({ binary: "/opt/codex" }).prepare(
           request(root, { prompt: "--help me; $(rm -rf /)" })
         )
         expect(invocation.command).toBe("/opt/codex")
-        expect(invocation.args).toEqual(["exec", "--json", "--skip-git-repo-check", "--", "--help me; $(rm -rf /)"])
-        expect(invocation.stdin).toBeUndefined()
+        expect(invocation.args).toEqual(["exec", "--json", "--skip-git-repo-check", "--", "-"])
+        expect(invocation.stdin).toBe("--help me; $(rm -rf /)")
         expect(invocation.cwd).toBe(Path.join(root, "work"))
       })
     ))
@@ -87,7 +87,7 @@ describe("Codex.driver prepare", () => {
             "--config",
             `sandbox_mode="${mode}"`,
             "--",
-            "hello"
+            "-"
           ])
         }
         const resumed = yield* driver.prepare(request(root, { session: { _tag: "Resume", id: "thread-1" } }))
@@ -100,11 +100,12 @@ describe("Codex.driver prepare", () => {
           "gpt-default",
           "--",
           "thread-1",
-          "hello"
+          "-"
         ])
         const forked = yield* driver.prepare(request(root, { session: { _tag: "Fork", from: "thread-1", id: "x" } }))
         expect(forked.args.slice(0, 2)).toEqual(["exec", "fork"])
-        expect(forked.args.slice(-3)).toEqual(["--", "thread-1", "hello"])
+        expect(forked.args.slice(-3)).toEqual(["--", "thread-1", "-"])
+        expect(forked.stdin).toBe("hello")
       })
     ))
 
@@ -145,11 +146,14 @@ describe("Codex.driver prepare", () => {
           modelProvider: {
             id: "fake",
             baseUrl: "http://127.0.0.1:9/v1",
-            envKey: "FAKE_OPENAI_KEY",
+            apiKey: Redacted.make("sk-provider"),
             requestMaxRetries: 0
           },
           settings: Codex.offlineSettings
         }).prepare(request(root, { instructions: "You triage issues." }))
+        // The key is one option: the driver names its own variable in env_key and sets it.
+        expect(invocation.env[Codex.apiKeyVariable]).toBe("sk-provider")
+        expect(JSON.stringify(invocation.files)).not.toContain("sk-provider")
         const config = configOf(invocation)
         expect(config).toEqual({
           check_for_update_on_startup: false,
@@ -162,7 +166,7 @@ describe("Codex.driver prepare", () => {
               name: "fake",
               base_url: "http://127.0.0.1:9/v1",
               wire_api: "responses",
-              env_key: "FAKE_OPENAI_KEY",
+              env_key: Codex.apiKeyVariable,
               request_max_retries: 0
             }
           },
