@@ -104,12 +104,22 @@ const resolveBinary = (config: Config) =>
     }
   })
 
+/** @internal */
+export const defaultMaxRetries = 3
+
+const maxRetriesOf = (config: Config): string => {
+  if (config.maxRetries !== undefined) return String(config.maxRetries)
+  const given = config.env?.["CLAUDE_CODE_MAX_RETRIES"]
+  return typeof given === "string" ? given : String(defaultMaxRetries)
+}
+
 const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
   Env.buildEnv(config, request, {
     ...fixedEnv,
     HOME: home,
     CLAUDE_CONFIG_DIR: request.profileDir,
-    CLAUDE_CODE_TMPDIR: tmp
+    CLAUDE_CODE_TMPDIR: tmp,
+    CLAUDE_CODE_MAX_RETRIES: maxRetriesOf(config)
   })
 
 const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
@@ -210,5 +220,7 @@ export const driver = (config: Config = {}): Driver.Driver => ({
   layout,
   prepare: prepare(config),
   parse: (lines, context) => parser.parse(lines, context),
-  classifyExit
+  classifyExit,
+  install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
+    "native binary in place)"
 })
