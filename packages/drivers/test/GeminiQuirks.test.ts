@@ -78,4 +78,20 @@ describe("Gemini CLI quirks (real CLI)", () => {
       }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Harness.layer])),
     90_000
   )
+
+  it.live("a missing API key: the RunError quotes the CLI's own words from its stderr", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      const error = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          driver: Gemini.driver({ model: "gemini-2.5-flash", env: { GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:1" } }),
+          definition: { instructions: "", skills: [], tools: IssueTools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        return yield* Effect.flip(agent.run("Hello?"))
+      }).pipe(Effect.scoped)
+      expect(error._tag === "RunError" && error.reason).toBe("ExitedWithoutResult")
+      expect(error.message).toContain("GEMINI_API_KEY")
+    }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Harness.layer])), 60_000)
 })
