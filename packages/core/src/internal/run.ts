@@ -223,6 +223,9 @@ type Failure = {
 
 const fail = (failure: Failure) => Effect.fail(failure)
 
+/** How long a failed run waits for the end of the CLI's stderr after the CLI exited. */
+const stderrGrace = Duration.millis(500)
+
 /** A failure's cause as it may leave the library: token values replaced. */
 const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
   if (cause instanceof ProtocolError) {
@@ -434,8 +437,12 @@ export const execute = (
         })
       ),
       // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
-      Effect.ensuring(emitScrubbed(scrubber.flush)),
-      Effect.catchAll((error) => fail({ reason: "ProtocolError", detail: error.message, cause: error }))
+      Effect.zipRight(emitScrubbed(scrubber.flush)),
+      Effect.catchAll((error) =>
+        emitScrubbed(scrubber.flush).pipe(
+          Effect.zipRight(fail({ reason: "ProtocolError", detail: error.message, cause: error }))
+        )
+      )
     )
     if (state.terminal !== undefined) {
       // The turn is over: the credential is dead before the result leaves the run.
@@ -478,6 +485,9 @@ export const execute = (
         exit
       })
     }
+    // The CLI's last words on stderr may still be in the pipe when it exited (bounded: a
+    // descendant may hold the pipe open).
+    yield* running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
     const classified = ctx.driver.classifyExit?.({
       exitCode: exit.exitCode,
       stderr: running.raw().stderr,
