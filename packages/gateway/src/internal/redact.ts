@@ -165,7 +165,16 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
         cause: cause(options.cause)
       })
     )
+  // The same logger set is wrapped once (a gateway wraps it for every call).
+  const wrapped = new WeakMap<HashSet.HashSet<Logger.Logger<unknown, unknown>>, HashSet.HashSet<Logger.Logger<unknown, unknown>>>()
   const logs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.locallyWith(effect, FiberRef.currentLoggers, (loggers) => HashSet.map(loggers, wrap))
+    Effect.locallyWith(effect, FiberRef.currentLoggers, (loggers) => {
+      let out = wrapped.get(loggers)
+      if (out === undefined) {
+        out = HashSet.map(loggers, wrap)
+        wrapped.set(loggers, out)
+      }
+      return out
+    })
   return { text, bytes, value, heldBack, window, logs }
 }
