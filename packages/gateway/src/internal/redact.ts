@@ -166,7 +166,10 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
       })
     )
   // The same logger set is wrapped once (a gateway wraps it for every call).
-  const wrapped = new WeakMap<HashSet.HashSet<Logger.Logger<unknown, unknown>>, HashSet.HashSet<Logger.Logger<unknown, unknown>>>()
+  const wrapped = new WeakMap<
+    HashSet.HashSet<Logger.Logger<unknown, unknown>>,
+    HashSet.HashSet<Logger.Logger<unknown, unknown>>
+  >()
   const logs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.locallyWith(effect, FiberRef.currentLoggers, (loggers) => {
       let out = wrapped.get(loggers)
