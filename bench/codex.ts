@@ -50,7 +50,7 @@ const launcher = Path.resolve("node_modules/.bin/codex")
 const provider = (baseUrl: string) => ({
   id: "fake",
   baseUrl,
-  envKey: "FAKE_OPENAI_KEY",
+  apiKey: Redacted.make("sk-fake"),
   requestMaxRetries: 0,
   streamMaxRetries: 0
 })
@@ -73,7 +73,7 @@ const bareProfile = (baseUrl: string) =>
               name: "fake",
               base_url: p.baseUrl,
               wire_api: "responses",
-              env_key: p.envKey,
+              env_key: Codex.apiKeyVariable,
               request_max_retries: 0,
               stream_max_retries: 0
             }
@@ -91,17 +91,19 @@ const bareTurn = (root: string) =>
     new Promise<{ readonly terminal: number; readonly exit: number }>((resolve) => {
       const start = performance.now()
       let terminal = 0
-      const child = spawn(native, ["exec", "--json", "--skip-git-repo-check", "--", "hello"], {
+      // The prompt on stdin, as the driver sends it.
+      const child = spawn(native, ["exec", "--json", "--skip-git-repo-check", "--", "-"], {
         cwd: Path.join(root, "work"),
         env: {
           PATH: process.env["PATH"],
           HOME: Path.join(root, "home"),
           CODEX_HOME: Path.join(root, "profile"),
           TMPDIR: Path.join(root, "tmp"),
-          FAKE_OPENAI_KEY: "sk-fake"
+          [Codex.apiKeyVariable]: "sk-fake"
         },
-        stdio: ["ignore", "pipe", "ignore"]
+        stdio: ["pipe", "pipe", "ignore"]
       })
+      child.stdin.end("hello")
       child.stdout.on("data", (chunk: Buffer) => {
         if (terminal === 0 && chunk.toString("utf8").includes("\"turn.completed\"")) {
           terminal = performance.now() - start
@@ -128,8 +130,7 @@ const program = Effect.gen(function*() {
           binary,
           model: "fake-model",
           modelProvider: provider(server.baseUrl),
-          settings: Codex.offlineSettings,
-          env: { FAKE_OPENAI_KEY: Redacted.make("sk-fake") }
+          settings: Codex.offlineSettings
         }),
         definition: { instructions: "", skills: [], tools: Tools },
         workspace: sandbox.workspace,

@@ -101,12 +101,11 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<ThreadFigures>, 
           modelProvider: {
             id: "fake",
             baseUrl: responses.baseUrl,
-            envKey: "FAKE_OPENAI_KEY",
+            apiKey: Redacted.make("sk-bench"),
             requestMaxRetries: 0,
             streamMaxRetries: 0
           },
-          settings: Codex.offlineSettings,
-          env: { FAKE_OPENAI_KEY: Redacted.make("sk-bench") }
+          settings: Codex.offlineSettings
         }),
         turns
       ),

@@ -6,6 +6,7 @@
  *
  *   node --conditions=@tether/source --import tsx examples/layer.ts [--driver claude|codex|gemini]
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Agent } from "@tether/core"
 import type * as AgentError from "@tether/core/AgentError"
 import { Harness } from "@tether/testing"
@@ -105,7 +106,6 @@ const main = Effect.gen(function*() {
   check.conclude("Agent.layer: the agent composed as a service and closed with its layer")
 }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
 
-Effect.runPromise(main).catch((error: unknown) => {
-  console.error(error)
-  process.exitCode = 1
-})
+// runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
+// close: processes stopped, clone removed, token revoked) before the process exits.
+NodeRuntime.runMain(main)

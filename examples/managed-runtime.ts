@@ -120,6 +120,13 @@ async function main(): Promise<void> {
   check.conclude("ManagedRuntime: the agent behind plain promises")
 }
 
+// A signal closes the agent (processes stopped, clone removed, token revoked) before exiting.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    void runtime.dispose().finally(() => process.exit(signal === "SIGINT" ? 130 : 143))
+  })
+}
+
 main().catch(async (error: unknown) => {
   console.error(error)
   process.exitCode = 1

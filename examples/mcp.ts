@@ -7,6 +7,7 @@
  *
  *   node --conditions=@tether/source --import tsx examples/mcp.ts [--driver claude|codex]
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Agent } from "@tether/core"
 import type * as Event from "@tether/core/Event"
 import { Harness, McpStdioServer } from "@tether/testing"
@@ -98,7 +99,6 @@ const program = Effect.gen(function*() {
   Logger.withMinimumLogLevel(LogLevel.Warning)
 )
 
-Effect.runPromise(program).catch((error: unknown) => {
-  console.error(error)
-  process.exitCode = 1
-})
+// runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
+// close: processes stopped, clone removed, token revoked) before the process exits.
+NodeRuntime.runMain(program)

@@ -8,6 +8,7 @@
  *
  *   node --conditions=@tether/source --import tsx examples/profiles.ts
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Agent } from "@tether/core"
 import { Claude } from "@tether/drivers"
 import { Profile } from "@tether/profile"
@@ -72,7 +73,6 @@ const program = Effect.gen(function*() {
   check.conclude("profiles: the agent ran in a clone of the user's profile and left it untouched")
 }).pipe(Effect.scoped, Effect.provide(Harness.layer))
 
-Effect.runPromise(program).catch((error: unknown) => {
-  console.error(error)
-  process.exitCode = 1
-})
+// runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
+// close: processes stopped, clone removed, token revoked) before the process exits.
+NodeRuntime.runMain(program)

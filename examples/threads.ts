@@ -11,6 +11,8 @@
  *
  *   node --conditions=@tether/source --import tsx examples/threads.ts [--driver claude|codex|gemini]
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as FileSystem from "@effect/platform/FileSystem"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Agent, type Result, ThreadStore } from "@tether/core"
 import { Profile } from "@tether/profile"
@@ -20,7 +22,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Model from "./support/model.js"
 import * as View from "./support/view.js"
@@ -134,11 +135,13 @@ const program = Effect.gen(function*() {
   )
 }).pipe(Effect.scoped)
 
-// The SQLite store lives in a temp file here; a real host keeps it (or uses PostgreSQL).
-const dbDir = Fs.mkdtempSync(Path.join(process.env["TMPDIR"] ?? "/tmp", "tether-threads-"))
-const Store = ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: Path.join(dbDir, "threads.db") })))
+// The SQLite store lives in a temp directory here (removed with the program's scope); a real
+// host keeps it (or uses PostgreSQL).
+const Store = Layer.unwrapScoped(Effect.gen(function*() {
+  const dir = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped({ prefix: "tether-threads-" })
+  return ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: Path.join(dir, "threads.db") })))
+}))
 
-Effect.runPromise(program.pipe(Effect.provide([Harness.layer, Store]))).catch((error: unknown) => {
-  console.error(error)
-  process.exitCode = 1
-}).finally(() => Fs.rmSync(dbDir, { recursive: true, force: true }))
+// runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
+// close: processes stopped, clone removed, token revoked) before the process exits.
+NodeRuntime.runMain(program.pipe(Effect.provide(Store), Effect.provide(Harness.layer)))

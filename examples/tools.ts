@@ -9,6 +9,7 @@
  *
  *   node --conditions=@tether/source --import tsx examples/tools.ts [--driver claude|codex|gemini]
  */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Agent } from "@tether/core"
 import { Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
@@ -111,7 +112,6 @@ const program = Effect.gen(function*() {
   Logger.withMinimumLogLevel(LogLevel.None)
 )
 
-Effect.runPromise(program).catch((error: unknown) => {
-  console.error(error)
-  process.exitCode = 1
-})
+// runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
+// close: processes stopped, clone removed, token revoked) before the process exits.
+NodeRuntime.runMain(program)

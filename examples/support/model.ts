@@ -219,12 +219,11 @@ export const offline = (
             modelProvider: {
               id: "offline",
               baseUrl: server.baseUrl,
-              envKey: "OFFLINE_OPENAI_KEY",
+              apiKey: Redacted.make("sk-offline-example"),
               requestMaxRetries: 0,
               streamMaxRetries: 0
             },
-            settings: Codex.offlineSettings,
-            env: { OFFLINE_OPENAI_KEY: Redacted.make("sk-offline-example") }
+            settings: Codex.offlineSettings
           })
         )
       )

@@ -4,9 +4,14 @@
  *
  * A run: `RunStarted` → the driver's `prepare` (with the clone directory, the gateway URL, the
  * token variable name and the reserved `hostedKey`) → its files are written into the clone →
- * the process is spawned with exactly the invocation's env plus the token variable and the
- * agent's marker → stdout lines go through the driver's `parse` → the result is ready at the
- * driver's `Terminal` output (a CLI still exiting is reaped in the background) → `RunFinished`.
+ * the process is spawned with exactly the invocation's env plus the token variable (set to a
+ * gateway credential minted for this process) and the agent's marker → stdout lines go through
+ * the driver's `parse` → the result is ready at the driver's `Terminal` output (the process's
+ * credential is revoked then; a CLI still exiting is reaped in the background, its files in the
+ * clone scrubbed of the token and its session saved) → `RunFinished`. Everything a run emits
+ * (events, `Result`, `RunError`, log lines) has live token values replaced by
+ * `Gateway.redactionMarker`: a CLI hands its environment to every child, so a model can make a
+ * shell print its token.
  *
  * @example
  * ```ts

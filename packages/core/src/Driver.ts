@@ -162,8 +162,8 @@ export interface MaterializedFile {
 
 /**
  * A process to spawn. `env` is complete: nothing of the host's environment is inherited; core
- * adds only the token variable (`hosted.tokenVariable`) and the agent's marker
- * (`Agent.markerVariable`). The process runs in its own process group; `files` are written into
+ * adds only the token variable (`hosted.tokenVariable`, set to a credential minted for this
+ * process and revoked when it ends) and the agent's marker (`Agent.markerVariable`). The process runs in its own process group; `files` are written into
  * the execution clone (relative to `profileDir`) before it starts.
  *
  * @since 0.1.0
@@ -294,4 +294,15 @@ export interface Driver {
     context: ParseContext
   ) => Stream.Stream<Output, ProtocolError>
   readonly classifyExit?: (info: ExitInfo) => ProtocolError | undefined
+  /**
+   * Argument keys the CLI adds to every MCP tool call on its own (Gemini CLI 0.61 adds
+   * `wait_for_previous`). The process's gateway credential removes them before a call's input
+   * is decoded, unless the tool's input schema declares the key: handlers never see them.
+   */
+  readonly injectedArguments?: ReadonlyArray<string>
+  /**
+   * How to install the CLI, quoted by the error of a spawn that failed (e.g.
+   * `npm install @anthropic-ai/claude-code`).
+   */
+  readonly install?: string
 }

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 // The internal module imports this one back (for `SkillError`): nothing here reads it while
 // the modules are being evaluated, only when called.
@@ -68,7 +69,10 @@ export interface SkillContentFile {
  */
 export interface Loaded {
   readonly name: string
-  /** The frontmatter `description:` of `SKILL.md`, else its first non-heading line. */
+  /**
+   * The front matter's `description` of `SKILL.md` (a YAML string, trimmed; block scalars and
+   * quoting read as YAML reads them), else its first non-heading line.
+   */
   readonly description: string
   readonly source: "dir" | "inline"
   /**
@@ -87,14 +91,16 @@ export interface Loaded {
  * - `NotFound`: the directory does not exist, is not a directory or is not an absolute path;
  * - `MissingSkillFile`: no `SKILL.md` at the root (or empty inline markdown);
  * - `Unreadable`: a file could not be read, is not UTF-8 text, or is a link or special file;
- * - `TooLarge`: over 256 files, a file over 1 MiB, or over 8 MiB in total.
+ * - `TooLarge`: over 256 files, a file over 1 MiB, or over 8 MiB in total;
+ * - `InvalidFrontMatter`: `SKILL.md` opens a front matter block that is not a YAML mapping (the
+ *   CLIs would not load the skill natively either).
  *
  * @since 0.1.0
  * @category errors
  */
 export class SkillError extends Schema.TaggedError<SkillError>()("SkillError", {
   skill: Schema.String,
-  reason: Schema.Literal("InvalidName", "NotFound", "MissingSkillFile", "Unreadable", "TooLarge"),
+  reason: Schema.Literal("InvalidName", "NotFound", "MissingSkillFile", "Unreadable", "TooLarge", "InvalidFrontMatter"),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -144,3 +150,26 @@ export const inline = (name: string, markdown: string): Skill => internal.inline
  * @category loading
  */
 export const load = (skill: Skill): Effect.Effect<Loaded, SkillError> => internal.load(skill)
+
+/**
+ * The YAML front matter of a `SKILL.md`: the mapping between a first line `---` and the next
+ * line `---` (or `...`), and the markdown after it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface FrontMatter {
+  readonly data: { readonly [key: string]: unknown }
+  readonly body: string
+}
+
+/**
+ * Reads the front matter of a `SKILL.md` with a YAML parser (the one reader core and the
+ * drivers share). `Right(undefined)`: the markdown has no front matter block; `Left(detail)`:
+ * the block is not valid YAML or not a mapping.
+ *
+ * @since 0.2.0
+ * @category loading
+ */
+export const frontMatter = (markdown: string): Either.Either<FrontMatter | undefined, string> =>
+  internal.frontMatter(markdown)

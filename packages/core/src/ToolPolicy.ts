@@ -4,8 +4,8 @@
  * The effective tools of a turn are `definition.tools ∩ policy`: `allow` (when given) keeps only
  * the named tools, `deny` removes the named tools. The policy is applied at the request
  * boundary for that turn only: the gateway registration lists and accepts calls of the
- * effective tools alone (the turn's provider process carries a narrower credential minted by
- * `Registration.restrict`, revoked when the turn ends), and the driver's allow-list
+ * effective tools alone (the turn's provider process runs on its own credential, minted by
+ * `Registration.credential({ tools })` and revoked when the turn ends), and the driver's allow-list
  * (`InvocationRequest.hosted.tools`) holds the same names. The agent's definition and its
  * compatibility fingerprint never change: the next turn without a policy sees every tool again.
  *

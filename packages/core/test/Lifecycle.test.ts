@@ -198,6 +198,7 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
         const observed: Array<Harness.Observed> = []
         const gateway = yield* Gateway.make()
         const recording = {
+          redactor: gateway.redactor,
           register: (executor: Parameters<typeof gateway.register>[0]) =>
             Effect.tap(gateway.register(executor), (registration) =>
               Effect.sync(() => observed.push({ url: registration.url, token: registration.token })))

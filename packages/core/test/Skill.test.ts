@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Skill } from "@tether/core"
 import * as Toolkit from "@tether/tool/Toolkit"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
@@ -93,6 +94,33 @@ describe("Skill.load", () => {
       expect(loaded.files).toEqual([{ path: "SKILL.md", content: "# Triage\n\nLabel new issues by area.\nMore." }])
       const same = yield* Skill.load(Skill.inline("triage", "# Triage\n\nLabel new issues by area.\nMore."))
       expect(same.digest).toBe(loaded.digest)
+    }))
+
+  it.effect("the front matter reads as YAML: block scalars, quoting, multi-line values; invalid YAML is refused", () =>
+    Effect.gen(function*() {
+      const describe = (markdown: string) =>
+        Skill.load(Skill.inline("review", markdown)).pipe(Effect.map((l) => l.description))
+      expect(yield* describe("---\ndescription: |\n  Reviews a pull request.\n  Twice.\nname: review\n---\n# Body"))
+        .toBe(
+          "Reviews a pull request.\nTwice."
+        )
+      expect(yield* describe("---\ndescription: >-\n  Folded\n  into one line\n---\nBody")).toBe("Folded into one line")
+      expect(yield* describe("---\ndescription: 'It''s quoted: with a colon'\n---\nBody")).toBe(
+        "It's quoted: with a colon"
+      )
+      expect(yield* describe("---\n\"description\": \"Key quoted\" # a comment\n---\nBody")).toBe("Key quoted")
+      expect(yield* describe("---\ndescription: plain\n  continued on the next line\n---\nBody")).toBe(
+        "plain continued on the next line"
+      )
+      // Not a string: the body's first line describes the skill.
+      expect(yield* describe("---\ndescription: [a, b]\n---\n# Title\nFrom the body.")).toBe("From the body.")
+      expect(yield* describe("---\nname: review\n---\n\nFrom the body.")).toBe("From the body.")
+      for (const broken of ["---\ndescription: [unclosed\n---\nBody", "---\n- a list\n---\nBody"]) {
+        const error = yield* failure(Skill.load(Skill.inline("review", broken)))
+        expect(error).toMatchObject({ reason: "InvalidFrontMatter", skill: "review" })
+      }
+      expect(Skill.frontMatter("no front matter")).toEqual(Either.right(undefined))
+      expect(Skill.frontMatter("---\nname: x\n---\nrest")).toEqual(Either.right({ data: { name: "x" }, body: "rest" }))
     }))
 
   it.scoped("refuses unknown directories, a missing SKILL.md and invalid names", () =>

@@ -7,6 +7,11 @@
  * the hosted tools are declared in an MCP config file written into the clone whose
  * `Authorization` header references the token variable (`Bearer ${VAR}`), never the token.
  *
+ * Pointing it at another endpoint (an Anthropic Messages API): `env.ANTHROPIC_BASE_URL` (no
+ * `/v1` suffix), `env.ANTHROPIC_API_KEY` (as `Redacted`; sent as `x-api-key`) and `model`, e.g.
+ * `Claude.driver({ model: "claude-sonnet-4-5", env: { ANTHROPIC_BASE_URL: "http://127.0.0.1:8080", ANTHROPIC_API_KEY: Redacted.make(key) } })`.
+ * A dead endpoint fails the run after `maxRetries` (default 3) retries.
+ *
  * @since 0.1.0
  */
 import type * as Driver from "@tether/core/Driver"
@@ -33,9 +38,9 @@ export interface Config {
   readonly model?: string
   /**
    * Extra variables for the CLI, e.g. the model endpoint: `ANTHROPIC_BASE_URL`,
-   * `ANTHROPIC_API_KEY` (as `Redacted`), `CLAUDE_CODE_MAX_RETRIES`. They cannot override the
-   * variables the driver owns (`HOME`, `CLAUDE_CONFIG_DIR`, `CLAUDE_CODE_TMPDIR`, the
-   * telemetry switches, the token variable).
+   * `ANTHROPIC_API_KEY` (as `Redacted`). They cannot override the variables the driver owns
+   * (`HOME`, `CLAUDE_CONFIG_DIR`, `CLAUDE_CODE_TMPDIR`, the telemetry switches, the token
+   * variable).
    */
   readonly env?: { readonly [name: string]: string | Redacted.Redacted<string> }
   /** Names of host variables passed through unchanged when set (besides `PATH`, `LANG`, `LC_ALL`, `TZ`). */
@@ -49,6 +54,20 @@ export interface Config {
   readonly profileMcpServers?: boolean
   /** Built-in tools offered to the model (`--tools`); absent: the CLI's default set. `[]` disables them all. */
   readonly builtinTools?: ReadonlyArray<string>
+  /**
+   * Permission rules for built-in tools the CLI may run without asking, added to
+   * `--allowedTools` (e.g. `"Bash"`, `"Bash(git status:*)"`, `"Read"`, `"Edit"`). In `-p` mode a
+   * built-in tool that needs permission and is not allowed is refused; the hosted tools and the
+   * definition's MCP sources are always allowed. Absent: none.
+   */
+  readonly allowedTools?: ReadonlyArray<string>
+  /**
+   * How many times the CLI retries a failed model request (`CLAUDE_CODE_MAX_RETRIES`; the CLI's
+   * own default is 10, with back-off: more than 2 minutes against a dead endpoint). Default
+   * {@link defaultMaxRetries} (a dead endpoint fails the run in about 6 s). A
+   * `CLAUDE_CODE_MAX_RETRIES` given in `env` is used when this is absent.
+   */
+  readonly maxRetries?: number
 }
 
 /**
@@ -74,6 +93,14 @@ export const capabilities: Driver.Capabilities = internal.capabilities
  * @category constants
  */
 export const layout: ProfileLayout = internal.layout
+
+/**
+ * The retry bound used when `Config.maxRetries` is absent.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultMaxRetries: number = internal.defaultMaxRetries
 
 /**
  * The file, relative to the clone, holding the MCP declarations of a run.

@@ -2,8 +2,10 @@
  * The Codex driver (`@openai/codex`, verified with 0.171.0).
  *
  * Each turn runs `codex exec --json --skip-git-repo-check [--model m] [--config sandbox_mode=…]
- * --config mcp_servers.<key>.enabled_tools=[…] -- <prompt>` (`exec resume … -- <thread> <prompt>` to resume, `exec fork … -- <thread> <prompt>`
- * to fork) with stdin closed, so Codex never appends anything of stdin to the prompt. The
+ * --config mcp_servers.<key>.enabled_tools=[…] -- -` (`exec resume … -- <thread> -` to resume,
+ * `exec fork … -- <thread> -` to fork) with the prompt written to stdin and stdin then closed:
+ * never in argv (readable by every local user through `/proc`, and limited to 128 KiB per
+ * argument). The
  * execution clone is `CODEX_HOME`; `HOME` and `TMPDIR` are the layout's `home` and `tmp`
  * siblings (outside the clone, as Codex requires). The clone's `config.toml` is the user's
  * copied settings merged with the agent's declarations (written with smol-toml), the same for
@@ -15,6 +17,15 @@
  * the agent's instructions as `developer_instructions`; the definition's MCP sources (stdio and
  * streamable HTTP, their tools approved as well, a bearer token only by variable name); the
  * configured model provider.
+ *
+ * Pointing it at another endpoint: `model` (the model name) and `modelProvider` (`baseUrl` of an
+ * OpenAI Responses API and its `apiKey`), e.g.
+ * `Codex.driver({ model: "my-model", modelProvider: { id: "mine", baseUrl: "http://127.0.0.1:8080/v1", apiKey: Redacted.make(key) }, settings: Codex.offlineSettings })`.
+ * A model name Codex knows (e.g. `gpt-5.5`) makes it defer MCP tools (the hosted tools included)
+ * behind its `tool_search` tool instead of listing them in each request, or, with some
+ * endpoints, send none: a custom endpoint must answer `tool_search` or be given a model name
+ * Codex does not know (it then warns "Model metadata … not found" once per turn, harmlessly,
+ * and lists the tools). A dead endpoint fails the run after `maxReconnects` (default 2).
  *
  * @since 0.1.0
  */
@@ -49,9 +60,8 @@ export interface TomlTable {
 }
 
 /**
- * A model provider declared as `[model_providers.<id>]` and selected with `model_provider`.
- * Codex sends the value of the variable `envKey` as `Authorization: Bearer …` (give the value
- * through `Config.env`, as `Redacted`).
+ * A model provider declared as `[model_providers.<id>]` and selected with `model_provider`:
+ * the one place to point Codex at another endpoint (an OpenAI Responses API).
  *
  * @since 0.1.0
  * @category models
@@ -61,8 +71,17 @@ export interface ModelProvider {
   readonly name?: string
   /** E.g. `http://127.0.0.1:<port>/v1` (Codex appends `/responses`). */
   readonly baseUrl: string
-  readonly envKey?: string
+  /**
+   * The key Codex sends as `Authorization: Bearer …`. The driver hands it to the CLI under a
+   * variable of its own ({@link apiKeyVariable}) and names that variable in the provider's
+   * `env_key`, so the two cannot disagree. Absent: no `Authorization` header is sent.
+   *
+   * @since 0.2.0
+   */
+  readonly apiKey?: Redacted.Redacted<string>
+  /** `request_max_retries`: retries of a failed request (Codex's default: 4). */
   readonly requestMaxRetries?: number
+  /** `stream_max_retries`: retries of a dropped response stream (Codex's default: 5). */
   readonly streamMaxRetries?: number
 }
 
@@ -98,9 +117,10 @@ export interface Config {
   readonly passEnv?: ReadonlyArray<string>
   /**
    * When the model endpoint cannot be reached, Codex 0.171.0 keeps reporting
-   * `Reconnecting... waiting for network` (about every 8 s) and never ends the turn, whatever
-   * its retry settings. With this set, the run fails with `ProtocolError("ProviderError")`
-   * once Codex reported more attempts than this (`0`: at the first). Absent: Codex waits.
+   * `Reconnecting... waiting for network` (after about 4 s, 12 s, 25 s, …) and never ends the
+   * turn, whatever its retry settings. The run fails with `ProtocolError("ProviderError")` once
+   * Codex reported more attempts than this (`0`: at the first). Default `2` (a dead endpoint
+   * fails after about 25 s); `Infinity` lets Codex wait forever.
    */
   readonly maxReconnects?: number
 }
@@ -138,6 +158,23 @@ export const layout: ProfileLayout = internal.layout
  * @category constants
  */
 export const offlineSettings: TomlTable = internal.offlineSettings
+
+/**
+ * The variable that carries `ModelProvider.apiKey` into the CLI (named in the provider's
+ * `env_key`).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const apiKeyVariable: string = codexConfig.apiKeyVariable
+
+/**
+ * The reconnection bound used when `Config.maxReconnects` is absent.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultMaxReconnects: number = internal.defaultMaxReconnects
 
 /**
  * The file, relative to the clone, where the user's copied `config.toml` is kept.

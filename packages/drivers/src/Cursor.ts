@@ -14,6 +14,10 @@
  * Cursor has no appended system prompt, no native structured output and no fork: the
  * capabilities say so, and asking for them fails before spawn.
  *
+ * Endpoint: Cursor's CLI talks to Cursor's own service; its key is `env.CURSOR_API_KEY` (as
+ * `Redacted`) and its model `model`. No setting for another base URL, nor for its retries, is
+ * published, so this driver offers neither (its CLI cannot run here to find one).
+ *
  * @since 0.1.0
  */
 import type * as Driver from "@tether/core/Driver"

@@ -14,7 +14,18 @@
  * paths again, which `--policy` replaces), so concurrent runs with other tool sets never read each
  * other's allow-list. Instructions are
  * written to `<clone>/.gemini/tether-instructions.md`, which `context.fileName` names, so the CLI
- * loads it as global context into the request's `systemInstruction`.
+ * loads it as global context into the request's `systemInstruction`. The user's `settings.json`
+ * is read as the CLI reads it: JSON with comments.
+ *
+ * Pointing it at another endpoint (a Gemini API): `env.GOOGLE_GEMINI_BASE_URL` (no `/v1beta`
+ * suffix), `env.GEMINI_API_KEY` (as `Redacted`; sent as `x-goog-api-key`) and `model` (with the
+ * CLI's default `auto`, a routing request precedes each turn), e.g.
+ * `Gemini.driver({ model: "gemini-2.5-flash", env: { GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:8080", GEMINI_API_KEY: Redacted.make(key) } })`.
+ * A dead endpoint fails the run after `maxAttempts` (default 3) attempts.
+ *
+ * Gemini CLI 0.61 adds a `wait_for_previous` boolean to every tool schema it offers the model
+ * and forwards it in MCP calls: the driver declares it (`injectedArguments`), so the process's
+ * gateway credential removes it before the host tool's input is decoded.
  *
  * @since 0.1.0
  */
@@ -61,6 +72,13 @@ export interface Config {
   readonly trustWorkspace?: boolean
   /** `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`); absent: the CLI's default. */
   readonly approvalMode?: "default" | "auto_edit" | "yolo" | "plan"
+  /**
+   * Attempts per model request (`general.maxAttempts` in the clone's settings, at most 10). The
+   * CLI's own default is 10 with a back-off from 5 s to 30 s: about 220 s against a dead
+   * endpoint. Default {@link defaultMaxAttempts} (about 15 s); a value in the user's copied
+   * settings is used when this is absent.
+   */
+  readonly maxAttempts?: number
 }
 
 /**
@@ -84,6 +102,14 @@ export const capabilities: Driver.Capabilities = internal.capabilities
  * @category constants
  */
 export const layout: ProfileLayout = internal.layout
+
+/**
+ * The attempt bound used when `Config.maxAttempts` is absent.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultMaxAttempts: number = internal.defaultMaxAttempts
 
 /**
  * The settings file, relative to the clone, that the driver rewrites for each run.

@@ -139,12 +139,11 @@ describe("agent definition through the real CLIs", () => {
           modelProvider: {
             id: "fake",
             baseUrl: server.baseUrl,
-            envKey: "FAKE_OPENAI_KEY",
+            apiKey: Redacted.make("sk-fake-codex"),
             requestMaxRetries: 0,
             streamMaxRetries: 0
           },
-          settings: Codex.offlineSettings,
-          env: { FAKE_OPENAI_KEY: Redacted.make("sk-fake-codex") }
+          settings: Codex.offlineSettings
         }),
         instructions
       )

@@ -196,8 +196,27 @@ describe("Claude.driver prepare", () => {
         DISABLE_ERROR_REPORTING: "1",
         HOME: "/r/home",
         CLAUDE_CONFIG_DIR: "/r/profile",
-        CLAUDE_CODE_TMPDIR: "/r/tmp"
+        CLAUDE_CODE_TMPDIR: "/r/tmp",
+        CLAUDE_CODE_MAX_RETRIES: String(Claude.defaultMaxRetries)
       })
+    }))
+
+  it.effect("bounds the CLI's retries: maxRetries, else CLAUDE_CODE_MAX_RETRIES from env, else the default", () =>
+    Effect.gen(function*() {
+      const retries = (config: Claude.Config) =>
+        prepare({ binary: "c", ...config }, request()).pipe(Effect.map((inv) => inv.env["CLAUDE_CODE_MAX_RETRIES"]))
+      expect(Claude.defaultMaxRetries).toBe(3)
+      expect(yield* retries({})).toBe("3")
+      expect(yield* retries({ maxRetries: 0 })).toBe("0")
+      expect(yield* retries({ env: { CLAUDE_CODE_MAX_RETRIES: "5" } })).toBe("5")
+      expect(yield* retries({ maxRetries: 1, env: { CLAUDE_CODE_MAX_RETRIES: "5" } })).toBe("1")
+    }))
+
+  it.effect("allowedTools adds permission rules for built-in tools after the hosted tools", () =>
+    Effect.gen(function*() {
+      const inv = yield* prepare({ binary: "c", allowedTools: ["Bash", "Read"] }, request())
+      expect(argAfter(inv.args, "--allowedTools")?.split(",").slice(-2)).toEqual(["Bash", "Read"])
+      expect(argAfter(inv.args, "--allowedTools")?.startsWith("mcp__tether__")).toBe(true)
     }))
 
   it.effect("refuses every sandbox level and a clone without its siblings", () =>

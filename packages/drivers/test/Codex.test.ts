@@ -55,7 +55,7 @@ const materialize = (root: string, invocation: Driver.Invocation) => {
 }
 
 describe("Codex.driver prepare", () => {
-  it.effect("a new turn: exec --json, the prompt as one argument after --, stdin closed, cwd the workspace", () =>
+  it.effect("a new turn: exec --json, `-` after --, the prompt on stdin (never in argv), cwd the workspace", () =>
     withRoot((root) =>
       Effect.gen(function*() {
         const invocation = yield* Codex.driver({ binary: "/opt/codex" }).prepare(
@@ -69,9 +69,9 @@ describe("Codex.driver prepare", () => {
           "--config",
           `mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`,
           "--",
-          "--help me; $(rm -rf /)"
+          "-"
         ])
-        expect(invocation.stdin).toBeUndefined()
+        expect(invocation.stdin).toBe("--help me; $(rm -rf /)")
         expect(invocation.cwd).toBe(Path.join(root, "work"))
       })
     ))
@@ -97,7 +97,7 @@ describe("Codex.driver prepare", () => {
             "--config",
             `mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`,
             "--",
-            "hello"
+            "-"
           ])
         }
         const resumed = yield* driver.prepare(request(root, { session: { _tag: "Resume", id: "thread-1" } }))
@@ -112,11 +112,12 @@ describe("Codex.driver prepare", () => {
           `mcp_servers.tether.enabled_tools=["close_issue","lookup_issue"]`,
           "--",
           "thread-1",
-          "hello"
+          "-"
         ])
         const forked = yield* driver.prepare(request(root, { session: { _tag: "Fork", from: "thread-1", id: "x" } }))
         expect(forked.args.slice(0, 2)).toEqual(["exec", "fork"])
-        expect(forked.args.slice(-3)).toEqual(["--", "thread-1", "hello"])
+        expect(forked.args.slice(-3)).toEqual(["--", "thread-1", "-"])
+        expect(forked.stdin).toBe("hello")
       })
     ))
 
@@ -157,11 +158,14 @@ describe("Codex.driver prepare", () => {
           modelProvider: {
             id: "fake",
             baseUrl: "http://127.0.0.1:9/v1",
-            envKey: "FAKE_OPENAI_KEY",
+            apiKey: Redacted.make("sk-provider"),
             requestMaxRetries: 0
           },
           settings: Codex.offlineSettings
         }).prepare(request(root, { instructions: "You triage issues." }))
+        // The key is one option: the driver names its own variable in env_key and sets it.
+        expect(invocation.env[Codex.apiKeyVariable]).toBe("sk-provider")
+        expect(JSON.stringify(invocation.files)).not.toContain("sk-provider")
         const config = configOf(invocation)
         expect(config).toEqual({
           check_for_update_on_startup: false,
@@ -174,7 +178,7 @@ describe("Codex.driver prepare", () => {
               name: "fake",
               base_url: "http://127.0.0.1:9/v1",
               wire_api: "responses",
-              env_key: "FAKE_OPENAI_KEY",
+              env_key: Codex.apiKeyVariable,
               request_max_retries: 0
             }
           },

@@ -62,12 +62,11 @@ const driverFor = (server: ResponsesServer.ResponsesServer, overrides: Partial<C
     modelProvider: {
       id: "fake",
       baseUrl: overrides.modelProvider?.baseUrl ?? server.baseUrl,
-      envKey: "FAKE_OPENAI_KEY",
+      apiKey: Redacted.make("sk-fake-codex"),
       requestMaxRetries: 0,
       streamMaxRetries: 0
     },
     settings: Codex.offlineSettings,
-    env: { FAKE_OPENAI_KEY: Redacted.make("sk-fake-codex") },
     ...(overrides.maxReconnects === undefined ? {} : { maxReconnects: overrides.maxReconnects })
   })
 

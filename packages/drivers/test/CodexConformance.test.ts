@@ -19,9 +19,14 @@ const script: ResponsesServer.Script = (request) =>
 const subjectFor = (baseUrl: string): Conformance.Subject => ({
   driver: Codex.driver({
     model: "fake-model",
-    modelProvider: { id: "fake", baseUrl, envKey: "FAKE_OPENAI_KEY", requestMaxRetries: 0, streamMaxRetries: 0 },
-    settings: Codex.offlineSettings,
-    env: { FAKE_OPENAI_KEY: Redacted.make("sk-fake-codex") }
+    modelProvider: {
+      id: "fake",
+      baseUrl,
+      apiKey: Redacted.make("sk-fake-codex"),
+      requestMaxRetries: 0,
+      streamMaxRetries: 0
+    },
+    settings: Codex.offlineSettings
   }),
   plain: "Say something plain.",
   plainText: "plain answer",

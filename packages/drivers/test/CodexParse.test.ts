@@ -135,6 +135,13 @@ describe("Codex.parse on recorded 0.171.0 fixtures", () => {
       expect(Either.isLeft(failed) && failed.left.reason).toBe("ProviderError")
       expect(Either.isLeft(failed) && failed.left.detail).toContain("3 reconnection attempts")
       expect(Either.isRight(yield* parse(5))).toBe(true)
+      // Without the option the driver still bounds the wait (Codex alone would wait forever).
+      const byDefault = yield* Codex.driver({ binary: "codex" }).parse(
+        Stream.fromIterable(fixture("model-unreachable.jsonl")),
+        { hostedKey: "tether", session: newSession }
+      ).pipe(Stream.runCollect, Effect.either)
+      expect(Codex.defaultMaxReconnects).toBe(2)
+      expect(Either.isLeft(byDefault) && byDefault.left.detail).toContain("3 reconnection attempts")
     }))
 
   it.effect("a shell command is a builtin ToolCall with the command, its output and exit code", () =>

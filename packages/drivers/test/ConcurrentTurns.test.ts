@@ -86,12 +86,11 @@ describe("concurrent turns of one agent do not share per-turn state", () => {
             modelProvider: {
               id: "fake",
               baseUrl: server.baseUrl,
-              envKey: "FAKE_OPENAI_KEY",
+              apiKey: Redacted.make("sk-fake-codex"),
               requestMaxRetries: 0,
               streamMaxRetries: 0
             },
-            settings: Codex.offlineSettings,
-            env: { FAKE_OPENAI_KEY: Redacted.make("sk-fake-codex") }
+            settings: Codex.offlineSettings
           }),
           definition: { instructions: "", skills: [], tools: IssueTools },
           workspace: sandbox.workspace,

@@ -170,7 +170,11 @@ describe("Gemini.driver prepare", () => {
       expect(settings["security"]).toEqual({ auth: { selectedType: "oauth-personal" }, folderTrust: { enabled: true } })
       expect(settings["telemetry"]).toEqual({ enabled: false, target: "gcp" })
       expect(settings["privacy"]).toEqual({ usageStatisticsEnabled: false })
-      expect(settings["general"]).toEqual({ enableAutoUpdate: false, enableAutoUpdateNotification: false })
+      expect(settings["general"]).toEqual({
+        enableAutoUpdate: false,
+        enableAutoUpdateNotification: false,
+        maxAttempts: Gemini.defaultMaxAttempts
+      })
       expect(settings["context"]).toEqual({ fileName: ["AGENTS.md", "tether-instructions.md"] })
       expect(settings["mcpServers"]).toEqual({ mine: { command: "/bin/my-mcp", trust: false }, tether: hosted })
       // The turn's allow-list is the run's policy file: every hosted tool denied but the turn's.
@@ -313,6 +317,32 @@ describe("Gemini.driver prepare", () => {
       const configured = yield* clone({ policyPaths: ["/etc/team-policies", "~/more.toml"] })
       const named = yield* prepare({ binary: "gemini" }, request(configured))
       expect(own(named)).toEqual([Path.join(configured, policyFile(named).path), "/etc/team-policies", "~/more.toml"])
+    })))
+
+  it.effect("reads the user's settings as the CLI does: JSON with comments and trailing commas", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone([
+        "// My Gemini settings",
+        "{",
+        "  /* the theme I like */",
+        "  \"ui\": { \"theme\": \"Dracula\", }, // trailing comma",
+        "  \"general\": { \"vimMode\": true },",
+        "}"
+      ].join("\n"))
+      const settings = settingsOf(yield* prepare({ binary: "gemini" }, request(dir)))
+      expect(settings["ui"]).toEqual({ theme: "Dracula" })
+      expect(settings["general"]).toEqual({
+        vimMode: true,
+        enableAutoUpdate: false,
+        enableAutoUpdateNotification: false,
+        maxAttempts: Gemini.defaultMaxAttempts
+      })
+      const own = yield* clone("{ \"general\": { \"maxAttempts\": 5 } // mine\n}")
+      expect(settingsOf(yield* prepare({ binary: "gemini" }, request(own)))["general"]["maxAttempts"]).toBe(5)
+      const bounded = settingsOf(yield* prepare({ binary: "gemini", maxAttempts: 1 }, request(own)))
+      expect(bounded["general"]["maxAttempts"]).toBe(1)
+      const broken = yield* Effect.either(prepare({ binary: "gemini" }, request(yield* clone("{ \"ui\": /* open"))))
+      expect(Either.isLeft(broken) && broken.left.detail).toContain("not valid JSON with comments")
     })))
 
   it.effect("refuses fork, sandbox levels, invalid settings and a clone without siblings", () =>

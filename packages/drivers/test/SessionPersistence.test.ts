@@ -92,12 +92,11 @@ const codexDriver = (server: ResponsesServer.ResponsesServer) =>
     modelProvider: {
       id: "fake",
       baseUrl: server.baseUrl,
-      envKey: "FAKE_OPENAI_KEY",
+      apiKey: Redacted.make("sk-fake-codex"),
       requestMaxRetries: 0,
       streamMaxRetries: 0
     },
-    settings: Codex.offlineSettings,
-    env: { FAKE_OPENAI_KEY: Redacted.make("sk-fake-codex") }
+    settings: Codex.offlineSettings
   })
 
 describe("session entries outlive execution clones (real CLIs)", () => {

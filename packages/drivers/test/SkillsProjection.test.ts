@@ -34,4 +34,13 @@ describe("native skills projection", () => {
       "---\nname: \"triage\"\ndescription: \"Skill triage.\"\n---\n\nBody"
     )
   })
+
+  it("reads the front matter as YAML: quoted keys, block scalars and comments are keys already present", () => {
+    const quoted = "---\n\"name\": triage # ours\ndescription: |\n  Several\n  lines: with colons\n---\nBody"
+    expect(Skills.skillMarkdown(skill([]), quoted)).toBe(quoted)
+    const flow = "---\n{ name: triage, description: Flow style. }\n---\nBody"
+    expect(Skills.skillMarkdown(skill([]), flow)).toBe(flow)
+    const block = "---\ndescription: >\n  name: is not a key here\n---\nBody"
+    expect(Skills.skillMarkdown(skill([]), block)).toBe(`---\nname: "triage"\n${block.slice(4)}`)
+  })
 })

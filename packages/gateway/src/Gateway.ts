@@ -13,6 +13,7 @@ import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as internal from "./internal/gateway.js"
+import * as redact from "./internal/redact.js"
 
 /**
  * The gateway could not serve a registration (the listener failed to start).
@@ -44,11 +45,35 @@ export interface Registration {
   /** Random per registration, `[A-Z][A-Z0-9_]*`, ≥ 64 random bits: carries the token into the CLI. */
   readonly tokenVariable: string
   /**
-   * A narrower credential for one turn: a fresh token that lists and calls only `tools`
-   * (the intersection with the catalog). Revoked when its scope closes. The registration's
-   * own token keeps the full catalog.
+   * Mints a credential of this registration: a fresh token, for one provider process (or one
+   * turn), that lists and calls only `options.tools` (intersected with the catalog; default: the
+   * whole catalog). It is accepted until `revoke` or until its scope closes, whichever comes
+   * first, and never after the registration closed. Until its scope closes its value stays
+   * known to `Gateway.redactor`, so output produced while it was live is still scrubbed after
+   * an early `revoke`. A long-lived process acquires one in the scope of the process and
+   * revokes it when the process ends.
+   *
+   * @since 0.2.0
    */
-  readonly restrict: (tools: ReadonlyArray<string>) => Effect.Effect<Credential, never, Scope.Scope>
+  readonly credential: (options?: CredentialOptions) => Effect.Effect<Credential, never, Scope.Scope>
+}
+
+/**
+ * What a credential may do.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface CredentialOptions {
+  /** The tool names it lists and calls (names outside the catalog are ignored). Default: the catalog. */
+  readonly tools?: ReadonlyArray<string>
+  /**
+   * Argument keys the client adds to every tool call on its own (Gemini CLI 0.61 adds
+   * `wait_for_previous` to every tool schema and sends it back). They are removed from a call's
+   * arguments before the input is decoded, unless the tool's own input schema declares the key,
+   * so a handler never sees them and strict decoding still refuses every other unknown key.
+   */
+  readonly injectedArguments?: ReadonlyArray<string>
 }
 
 /**
@@ -60,7 +85,49 @@ export interface Registration {
 export interface Credential {
   readonly token: Redacted.Redacted<string>
   readonly tools: ReadonlyArray<string>
+  /** Stops accepting the token (401 from then on); idempotent. Closing the scope also does. */
+  readonly revoke: Effect.Effect<void>
 }
+
+/**
+ * Replaces the values of the gateway's tokens by {@link redactionMarker}: every token whose
+ * scope is open (registrations and credentials, accepted or revoked early). A provider CLI hands
+ * its environment to everything it spawns, so a model can make a shell print its token: core
+ * passes everything it emits or persists through this.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Redactor {
+  readonly text: (text: string) => string
+  /** Length-preserving (the marker is as long as a token), so a file can be rewritten in place. */
+  readonly bytes: (bytes: Uint8Array) => Uint8Array
+  /** Strings inside plain objects and arrays (keys too); the same reference when nothing changed. */
+  readonly value: <A>(value: A) => A
+  /**
+   * How many characters at the end of `text` are the beginning of a token (0 when none): a
+   * streamed chunk holds them back until the next chunk shows whether a token follows.
+   */
+  readonly heldBack: (text: string) => number
+  /**
+   * `text` as a bounded window cut out of a longer output: whole tokens are replaced, and so is
+   * a token cut by either edge (from 8 characters on).
+   */
+  readonly window: (text: string) => string
+  /**
+   * Runs `effect` with every logger wrapped: log messages, annotations and causes are scrubbed
+   * before they reach the host's loggers (a cause holding a token is logged as its scrubbed text).
+   */
+  readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/**
+ * What a redacted token reads as: 43 ASCII characters, the length of a token.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const redactionMarker: string = redact.marker
 
 /**
  * Gateway limits; every one has the SECURITY.md default.
@@ -97,6 +164,8 @@ export interface Options {
 export class Gateway extends Context.Tag("@tether/gateway/Gateway")<Gateway, {
   /** Registers an executor; the listener starts lazily on the first registration. */
   readonly register: (executor: Catalog.Executor) => Effect.Effect<Registration, GatewayError, Scope.Scope>
+  /** Scrubs the values of the gateway's live tokens (see {@link Redactor}). */
+  readonly redactor: Redactor
 }>() {}
 
 /**
@@ -107,7 +176,9 @@ export class Gateway extends Context.Tag("@tether/gateway/Gateway")<Gateway, {
  *
  * Each call is logged through the Effect logger as one `tool call` line annotated with
  * `tool`, `outcome`, `code` and `durationMs` (never a token, header or argument value), inside
- * a `Gateway.call` span.
+ * a `Gateway.call` span. A request with `Expect: 100-continue` is answered `100 Continue` only
+ * after its shape, its credential and its declared size passed; a refused credential gets 401
+ * with `WWW-Authenticate: Bearer error="invalid_token"`.
  *
  * @since 0.1.0
  * @category constructors

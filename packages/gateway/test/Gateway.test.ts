@@ -183,14 +183,16 @@ describe("Registrations", () => {
       expect(JSON.parse(response.body).error.message).toBe("MCP error -32603: canceled")
     })))
 
-  it.live("restrict mints a per-turn credential: it lists and calls only its subset, then is revoked", () =>
+  it.live("credential mints a narrower credential: it lists and calls only its subset, then is revoked", () =>
     live(Effect.gen(function*() {
       const gateway = yield* Gateway.make()
       const { executor, recorder } = yield* makeExecutor("a")
       const registration = yield* gateway.register(executor)
       remember(registration.token)
       const turn = yield* Scope.make()
-      const credential = yield* registration.restrict(["reject", "echo", "not_in_catalog"]).pipe(Scope.extend(turn))
+      const credential = yield* registration.credential({ tools: ["reject", "echo", "not_in_catalog"] }).pipe(
+        Scope.extend(turn)
+      )
       const turnToken = remember(credential.token)
       expect(credential.tools).toEqual(["echo", "reject"])
       expect(turnToken).not.toBe(Redacted.value(registration.token))
@@ -321,7 +323,7 @@ describe("Logging and secrets", () => {
       const { executor } = yield* makeExecutor("a")
       const registration = yield* gateway.register(executor)
       const token = remember(registration.token)
-      const credential = yield* registration.restrict(["echo"])
+      const credential = yield* registration.credential({ tools: ["echo"] })
       const turnToken = remember(credential.token)
       const error = new Gateway.GatewayError({ reason: "ListenFailed", detail: "x" })
       for (const value of [registration, credential, gateway, error]) {

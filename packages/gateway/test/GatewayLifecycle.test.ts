@@ -89,7 +89,7 @@ describe("Listener shutdown", () => {
       const registrationScope = yield* Scope.make()
       const registration = yield* gateway.register(executor).pipe(Scope.extend(registrationScope))
       remember(registration.token)
-      const credential = yield* registration.restrict(["echo"])
+      const credential = yield* registration.credential({ tools: ["echo"] })
       const turnToken = remember(credential.token)
       const ok = yield* rawRequest(portOf(registration.url), {
         headers: authHeaders(registration.url, turnToken),

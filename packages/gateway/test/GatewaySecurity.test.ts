@@ -239,7 +239,7 @@ layer(FixtureLive, { excludeTestServices: true })("SECURITY.md rules in front of
         ]
         for (const headers of cases) {
           const response = yield* refused(f, { headers }, 401, fixed(-32001, "Unauthorized"))
-          expect(header(response, "WWW-Authenticate")).toBe("Bearer")
+          expect(header(response, "WWW-Authenticate")).toBe("Bearer error=\"invalid_token\"")
           expect(response.text).not.toContain(f.token)
         }
       }))
@@ -283,6 +283,34 @@ layer(FixtureLive, { excludeTestServices: true })("SECURITY.md rules in front of
           body: `${small.length.toString(16)}\r\n${small}\r\n0\r\n\r\n`
         })
         expect(ok.status).toBe(200)
+      }))
+
+    it.effect("Expect: 100-continue is answered only after the shape, the credential and the size passed", () =>
+      Effect.gen(function*() {
+        const f = yield* Fixture
+        const before = f.recorder.calls.length
+        const body = callBody("echo")
+        const head = (headers: Headers, length: number) =>
+          requestText({ headers: [...headers, ["Expect", "100-continue"], ["Content-Length", String(length)]] })
+        // Refused requests never get `100 Continue`: the client would send its body for nothing.
+        const cases: ReadonlyArray<readonly [Headers, number, number]> = [
+          [without(base(f.port, f.token), "Authorization"), body.length, 401],
+          [replace(base(f.port, f.token), "Authorization", "Bearer wrong"), body.length, 401],
+          [replace(base(f.port, f.token), "Host", "evil.example"), body.length, 403],
+          [[...base(f.port, f.token), ["Origin", "http://evil.example"]], body.length, 403],
+          [without(base(f.port, "-"), "Authorization"), 2 * 1024 * 1024, 401],
+          [base(f.port, f.token), 2 * 1024 * 1024, 413]
+        ]
+        for (const [headers, length, status] of cases) {
+          const response = yield* rawExchange(f.port, [head(headers, length)], { timeoutMs: 3000 })
+          expect(response.text.startsWith(`HTTP/1.1 ${status} `)).toBe(true)
+          expect(response.text).not.toContain("100 Continue")
+        }
+        expect(f.recorder.calls.length).toBe(before)
+        // A request that passes every check is invited, then served.
+        const served = yield* rawExchange(f.port, [head(base(f.port, f.token), body.length), body], { gapMs: 300 })
+        expect(served.text.startsWith("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK")).toBe(true)
+        expect(f.recorder.calls.length).toBe(before + 1)
       }))
 
     it.effect("a header block over the limit is 431", () =>

@@ -190,6 +190,13 @@ export interface Owner {
    * @since 0.2.0
    */
   readonly saveSessionsOnClose?: boolean
+  /**
+   * Applied to the content of every session entry before it is written to the session store
+   * (e.g. scrubbing credentials a CLI printed into its transcript). Absent: copied unchanged.
+   *
+   * @since 0.2.0
+   */
+  readonly redactSession?: (content: Uint8Array) => Uint8Array
 }
 
 /**

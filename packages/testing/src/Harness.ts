@@ -59,6 +59,7 @@ export const recordingLayer = (
     Layer.scoped(
       Gateway.Gateway,
       Effect.map(Gateway.make(), (gateway) => ({
+        redactor: gateway.redactor,
         register: (executor) =>
           Effect.tap(gateway.register(executor), (registration) =>
             Effect.sync(() => observed.push({ url: registration.url, token: registration.token })))

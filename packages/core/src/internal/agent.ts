@@ -144,7 +144,10 @@ export const make = (
       agentId: id,
       ...(identity === undefined ? {} : { identity }),
       // Threads save their own sessions before each commit; nothing else is kept.
-      saveSessionsOnClose: false
+      saveSessionsOnClose: false,
+      // A session file copied while another process of the gateway is still running may hold
+      // that process's live token.
+      redactSession: gateway.redactor.bytes
     }).pipe(
       Scope.extend(cloneScope),
       Effect.mapError((error) => configError("Profile", error.message, error)),
@@ -201,6 +204,7 @@ export const make = (
       driver,
       hostedKey,
       registration,
+      redactor: gateway.redactor,
       profile: {
         dir: profile.dir,
         siblings: profile.siblings,
@@ -305,16 +309,13 @@ export const make = (
             })
           }
         }
-        // A per-turn policy: a narrower credential for this run only, revoked when it ends.
-        const credential = turn.toolPolicy === undefined
-          ? undefined
-          : yield* registration.restrict(ToolPolicy.effective(tools, turn.toolPolicy))
+        // A per-turn policy narrows what this run's process credential lists and calls.
         const request: Run.Request = {
           runId,
           prompt: turn.input,
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
-          ...(credential === undefined ? {} : { tools: credential.tools, token: credential.token }),
+          ...(turn.toolPolicy === undefined ? {} : { tools: ToolPolicy.effective(tools, turn.toolPolicy) }),
           ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped, opening: hooks.opening })
         }
         const fiber = yield* admission.withPermits(1)(

@@ -63,6 +63,8 @@ export interface Running {
   /** Waits for the process to exit. */
   readonly exit: Effect.Effect<ProcessExit>
   readonly poll: Effect.Effect<Option.Option<ProcessExit>>
+  /** Waits until stderr reached its end (every byte is in `raw`). */
+  readonly stderrEnded: Effect.Effect<void>
   readonly raw: () => RawOutput
   /**
    * SIGTERM the group, wait up to `grace`, SIGKILL the group; also after a clean exit, for the
@@ -149,8 +151,10 @@ export const spawn = (
       Effect.interruptible,
       Effect.forkIn(scope)
     )
+    const stderrEnded = yield* Deferred.make<void>()
     yield* Stream.runForEach(started.stderr, (bytes) => Effect.sync(() => stderr.push(bytes))).pipe(
       Effect.ignore,
+      Effect.ensuring(Deferred.succeed(stderrEnded, undefined)),
       Effect.interruptible,
       Effect.forkIn(scope)
     )
@@ -301,6 +305,7 @@ export const spawn = (
       drain: Stream.runDrain(lines).pipe(Effect.ignore),
       exit: Deferred.await(exited),
       poll,
+      stderrEnded: Deferred.await(stderrEnded),
       raw: () => ({
         stdout: stdout.text(),
         stderr: stderr.text(),

@@ -8,6 +8,7 @@
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
+import type * as Gateway from "@tether/gateway/Gateway"
 import * as Cause from "effect/Cause"
 import type * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -17,14 +18,18 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
+import { ProtocolError } from "../Driver.js"
 import * as Event from "../Event.js"
 import { Raw, Result, type ThreadOpening, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
 import type { TranscriptEntry } from "../Result.js"
 import * as Emitter from "./emitter.js"
 import * as Process from "./process.js"
+import * as Redaction from "./redaction.js"
+import * as ScrubFiles from "./scrubFiles.js"
 
 /** What a run needs from its agent. @internal */
 export interface Context {
@@ -34,8 +39,11 @@ export interface Context {
   readonly registration: {
     readonly url: string
     readonly tokenVariable: string
-    readonly token: Redacted.Redacted<string>
+    /** Mints the credential of one provider process (scoped: released once the run is done with it). */
+    readonly credential: Gateway.Registration["credential"]
   }
+  /** Scrubs live token values out of everything the run emits or persists. */
+  readonly redactor: Gateway.Redactor
   readonly profile: {
     readonly dir: string
     readonly siblings: { readonly [name: string]: string }
@@ -69,10 +77,11 @@ export interface Request {
   readonly prompt: string
   readonly model: string | undefined
   readonly session: Driver.SessionRequest
-  /** This turn's effective tools (a per-turn tool policy); default: every tool of the agent. */
+  /**
+   * This turn's effective tools (a per-turn tool policy); default: every tool of the agent. The
+   * process's own credential lists and calls exactly these.
+   */
   readonly tools?: ReadonlyArray<string>
-  /** The narrower credential carrying `tools`: the token variable's value for this run. */
-  readonly token?: Redacted.Redacted<string>
   /**
    * A thread's checkpoint commit: after a clean terminal record and the provider process's exit
    * (it may still be writing the session the checkpoint points at), before `RunFinished`.
@@ -187,7 +196,13 @@ const outputToEvents = (
 }
 
 const resultOf = (ctx: Context, request: Request, state: State): Result => {
-  const raw = state.running?.raw() ?? { stdout: "", stderr: "", stdoutBytes: 0, stderrBytes: 0 }
+  const captured = state.running?.raw() ?? { stdout: "", stderr: "", stdoutBytes: 0, stderrBytes: 0 }
+  // Bounded tails of the output: a token cut by the start of the window is replaced as well.
+  const raw = {
+    ...captured,
+    stdout: ctx.redactor.window(captured.stdout),
+    stderr: ctx.redactor.window(captured.stderr)
+  }
   const model = state.model ?? request.model
   return new Result({
     runId: request.runId,
@@ -212,6 +227,41 @@ type Failure = {
 }
 
 const fail = (failure: Failure) => Effect.fail(failure)
+
+/** How long a failed run waits for the end of the CLI's stderr after the CLI exited. */
+const stderrGrace = Duration.millis(500)
+
+/** A failure's cause as it may leave the library: token values replaced. */
+const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
+  if (cause instanceof ProtocolError) {
+    const detail = redactor.text(cause.detail)
+    return detail === cause.detail ? cause : new ProtocolError({ reason: cause.reason, detail })
+  }
+  if (cause instanceof Error) {
+    const message = redactor.text(cause.message)
+    const stack = cause.stack === undefined ? undefined : redactor.text(cause.stack)
+    if (message === cause.message && stack === cause.stack) return cause
+    const scrubbed = new Error(message)
+    scrubbed.name = cause.name
+    if (stack !== undefined) scrubbed.stack = stack
+    return scrubbed
+  }
+  return redactor.value(cause)
+}
+
+/** The process's credential, from its minting at spawn to its release. */
+interface Held {
+  credential: Gateway.Credential | undefined
+  scope: Scope.CloseableScope | undefined
+  /** The process was spawned (its release then ends the process side). */
+  spawned: boolean
+  processDone: boolean
+  runDone: boolean
+  /** When the process was spawned (ms): files it wrote are newer. */
+  spawnedAt: number
+  /** The files the driver materialized for this run (absolute): never scrubbed. */
+  materialized: ReadonlySet<string>
+}
 
 /**
  * Runs one admitted run to its end, publishing every event (exactly one `RunStarted`, one
@@ -238,6 +288,44 @@ export const execute = (
     overflow: false
   }
   const parseContext: Driver.ParseContext = { hostedKey: ctx.hostedKey, session: request.session }
+  const scrubber = Redaction.makeOutputScrubber(ctx.redactor)
+
+  // The process runs on its own credential. It is revoked (401) as soon as the turn's terminal
+  // record arrives or the process ends, and released (forgotten by the redactor) only once the
+  // process's files were scrubbed and saved and the run published its end: until then every
+  // string of the run is scrubbed of it.
+  const held: Held = {
+    credential: undefined,
+    scope: undefined,
+    spawned: false,
+    processDone: false,
+    runDone: false,
+    spawnedAt: 0,
+    materialized: new Set()
+  }
+  const releaseCredential = Effect.suspend(() =>
+    held.processDone && held.runDone && held.scope !== undefined ? Scope.close(held.scope, Exit.void) : Effect.void
+  )
+  const processDone = Effect.suspend(() => {
+    held.processDone = true
+    return releaseCredential
+  })
+  const runDone = Effect.suspend(() => {
+    held.runDone = true
+    if (!held.spawned) held.processDone = true
+    return releaseCredential
+  })
+  const revoke = Effect.suspend(() => held.credential?.revoke ?? Effect.void)
+  // What the process wrote into the clone (transcripts, tool output, logs) is scrubbed in place
+  // once it is gone, before the session store copies any of it.
+  const scrubClone = Effect.suspend(() =>
+    ScrubFiles.scrub({
+      roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
+      since: held.spawnedAt,
+      skip: held.materialized,
+      redact: ctx.redactor.bytes
+    })
+  )
 
   // Lets the CLI finish on its own after its terminal record (draining stdout so it never
   // blocks), bounded by the exit grace, then closes its process group.
@@ -252,24 +340,44 @@ export const execute = (
   // consumer leaving) can cut between SIGTERM and SIGKILL.
   const release = (running: Process.Running) => {
     const done = Effect.sync(() => ctx.processes.delete(running)).pipe(
-      Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void))
+      Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)),
+      Effect.zipRight(processDone)
     )
     if (state.terminal !== undefined) {
       // The CLI delivered its terminal record: however the run ends, it may still be writing its
       // session, so it gets its exit grace (stdout drained so it never blocks) before any signal.
       // Nothing waits for this here; the agent's close does (and signals no such CLI itself).
-      // (A thread turn saves its session itself, before its commit.)
-      const reap = settle(running).pipe(Effect.ensuring(done))
+      // Once it is gone its credential is dead and what it wrote in the clone is scrubbed. (A
+      // thread turn saves its session itself, scrubbed, before its commit.)
+      const reap = settle(running).pipe(
+        Effect.zipRight(revoke),
+        Effect.zipRight(scrubClone),
+        Effect.ensuring(done)
+      )
       // Forked from a finalizer: the reaper must not inherit its uninterruptibility, or its
       // timeouts could not cut the waits.
       return Effect.asVoid(FiberSet.run(ctx.reapers, Effect.interruptible(reap)))
     }
-    return FiberSet.run(ctx.reapers, Effect.interruptible(running.close(ctx.killGrace).pipe(Effect.ensuring(done))))
-      .pipe(
-        Effect.flatMap(Fiber.await),
-        Effect.asVoid
+    return FiberSet.run(
+      ctx.reapers,
+      Effect.interruptible(
+        running.close(ctx.killGrace).pipe(
+          Effect.zipRight(revoke),
+          Effect.zipRight(scrubClone),
+          Effect.ensuring(done)
+        )
       )
+    ).pipe(Effect.flatMap(Fiber.await), Effect.asVoid)
   }
+
+  const emitScrubbed = (outputs: (sink: (output: Driver.Output) => void) => void) =>
+    Effect.suspend(() => {
+      const pending: Array<Emitter.Pending> = []
+      outputs((output) => outputToEvents(output, state, request.session, pending))
+      // After its terminal record the CLI is only finishing: close leaves it to its reaper.
+      if (state.terminal !== undefined && state.running !== undefined) ctx.processes.delete(state.running)
+      return pending.length === 0 ? Effect.void : emitter.emit(pending)
+    })
 
   const body = Effect.gen(function*() {
     const invocation = yield* ctx.driver.prepare({
@@ -298,15 +406,34 @@ export const execute = (
     yield* ctx.profile.materialize(invocation.files).pipe(
       Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error }))
     )
+    held.materialized = new Set(invocation.files.map((file) => `${ctx.profile.dir}/${file.path}`))
     const running = yield* Effect.acquireRelease(
-      Process.spawn(invocation, {
-        [ctx.registration.tokenVariable]: Redacted.value(request.token ?? ctx.registration.token),
-        [Process.markerVariable]: ctx.marker
-      }, ctx.limits).pipe(
-        Effect.provide(ctx.services),
-        Effect.tap((running) => Effect.sync(() => ctx.processes.add(running))),
-        Effect.catchAll((error) => fail({ reason: "SpawnFailed", detail: error.message }))
-      ),
+      Effect.gen(function*() {
+        held.scope = yield* Scope.make()
+        const credential = yield* ctx.registration.credential({
+          tools: request.tools ?? ctx.tools,
+          injectedArguments: ctx.driver.injectedArguments ?? []
+        }).pipe(Scope.extend(held.scope))
+        held.credential = credential
+        held.spawnedAt = Date.now()
+        const running = yield* Process.spawn(invocation, {
+          [ctx.registration.tokenVariable]: Redacted.value(credential.token),
+          [Process.markerVariable]: ctx.marker
+        }, ctx.limits).pipe(
+          Effect.provide(ctx.services),
+          Effect.catchAll((error) =>
+            fail({
+              reason: "SpawnFailed",
+              detail: `could not start the provider CLI \`${invocation.command}\` (${error.message}): ${
+                ctx.driver.install ?? "install the CLI"
+              }, or set the driver's \`binary\` option to the path of its executable`
+            })
+          )
+        )
+        held.spawned = true
+        ctx.processes.add(running)
+        return running
+      }),
       release
     )
     state.running = running
@@ -323,16 +450,22 @@ export const execute = (
     )
     yield* ctx.driver.parse(lines, parseContext).pipe(
       Stream.takeUntil((output) => output._tag === "Terminal"),
-      Stream.runForEachChunk((chunk) => {
-        const pending: Array<Emitter.Pending> = []
-        for (const output of chunk) outputToEvents(output, state, request.session, pending)
-        // After its terminal record the CLI is only finishing: close leaves it to its reaper.
-        if (state.terminal !== undefined) ctx.processes.delete(running)
-        return emitter.emit(pending)
-      }),
-      Effect.catchAll((error) => fail({ reason: "ProtocolError", detail: error.message, cause: error }))
+      Stream.runForEachChunk((chunk) =>
+        emitScrubbed((sink) => {
+          for (const output of chunk) scrubber.push(output, sink)
+        })
+      ),
+      // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
+      Effect.zipRight(emitScrubbed(scrubber.flush)),
+      Effect.catchAll((error) =>
+        emitScrubbed(scrubber.flush).pipe(
+          Effect.zipRight(fail({ reason: "ProtocolError", detail: error.message, cause: error }))
+        )
+      )
     )
     if (state.terminal !== undefined) {
+      // The turn is over: the credential is dead before the result leaves the run.
+      yield* revoke
       if (state.terminal.ok) {
         const result = resultOf(ctx, request, state)
         if (request.commit !== undefined) {
@@ -342,7 +475,9 @@ export const execute = (
           // answers cannot hold the agent's close past its deadline: the store's commit is one
           // transaction guarded by the lease, so an interruption leaves either the new record or
           // the previous one, never half of one.
+          // What it wrote is scrubbed before the commit copies its session to the store.
           yield* settle(running)
+          yield* scrubClone
           yield* request.commit(result).pipe(
             Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
           )
@@ -377,6 +512,9 @@ export const execute = (
         exit
       })
     }
+    // The CLI's last words on stderr may still be in the pipe when it exited (bounded: a
+    // descendant may hold the pipe open).
+    yield* running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
     const classified = ctx.driver.classifyExit?.({
       exitCode: exit.exitCode,
       stderr: running.raw().stderr,
@@ -386,11 +524,13 @@ export const execute = (
     if (classified !== undefined) {
       return yield* fail({ reason: "ProtocolError", detail: classified.message, cause: classified, exit })
     }
+    const excerpt = Redaction.stderrExcerpt(ctx.redactor, running.raw().stderr)
     return yield* fail({
       reason: "ExitedWithoutResult",
-      detail: exit.exitCode === undefined
+      detail: (exit.exitCode === undefined
         ? `the provider process was killed by ${exit.signal} before its terminal record`
-        : `the provider process exited with code ${exit.exitCode} before its terminal record`,
+        : `the provider process exited with code ${exit.exitCode} before its terminal record`) +
+        (excerpt === "" ? "" : `; the end of its stderr:\n${excerpt}`),
       exit
     })
   }).pipe(Effect.scoped)
@@ -433,11 +573,11 @@ export const execute = (
     const result = resultOf(ctx, request, state)
     const error = new RunError({
       reason: failure.reason,
-      detail: failure.detail,
+      detail: ctx.redactor.text(failure.detail),
       result,
       ...(failure.exit?.exitCode === undefined ? {} : { exitCode: failure.exit.exitCode }),
       ...(failure.exit?.signal === undefined ? {} : { signal: failure.exit.signal }),
-      ...(failure.cause === undefined ? {} : { cause: failure.cause })
+      ...(failure.cause === undefined ? {} : { cause: scrubCause(ctx.redactor, failure.cause) })
     })
     const outcome = failure.reason === "Canceled" ? "canceled" : "failure"
     return emitter.emit([
@@ -464,7 +604,8 @@ export const execute = (
     ]).pipe(
       Effect.zipRight(restore(body)),
       Effect.exit,
-      Effect.flatMap((exit) => finish(exit))
+      Effect.flatMap((exit) => finish(exit)),
+      Effect.ensuring(runDone)
     )
-  )
+  ).pipe(ctx.redactor.logs)
 }

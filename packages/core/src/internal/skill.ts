@@ -5,10 +5,12 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
 import * as Crypto from "node:crypto"
 import * as NodeFs from "node:fs/promises"
 import * as NodePath from "node:path"
+import * as Yaml from "yaml"
 import type * as Skill from "../Skill.js"
 import { SkillError } from "../Skill.js"
 
@@ -55,39 +57,40 @@ export const inline = (name: string, markdown: string): Skill.Skill =>
 
 const error = (skill: string, reason: SkillError["reason"], detail: string) => new SkillError({ skill, reason, detail })
 
-const unquote = (value: string): string => {
-  const trimmed = value.trim()
-  if (trimmed.length >= 2) {
-    const first = trimmed[0]
-    if ((first === "\"" || first === "'") && trimmed.endsWith(first)) return trimmed.slice(1, -1)
+const isMapping = (u: unknown): u is { readonly [key: string]: unknown } =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** @internal */
+export const frontMatter = (markdown: string): Either.Either<Skill.FrontMatter | undefined, string> => {
+  const lines = markdown.replace(/^\uFEFF/, "").split(/\r?\n/)
+  if (lines[0]?.trimEnd() !== "---") return Either.right(undefined)
+  const end = lines.findIndex((line, i) => i > 0 && (line.trimEnd() === "---" || line.trimEnd() === "..."))
+  if (end < 0) return Either.right(undefined)
+  const document = Yaml.parseDocument(lines.slice(1, end).join("\n"), { prettyErrors: false })
+  if (document.errors.length > 0) {
+    return Either.left(`the front matter is not valid YAML: ${document.errors[0]!.message.split("\n")[0]}`)
   }
-  return trimmed
+  const data: unknown = document.toJS({ maxAliasCount: 100 }) ?? {}
+  if (!isMapping(data)) return Either.left("the front matter is not a YAML mapping")
+  return Either.right({ data, body: lines.slice(end + 1).join("\n") })
 }
 
 /**
- * The `description` of a SKILL.md: the frontmatter's `description:` scalar when there is one,
- * else the first non-heading line of the body.
+ * The `description` of a SKILL.md: the front matter's `description` when it is a non-empty
+ * string, else the first non-heading line of the body. Fails when the front matter is invalid.
  *
  * @internal
  */
-export const describe = (markdown: string): string => {
-  const lines = markdown.replace(/^\uFEFF/, "").split(/\r?\n/)
-  let body = lines
-  if (lines[0]?.trim() === "---") {
-    const end = lines.findIndex((line, i) => i > 0 && line.trim() === "---")
-    if (end > 0) {
-      for (const line of lines.slice(1, end)) {
-        const match = /^description\s*:(.*)$/.exec(line)
-        if (match !== null && unquote(match[1]!) !== "") {
-          return unquote(match[1]!).slice(0, limits.descriptionChars)
-        }
-      }
-      body = lines.slice(end + 1)
+export const describe = (markdown: string): Either.Either<string, string> =>
+  Either.map(frontMatter(markdown), (found) => {
+    const described = found?.data["description"]
+    if (typeof described === "string" && described.trim() !== "") {
+      return described.trim().slice(0, limits.descriptionChars)
     }
-  }
-  const first = body.map((line) => line.trim()).find((line) => line !== "" && !line.startsWith("#"))
-  return (first ?? "").slice(0, limits.descriptionChars)
-}
+    const body = found === undefined ? markdown.replace(/^\uFEFF/, "") : found.body
+    const first = body.split(/\r?\n/).map((line) => line.trim()).find((line) => line !== "" && !line.startsWith("#"))
+    return (first ?? "").slice(0, limits.descriptionChars)
+  })
 
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
@@ -121,7 +124,11 @@ const snapshot = (
   if (main === undefined) {
     return Effect.fail(error(name, "MissingSkillFile", `${skillFile} is missing`))
   }
-  const description = describe(main.content)
+  const described = describe(main.content)
+  if (Either.isLeft(described)) {
+    return Effect.fail(error(name, "InvalidFrontMatter", `${skillFile}: ${described.left}`))
+  }
+  const description = described.right
   const sorted = [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
   return Effect.succeed(Object.freeze({
     name,

@@ -86,9 +86,10 @@ export const renderMcpConfig = (request: Driver.InvocationRequest): string => {
 }
 
 /** `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source. */
-const allowedTools = (request: Driver.InvocationRequest): ReadonlyArray<string> => [
+const allowedTools = (config: Config, request: Driver.InvocationRequest): ReadonlyArray<string> => [
   ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
-  ...request.mcp.map((server) => `mcp__${server.key}`)
+  ...request.mcp.map((server) => `mcp__${server.key}`),
+  ...(config.allowedTools ?? [])
 ]
 
 const resolveBinary = (config: Config) =>
@@ -106,12 +107,22 @@ const resolveBinary = (config: Config) =>
     }
   })
 
+/** @internal */
+export const defaultMaxRetries = 3
+
+const maxRetriesOf = (config: Config): string => {
+  if (config.maxRetries !== undefined) return String(config.maxRetries)
+  const given = config.env?.["CLAUDE_CODE_MAX_RETRIES"]
+  return typeof given === "string" ? given : String(defaultMaxRetries)
+}
+
 const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
   Env.buildEnv(config, request, {
     ...fixedEnv,
     HOME: home,
     CLAUDE_CONFIG_DIR: request.profileDir,
-    CLAUDE_CODE_TMPDIR: tmp
+    CLAUDE_CODE_TMPDIR: tmp,
+    CLAUDE_CODE_MAX_RETRIES: maxRetriesOf(config)
   })
 
 const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
@@ -156,7 +167,7 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     if (config.partialMessages !== false) args.push("--include-partial-messages")
     args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
     if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
-    const allowed = allowedTools(request)
+    const allowed = allowedTools(config, request)
     if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
     if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
     const model = request.model ?? config.model
@@ -212,5 +223,7 @@ export const driver = (config: Config = {}): Driver.Driver => ({
   layout,
   prepare: prepare(config),
   parse: (lines, context) => parser.parse(lines, context),
-  classifyExit
+  classifyExit,
+  install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
+    "native binary in place)"
 })

@@ -4,6 +4,7 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import type { Config, TomlTable } from "../Codex.js"
 import * as codexConfig from "./codexConfig.js"
 import * as parser from "./codexParse.js"
@@ -131,13 +132,20 @@ export const resolveBinary = (config: Config) =>
     }
   })
 
-const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
-  Env.buildEnv(config, request, {
+/** @internal */
+export const defaultMaxReconnects = 2
+
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
+  const apiKey = config.modelProvider?.apiKey
+  return Env.buildEnv(config, request, {
     HOME: home,
     CODEX_HOME: request.profileDir,
     // Outside CODEX_HOME, or Codex refuses to create its helper aliases (apply_patch, sandbox).
-    TMPDIR: tmp
+    TMPDIR: tmp,
+    // The provider's key, unwrapped only here, at the syscall boundary.
+    ...(apiKey === undefined ? {} : { [codexConfig.apiKeyVariable]: Redacted.value(apiKey) })
   })
+}
 
 const subcommand = (session: Driver.SessionRequest): ReadonlyArray<string> => {
   switch (session._tag) {
@@ -196,15 +204,15 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     args.push("--")
     if (request.session._tag === "Resume") args.push(request.session.id)
     if (request.session._tag === "Fork") args.push(request.session.from)
-    // After `--` every prompt is one positional argument, except `-`, which Codex reads as
-    // "the prompt is on stdin": that one prompt is fed there (and stdin is closed after it).
-    args.push(request.prompt)
+    // The prompt goes on stdin (`-`), never in argv: argv is readable by every local user through
+    // /proc and limited to 128 KiB per argument. Stdin is closed after it.
+    args.push("-")
     return {
       command,
       args,
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
-      stdin: request.prompt === "-" ? "-" : undefined,
+      stdin: request.prompt,
       files
     } satisfies Driver.Invocation
   })
@@ -215,6 +223,8 @@ export const driver = (config: Config = {}): Driver.Driver => ({
   capabilities,
   layout,
   prepare: prepare(config),
-  parse: (lines, context) => parser.parse(lines, context, { maxReconnects: config.maxReconnects }),
-  classifyExit: parser.classifyExit
+  parse: (lines, context) =>
+    parser.parse(lines, context, { maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
+  classifyExit: parser.classifyExit,
+  install: "install it with `npm install @openai/codex`"
 })

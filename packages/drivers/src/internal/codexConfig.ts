@@ -13,6 +13,9 @@ import type { Config, ModelProvider, TomlTable, TomlValue } from "../Codex.js"
 /** @internal */
 export const configFile = "config.toml"
 
+/** The variable the driver sets to `ModelProvider.apiKey` and names in `env_key`. @internal */
+export const apiKeyVariable = "TETHER_MODEL_PROVIDER_KEY"
+
 /**
  * The user's own `config.toml`, saved by the first turn of a clone so every later turn merges
  * into the user's settings, never into the previous turn's rendering.
@@ -76,7 +79,7 @@ const providerEntry = (provider: ModelProvider): TomlTable => {
     base_url: provider.baseUrl,
     wire_api: "responses"
   }
-  if (provider.envKey !== undefined) entry["env_key"] = provider.envKey
+  if (provider.apiKey !== undefined) entry["env_key"] = apiKeyVariable
   if (provider.requestMaxRetries !== undefined) entry["request_max_retries"] = provider.requestMaxRetries
   if (provider.streamMaxRetries !== undefined) entry["stream_max_retries"] = provider.streamMaxRetries
   return entry

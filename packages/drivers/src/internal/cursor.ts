@@ -194,5 +194,6 @@ export const driver = (config: Config = {}): Driver.Driver => ({
   layout,
   prepare: prepare(config),
   parse: (lines, context) => parser.parse(lines, context),
-  classifyExit
+  classifyExit,
+  install: "install Cursor's CLI (`curl https://cursor.com/install -fsS | bash`, it is not published on npm)"
 })

@@ -4,6 +4,7 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
+import * as Jsonc from "jsonc-parser"
 import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
 import * as Toml from "smol-toml"
@@ -74,7 +75,11 @@ export const layout: ProfileLayout = {
   siblings: ["home", "tmp"]
 }
 
-/** Host variables always passed through when set. */
+/** @internal */
+export const defaultMaxAttempts = 3
+
+/** The key Gemini CLI 0.61 adds to every tool call. @internal */
+export const injectedArguments: ReadonlyArray<string> = ["wait_for_previous"]
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
@@ -198,11 +203,14 @@ export const renderSettings = (
       ? current["security"]["auth"]["selectedType"]
       : undefined
     const context = isRecord(current["context"]) ? current["context"] : {}
+    const currentAttempts = isRecord(current["general"]) ? current["general"]["maxAttempts"] : undefined
+    const maxAttempts = config.maxAttempts ??
+      (typeof currentAttempts === "number" ? currentAttempts : defaultMaxAttempts)
     const ours: Json = {
       security: { auth: { selectedType: config.authType ?? currentAuth ?? "gemini-api-key" } },
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
-      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false, maxAttempts },
       mcpServers: servers,
       ...(request.instructions.length > 0 ? { context: { fileName: contextNames(context["fileName"]) } } : {})
     }
@@ -217,10 +225,21 @@ const readJsonObject = (file: string, label: string) =>
     const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
     if (!exists) return {}
     const text = yield* fs.readFileString(file).pipe(Effect.mapError(() => providerError(`cannot read ${label}`)))
-    const parsed = yield* Effect.try({
-      try: () => (text.trim().length === 0 ? {} : JSON.parse(text)) as unknown,
-      catch: () => providerError(`${label} is not valid JSON`)
-    })
+    // The CLI reads its settings as JSON with comments (and trailing commas): so does the driver.
+    const errors: Array<Jsonc.ParseError> = []
+    const parsed: unknown = text.trim().length === 0
+      ? {}
+      : Jsonc.parse(text, errors, { allowTrailingComma: true, disallowComments: false })
+    if (errors.length > 0) {
+      const first = errors[0]!
+      return yield* Effect.fail(
+        providerError(
+          `${label} is not valid JSON with comments: ${
+            Jsonc.printParseErrorCode(first.error)
+          } at offset ${first.offset}`
+        )
+      )
+    }
     if (!isRecord(parsed)) return yield* Effect.fail(providerError(`${label} is not a JSON object`))
     return parsed
   })
@@ -341,5 +360,7 @@ export const driver = (config: Config = {}): Driver.Driver => ({
   layout,
   prepare: prepare(config),
   parse: (lines, context) => parser.parse(lines, context),
-  classifyExit
+  classifyExit,
+  injectedArguments,
+  install: "install it with `npm install @google/gemini-cli`"
 })

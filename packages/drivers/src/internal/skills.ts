@@ -5,19 +5,8 @@
  * @internal
  */
 import type * as Driver from "@tether/core/Driver"
-
-const frontmatterOf = (markdown: string): { readonly keys: ReadonlySet<string>; readonly body: string } | undefined => {
-  const lines = markdown.split(/\r?\n/)
-  if (lines[0]?.trim() !== "---") return undefined
-  const end = lines.findIndex((line, i) => i > 0 && line.trim() === "---")
-  if (end < 0) return undefined
-  const keys = new Set<string>()
-  for (const line of lines.slice(1, end)) {
-    const match = /^([A-Za-z_][A-Za-z0-9_-]*)\s*:/.exec(line)
-    if (match !== null) keys.add(match[1]!)
-  }
-  return { keys, body: lines.slice(end + 1).join("\n") }
-}
+import * as Skill from "@tether/core/Skill"
+import * as Either from "effect/Either"
 
 /**
  * `SKILL.md` as the CLIs load it: YAML frontmatter with `name` and `description` (the CLIs skip
@@ -28,10 +17,15 @@ const frontmatterOf = (markdown: string): { readonly keys: ReadonlySet<string>; 
  */
 export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): string => {
   const description = skill.description === "" ? `Skill ${skill.name}.` : skill.description
-  const found = frontmatterOf(markdown)
+  const read = Skill.frontMatter(markdown)
+  // Core refused an invalid front matter when the skill was loaded: nothing to add to one.
+  if (Either.isLeft(read)) return markdown
+  const found = read.right
   const missing = [
-    ...(found?.keys.has("name") === true ? [] : [`name: ${JSON.stringify(skill.name)}`]),
-    ...(found?.keys.has("description") === true ? [] : [`description: ${JSON.stringify(description)}`])
+    ...(found !== undefined && Object.hasOwn(found.data, "name") ? [] : [`name: ${JSON.stringify(skill.name)}`]),
+    ...(found !== undefined && Object.hasOwn(found.data, "description")
+      ? []
+      : [`description: ${JSON.stringify(description)}`])
   ]
   if (found === undefined) return ["---", ...missing, "---", "", markdown].join("\n")
   if (missing.length === 0) return markdown

@@ -16,10 +16,11 @@ import * as Scope from "effect/Scope"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as Http from "node:http"
 import type { Socket } from "node:net"
-import type { Credential, Options, Registration } from "../Gateway.js"
+import type { Credential, CredentialOptions, Options, Redactor, Registration } from "../Gateway.js"
 import { GatewayError } from "../Gateway.js"
 import * as Guard from "./guard.js"
 import * as Mcp from "./mcp.js"
+import * as Redact from "./redact.js"
 
 interface Limits {
   readonly maxBodyBytes: number
@@ -116,7 +117,14 @@ interface CallState {
  * the caller (`call` below) without waiting for this fiber, so a handler that ignores
  * interruption cannot delay the answer.
  */
-const callEffect = (executor: Catalog.Executor, limits: Limits, name: string, input: unknown, state: CallState) =>
+const callEffect = (
+  executor: Catalog.Executor,
+  limits: Limits,
+  redactor: Redactor,
+  name: string,
+  input: unknown,
+  state: CallState
+) =>
   Effect.suspend(() => {
     const started = performance.now()
     const log = (outcome: string, code: string) =>
@@ -136,13 +144,44 @@ const callEffect = (executor: Catalog.Executor, limits: Limits, name: string, in
         state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
       ),
       Effect.map(Mcp.toCallToolResult),
+      // A model that saw a token (a shell printed the environment) can pass it as an argument,
+      // and a handler's failure may quote its input: the host's log never gets it.
+      redactor.logs,
       Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false })
     )
   })
 
+/**
+ * Removes the injected keys a tool's input schema does not declare; the same object when there
+ * is nothing to remove.
+ */
+const withoutInjected = (
+  injected: ReadonlyArray<string>,
+  declared: ReadonlySet<string>,
+  input: unknown
+): unknown => {
+  if (injected.length === 0 || typeof input !== "object" || input === null || Array.isArray(input)) return input
+  const record = input as { readonly [key: string]: unknown }
+  const drop = injected.filter((key) => !declared.has(key) && Object.hasOwn(record, key))
+  if (drop.length === 0) return input
+  const out: { [key: string]: unknown } = {}
+  for (const key of Object.keys(record)) if (!drop.includes(key)) out[key] = record[key]
+  return out
+}
+
+const declaredKeys = (schema: unknown): ReadonlySet<string> => {
+  const properties = typeof schema === "object" && schema !== null
+    ? (schema as { readonly properties?: unknown }).properties
+    : undefined
+  return new Set(typeof properties === "object" && properties !== null ? Object.keys(properties) : [])
+}
+
 /** @internal */
 export const make = (options: Options = {}): Effect.Effect<
-  { readonly register: (executor: Catalog.Executor) => Effect.Effect<Registration, GatewayError, Scope.Scope> },
+  {
+    readonly register: (executor: Catalog.Executor) => Effect.Effect<Registration, GatewayError, Scope.Scope>
+    readonly redactor: Redactor
+  },
   never,
   Scope.Scope
 > =>
@@ -151,6 +190,11 @@ export const make = (options: Options = {}): Effect.Effect<
     const validator = Mcp.makeValidator()
     const lock = yield* Effect.makeSemaphore(1)
     const tokens = new Map<string, Entry>()
+    // The values of every token whose scope is open (accepted or revoked early): what the
+    // redactor replaces. Kept apart from `tokens`, which holds only what is accepted.
+    const known = new Set<string>()
+    let knownList: ReadonlyArray<string> = []
+    const redactor = Redact.make(() => knownList)
     // Per open registration: answer its pending calls and interrupt their fibers.
     const live = new Set<Effect.Effect<void>>()
     const state: { listener: Listener | undefined; registrations: number; calls: number } = {
@@ -168,7 +212,7 @@ export const make = (options: Options = {}): Effect.Effect<
 
     const onRequest =
       (listener: Listener, authority: string, origin: string) =>
-      (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
+      (req: Http.IncomingMessage, res: Http.ServerResponse, expectsContinue: boolean): void => {
         listener.inflight++
         res.once("close", () => {
           listener.inflight--
@@ -179,6 +223,9 @@ export const make = (options: Options = {}): Effect.Effect<
         if (authenticate(Guard.presentedToken(shape.authorization)) === undefined) {
           return Guard.refuse(res, "unauthorized", true)
         }
+        if (Guard.declaresTooLarge(req, limits.maxBodyBytes)) return Guard.refuse(res, "too_large", true)
+        // Only a request that passed every check before its body is invited to send it.
+        if (expectsContinue) res.writeContinue()
         Guard.readBody(req, limits.maxBodyBytes, (raw) => {
           const parsed = parseJson(raw)
           if (!parsed.ok) return Guard.refuse(res, "parse_error")
@@ -244,7 +291,12 @@ export const make = (options: Options = {}): Effect.Effect<
         const handle = onRequest(listener, authority, `http://${authority}`)
         server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
           responses.set(req.socket, res)
-          handle(req, res)
+          handle(req, res, false)
+        })
+        // With a listener, Node no longer answers `100 Continue` by itself before the checks.
+        server.on("checkContinue", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+          responses.set(req.socket, res)
+          handle(req, res, true)
         })
         ;(listener as { url: string }).url = `http://${authority}/mcp`
         resume(Effect.succeed(listener))
@@ -283,6 +335,8 @@ export const make = (options: Options = {}): Effect.Effect<
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         tokens.clear()
+        known.clear()
+        knownList = []
         for (const abort of [...live]) yield* abort
         const listener = state.listener
         state.listener = undefined
@@ -323,7 +377,7 @@ export const make = (options: Options = {}): Effect.Effect<
         const call = (name: string, input: unknown, signal: AbortSignal): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             const state: CallState = { interruptedBy: "cancel" }
-            const fiber = run(callEffect(executor, limits, name, input, state))
+            const fiber = run(callEffect(executor, limits, redactor, name, input, state))
             let settled = false
             const settle = (answer: () => void, interrupt: boolean) => {
               if (settled) return
@@ -347,40 +401,59 @@ export const make = (options: Options = {}): Effect.Effect<
             )
           })
 
-        const handlersFor = (names: ReadonlySet<string>): Mcp.Handlers => ({
+        const declared = new Map(executor.catalog.descriptors.map((d) => [d.name, declaredKeys(d.inputSchema)]))
+        const handlersFor = (names: ReadonlySet<string>, injected: ReadonlyArray<string>): Mcp.Handlers => ({
           tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
           has: (name) => names.has(name),
-          call
+          call: injected.length === 0
+            ? call
+            : (name, input, signal) => call(name, withoutInjected(injected, declared.get(name)!, input), signal)
         })
 
-        const issue = (names: ReadonlySet<string>) =>
+        const issue = (names: ReadonlySet<string>, injected: ReadonlyArray<string>) =>
           Effect.acquireRelease(
             Effect.sync(() => {
               const token = newToken()
               const digest = digestOf(token)
               const key = digest.toString("base64")
-              tokens.set(key, { digest, owner, handlers: handlersFor(names) })
+              tokens.set(key, { digest, owner, handlers: handlersFor(names, injected) })
+              known.add(token)
+              knownList = [...known]
               return { token: Redacted.make(token), key }
             }),
-            ({ key }) => Effect.sync(() => tokens.delete(key))
+            ({ key, token }) =>
+              Effect.sync(() => {
+                tokens.delete(key)
+                known.delete(Redacted.value(token))
+                knownList = [...known]
+              })
           )
 
         const all = new Set(executor.catalog.descriptors.map((d) => d.name))
-        const { token } = yield* issue(all)
-        const restrict = (tools: ReadonlyArray<string>): Effect.Effect<Credential, never, Scope.Scope> => {
-          const allowed = new Set(tools.filter((name) => all.has(name)))
-          return issue(allowed).pipe(
-            Effect.map(({ token }): Credential => ({ token, tools: Object.freeze([...allowed].sort()) }))
+        const { token } = yield* issue(all, [])
+        const credential = (options?: CredentialOptions): Effect.Effect<Credential, never, Scope.Scope> => {
+          const allowed = options?.tools === undefined
+            ? all
+            : new Set(options.tools.filter((name) => all.has(name)))
+          const injected = Object.freeze([...(options?.injectedArguments ?? [])])
+          return issue(allowed, injected).pipe(
+            Effect.map(({ key, token }): Credential => ({
+              token,
+              tools: Object.freeze([...allowed].sort()),
+              revoke: Effect.sync(() => {
+                tokens.delete(key)
+              })
+            }))
           )
         }
         const registration: Registration = {
           url: listener.url,
           token,
           tokenVariable: newVariable(),
-          restrict
+          credential
         }
         return Object.freeze(registration)
       }).pipe(Effect.withSpan("Gateway.register"))
 
-    return { register }
+    return { register, redactor }
   })

@@ -51,7 +51,9 @@ export const refusalStatus = (refusal: Refusal): number => refusals[refusal].sta
 const extraHeaders = (refusal: Refusal): Record<string, string> => {
   switch (refusal) {
     case "unauthorized":
-      return { "WWW-Authenticate": "Bearer" }
+      // `invalid_token` tells an MCP client the credential is wrong, not that it should start an
+      // OAuth flow (a bare `Bearer` challenge makes some clients, e.g. the MCP Inspector, try one).
+      return { "WWW-Authenticate": "Bearer error=\"invalid_token\"" }
     case "method_not_allowed":
       return { Allow: "POST" }
     case "busy":
@@ -159,6 +161,17 @@ export const presentedToken = (authorization: ReadonlyArray<string>): string | u
 }
 
 /**
+ * Whether the request declares a body larger than `limit` (`Content-Length`): refused before
+ * any byte is read, and before an `Expect: 100-continue` is answered.
+ *
+ * @internal
+ */
+export const declaresTooLarge = (req: IncomingMessage, limit: number): boolean => {
+  const declared = req.headers["content-length"]
+  return declared !== undefined && Number(declared) > limit
+}
+
+/**
  * Reads the body up to `limit` bytes. A declared length over the limit is refused before any
  * byte is read; a chunked body is refused as soon as it crosses the limit.
  *
@@ -170,8 +183,7 @@ export const readBody = (
   onBody: (body: Buffer) => void,
   onRefusal: (refusal: Refusal) => void
 ): void => {
-  const declared = req.headers["content-length"]
-  if (declared !== undefined && Number(declared) > limit) {
+  if (declaresTooLarge(req, limit)) {
     onRefusal("too_large")
     return
   }

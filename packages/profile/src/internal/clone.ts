@@ -153,7 +153,13 @@ const materialize = (
     Effect.withSpan("Profile.materialize")
   )
 
-const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneState, session?: string) =>
+const saveSessions = (
+  layout: ProfileLayout,
+  profileDir: string,
+  state: CloneState,
+  who: Owner,
+  session?: string
+) =>
   state.sessions === undefined
     ? Effect.succeed({ saved: [], removed: [] })
     : sessions.save(
@@ -162,31 +168,28 @@ const saveSessions = (layout: ProfileLayout, profileDir: string, state: CloneSta
       profileDir,
       state.sessions.baseline,
       new Set(state.manifest.keys()),
-      session
+      session,
+      who.redactSession
     )
 
 /**
  * Saves the session entries, then removes the clone; materialized entries changed since they
  * were written are kept. A failed save is logged and does not keep the clone.
  */
-const release = (
-  cloneRoot: string,
-  profileDir: string,
-  layout: ProfileLayout,
-  state: CloneState,
-  saveOnClose: boolean
-) =>
+const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState, who: Owner) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     state.closed = true
-    yield* (saveOnClose ? Effect.asVoid(saveSessions(layout, profileDir, state)) : Effect.void).pipe(
-      Effect.catchAllCause((cause) =>
-        Effect.logError("saving the session entries of a profile clone failed").pipe(
-          Effect.annotateLogs({ clone: cloneRoot, cause })
+    yield* (who.saveSessionsOnClose === false
+      ? Effect.void
+      : Effect.asVoid(saveSessions(layout, profileDir, state, who))).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logError("saving the session entries of a profile clone failed").pipe(
+            Effect.annotateLogs({ clone: cloneRoot, cause })
+          )
         )
       )
-    )
     const kept: Array<string> = []
     for (const entry of state.manifest.values()) {
       if ((yield* entryState(path.join(profileDir, ...entry.path.split("/")), entry)) === "modified") {
@@ -278,7 +281,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
         )
         return dir
       }).pipe(Effect.mapError(io(root))),
-      (dir) => release(dir, path.join(dir, "profile"), layout, state, who.saveSessionsOnClose !== false)
+      (dir) => release(dir, path.join(dir, "profile"), layout, state, who)
     )
     const dir = path.join(cloneRoot, "profile")
     yield* fs.makeDirectory(dir, { mode: 0o700 }).pipe(Effect.mapError(io(dir)))
@@ -321,8 +324,9 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       fingerprint,
       materialize: materialize({ fs, path }, dir, who.agentId, cloneRoot, state),
       sessions: store?.dir,
-      saveSessions: onStore("Profile.saveSessions", noSync, () => saveSessions(layout, dir, state)),
-      saveSession: (session) => onStore("Profile.saveSession", noSync, () => saveSessions(layout, dir, state, session)),
+      saveSessions: onStore("Profile.saveSessions", noSync, () => saveSessions(layout, dir, state, who)),
+      saveSession: (session) =>
+        onStore("Profile.saveSession", noSync, () => saveSessions(layout, dir, state, who, session)),
       dropSessions: (ids) => onStore("Profile.dropSessions", none, (store) => sessions.drop(store, layout, dir, ids)),
       pruneSessions: (options) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>

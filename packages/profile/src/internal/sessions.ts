@@ -256,7 +256,8 @@ export const save = (
   profileDir: string,
   baseline: Baseline,
   exclude: ReadonlySet<string>,
-  session?: string
+  session?: string,
+  redact: (content: Uint8Array) => Uint8Array = (content) => content
 ) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
@@ -279,7 +280,7 @@ export const save = (
       const digest = sha256(content)
       // Unchanged since seeding or the last save: never overwrite another clone's newer copy.
       if (baseline.get(rel) === digest) continue
-      yield* writeAtomically(store, rel, content, privateMode((yield* lstat(file))?.mode ?? 0o600))
+      yield* writeAtomically(store, rel, redact(content), privateMode((yield* lstat(file))?.mode ?? 0o600))
       baseline.set(rel, digest)
       saved.push(rel)
     }

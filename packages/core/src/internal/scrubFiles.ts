@@ -1,0 +1,139 @@
+/**
+ * Scrubbing token values out of the files a provider process wrote into its execution clone
+ * (transcripts, tool output, logs), in place: the marker has the token's length, so only the
+ * token's bytes are overwritten and a process of another run appending to the same file loses
+ * nothing.
+ *
+ * @internal
+ */
+import * as Effect from "effect/Effect"
+import * as NodeFs from "node:fs/promises"
+import * as NodePath from "node:path"
+
+/** @internal */
+export interface Options {
+  /** Directories walked (the clone's profile directory and its siblings). */
+  readonly roots: ReadonlyArray<string>
+  /** Only files modified at or after this time (ms since the epoch) are read. */
+  readonly since: number
+  /** Absolute paths never touched (the files the driver materialized). */
+  readonly skip: ReadonlySet<string>
+  /** Length-preserving replacement of the live token values. */
+  readonly redact: (bytes: Uint8Array) => Uint8Array
+}
+
+const chunkBytes = 1024 * 1024
+/** A token is 43 bytes: a window overlapping the next by 42 bytes sees every occurrence whole. */
+const overlap = 42
+/** Modification times are coarse on some file systems: a file written just before `since` counts. */
+const clockSlack = 2000
+
+const sqliteHeader = Buffer.from("SQLite format 3\0", "latin1")
+
+/**
+ * SQLite databases and their journals are not rewritten: a write-ahead log checksums its frames,
+ * so even a length-preserving rewrite would make SQLite drop the frames after it.
+ */
+const isDatabase = (name: string, head: Buffer): boolean =>
+  /-(wal|shm|journal)$/.test(name) || head.subarray(0, sqliteHeader.length).equals(sqliteHeader) ||
+  (head.length >= 4 && (head.readUInt32BE(0) & 0xfffffffe) === 0x377f0682)
+
+const sameBytes = (a: Uint8Array, b: Uint8Array, from: number, to: number): boolean => {
+  for (let i = from; i < to; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** Rewrites the changed byte ranges of one file, re-checking each range just before writing it. */
+const scrubFile = async (file: string, name: string, redact: Options["redact"]): Promise<number> => {
+  const handle = await NodeFs.open(file, "r+")
+  let rewritten = 0
+  try {
+    const buffer = Buffer.alloc(chunkBytes + overlap)
+    let position = 0
+    let first = true
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, position)
+      if (bytesRead === 0) break
+      const window = buffer.subarray(0, bytesRead)
+      if (first && isDatabase(name, window)) return 0
+      first = false
+      const redacted = redact(window)
+      if (redacted !== window) {
+        let i = 0
+        while (i < bytesRead) {
+          if (redacted[i] === window[i]) {
+            i++
+            continue
+          }
+          let end = i
+          while (end < bytesRead && redacted[end] !== window[end]) end++
+          // Another writer may have changed the file since it was read: write only over the
+          // bytes that are still the ones that were read.
+          const current = Buffer.alloc(end - i)
+          await handle.read(current, 0, current.length, position + i)
+          if (sameBytes(current, window.subarray(i, end), 0, current.length)) {
+            await handle.write(redacted, i, end - i, position + i)
+            rewritten++
+          }
+          i = end
+        }
+      }
+      if (bytesRead < buffer.length) break
+      position += chunkBytes
+    }
+    return rewritten
+  } finally {
+    await handle.close()
+  }
+}
+
+const walk = async (dir: string, options: Options, found: Array<string>): Promise<void> => {
+  let names: Array<string>
+  try {
+    names = await NodeFs.readdir(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const absolute = NodePath.join(dir, name)
+    let info
+    try {
+      info = await NodeFs.lstat(absolute)
+    } catch {
+      continue
+    }
+    // Never through a link (the clone links the user's auth), never a file shared by another
+    // link (a hard-linked auth file is the user's own).
+    if (info.isSymbolicLink()) continue
+    if (info.isDirectory()) {
+      await walk(absolute, options, found)
+    } else if (
+      info.isFile() && info.nlink === 1 && info.size >= overlap + 1 && info.mtimeMs >= options.since - clockSlack &&
+      !options.skip.has(absolute)
+    ) {
+      found.push(absolute)
+    }
+  }
+}
+
+/**
+ * Replaces the live token values in every regular file under `roots` modified since `since`.
+ * Never fails: a file that vanished or cannot be opened is left alone. Returns the files it
+ * rewrote.
+ *
+ * @internal
+ */
+export const scrub = (options: Options): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.promise(async () => {
+    const found: Array<string> = []
+    for (const root of options.roots) await walk(root, options, found)
+    const changed: Array<string> = []
+    for (const file of found) {
+      try {
+        if ((await scrubFile(file, NodePath.basename(file), options.redact)) > 0) changed.push(file)
+      } catch {
+        // Gone, or not ours to open: nothing was written.
+      }
+    }
+    return changed
+  })

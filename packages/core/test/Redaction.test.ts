@@ -1,0 +1,189 @@
+/**
+ * What a run emits or persists never carries a live gateway token, and its errors say why.
+ * The provider is a real `/bin/sh` process (a driver built on the reference driver's protocol:
+ * one `Driver.Output` as JSON per line) that prints its own token, as a CLI's shell tool can.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Agent } from "@tether/core"
+import type * as Driver from "@tether/core/Driver"
+import type * as Event from "@tether/core/Event"
+import { Gateway } from "@tether/gateway"
+import { Harness, Reference } from "@tether/testing"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+const Noop = Tool.make("noop", {
+  description: "Does nothing.",
+  input: {},
+  output: Schema.Struct({ ok: Schema.Boolean }),
+  revision: "noop/v1"
+})
+const Tools = Toolkit.make(Noop)
+const ToolsLive = Tools.toLayer({ noop: () => Effect.succeed({ ok: true }) })
+
+/** A driver whose provider process is `sh -c <script>`; `$TOKEN` in the script is its gateway token. */
+const shell = (script: string, extra: Partial<Driver.Driver> = {}): Driver.Driver => {
+  const base = Reference.driver()
+  return {
+    ...base,
+    ...extra,
+    prepare: (request) =>
+      Effect.map(base.prepare(request), (invocation) => ({
+        ...invocation,
+        command: "/bin/sh",
+        args: ["-c", `TOKEN="$${request.hosted.tokenVariable}"\n${script}`],
+        stdin: undefined
+      }))
+  }
+}
+
+const runWith = <A>(
+  driver: Driver.Driver,
+  body: (
+    agent: Agent.Agent,
+    sandbox: Harness.Sandbox,
+    observed: ReadonlyArray<Harness.Observed>
+  ) => Effect.Effect<A, unknown>
+) => {
+  const observed: Array<Harness.Observed> = []
+  return Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const value = yield* Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        driver,
+        definition: { instructions: "", skills: [], tools: Tools },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection
+      })
+      return yield* body(agent, sandbox, observed)
+    }).pipe(Effect.scoped)
+    return { value, observed, sandbox }
+  }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.recordingLayer(observed)]))
+}
+
+const marker = Gateway.redactionMarker
+
+describe("Redaction of live tokens", () => {
+  it.live("events, deltas split inside the token, Result and raw output carry the marker, never the token", () => {
+    let captured = ""
+    return runWith(
+      shell(
+        [
+          // The token as a child of the CLI sees it, kept by the test to probe it afterwards.
+          `printf '%s' "$TOKEN" > "$PWD/captured"`,
+          `A=$(printf '%s' "$TOKEN" | cut -c1-20); B=$(printf '%s' "$TOKEN" | cut -c21-)`,
+          `echo '{"_tag":"SessionStarted","sessionId":"s-1","model":"m"}'`,
+          `printf '{"_tag":"TextDelta","text":"env=%s"}\\n' "$A"`,
+          `printf '{"_tag":"TextDelta","text":"%s;"}\\n' "$B"`,
+          `printf '{"_tag":"ToolCall","phase":"start","callId":"c","name":"env","source":"builtin","input":{"%s":["%s"]}}\\n' "$TOKEN" "$TOKEN"`,
+          `printf '{"_tag":"Notice","level":"info","kind":"env","message":"%s","raw":{"v":"%s"}}\\n' "$TOKEN" "$TOKEN"`,
+          `printf '{"_tag":"Message","role":"assistant","text":"env=%s;"}\\n' "$TOKEN"`,
+          `echo "stderr saw $TOKEN" >&2`,
+          // Let the stderr reader take it before the terminal record builds the result.
+          `sleep 0.3`,
+          `printf '{"_tag":"Terminal","ok":true,"text":"env=%s;","model":"m","session":"s-1","raw":{"t":"%s"}}\\n' "$TOKEN" "$TOKEN"`
+        ].join("\n")
+      ),
+      (agent, sandbox) =>
+        Effect.gen(function*() {
+          const events: Array<Event.Event> = []
+          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+          captured = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
+          return events
+        })
+    ).pipe(
+      Effect.tap(({ value: events, observed }) =>
+        Effect.gen(function*() {
+          expect(captured).toMatch(/^[A-Za-z0-9_-]{43}$/)
+          const everything = JSON.stringify(events)
+          expect(everything.includes(captured)).toBe(false)
+          // No delta carries a piece of the token long enough to matter.
+          for (const event of events) {
+            if (event._tag === "TextDelta") expect(event.text.includes(captured.slice(0, 8))).toBe(false)
+          }
+          const deltas = events.flatMap((e) => e._tag === "TextDelta" ? [e.text] : []).join("")
+          expect(deltas).toBe(`env=${marker};`)
+          const finished = events.at(-1)
+          expect(finished?._tag).toBe("RunFinished")
+          const result = finished?._tag === "RunFinished" ? finished.result : undefined
+          expect(result?.text).toBe(`env=${marker};`)
+          expect(result?.raw.stderr).toContain(`stderr saw ${marker}`)
+          expect(result?.raw.stdout).toContain(marker)
+          expect(JSON.stringify(result?.raw.terminal)).toContain(marker)
+          const call = events.find((e): e is Event.ToolCall => e._tag === "ToolCall")
+          expect(call?.input).toEqual({ [marker]: [marker] })
+          // The process ran on its own credential, not on the registration's token.
+          expect(captured).not.toBe(Redacted.value(observed[0]!.token))
+        })
+      )
+    )
+  })
+
+  it.live("a token printed by the process is dead (401) as soon as the run returns, while the agent stays registered", () =>
+    runWith(
+      shell([
+        `printf '%s' "$TOKEN" > "$PWD/captured"`,
+        `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}'`
+      ].join("\n")),
+      (agent, sandbox, observed) =>
+        Effect.gen(function*() {
+          const result = yield* agent.run("go")
+          const token = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
+          expect(result.text).toBe("done")
+          expect(yield* Harness.probe({ url: observed[0]!.url, token: Redacted.make(token) })).toBe(401)
+          expect(yield* Harness.probe(observed[0]!)).toBe(200)
+          // The next run gets a fresh credential that works.
+          expect((yield* agent.run("again")).text).toBe("done")
+        })
+    ))
+
+  it.live("a run that ends without its terminal record says why: the end of its stderr, scrubbed and bounded", () =>
+    runWith(
+      shell([
+        `i=1; while [ $i -le 30 ]; do echo "noise line $i" >&2; i=$((i+1)); done`,
+        `echo "Error: must specify the EXAMPLE_API_KEY environment variable (token $TOKEN)" >&2`,
+        `exit 41`
+      ].join("\n")),
+      (agent) => Effect.flip(agent.run("go"))
+    ).pipe(
+      Effect.map(({ value: error }) => {
+        expect(error._tag).toBe("RunError")
+        if (error._tag !== "RunError") return
+        expect(error.reason).toBe("ExitedWithoutResult")
+        expect(error.exitCode).toBe(41)
+        expect(error.message).toContain("exited with code 41")
+        expect(error.message).toContain("must specify the EXAMPLE_API_KEY environment variable")
+        expect(error.message).toContain(marker)
+        expect(error.message).toContain("noise line 30")
+        expect(error.message).not.toContain("noise line 20\n")
+        expect(error.detail.split("\n").length).toBeLessThanOrEqual(9)
+        expect(error.message).not.toMatch(/token [A-Za-z0-9_-]{43}\)/)
+      })
+    ))
+
+  it.live("a spawn failure names the binary it tried and how to fix it", () =>
+    runWith(
+      {
+        ...Reference.driver(),
+        install: "install it with `npm install example-cli`",
+        prepare: (request) =>
+          Effect.map(Reference.driver().prepare(request), (invocation) => ({
+            ...invocation,
+            command: "/nonexistent/example-cli"
+          }))
+      },
+      (agent) => Effect.flip(agent.run("go"))
+    ).pipe(
+      Effect.map(({ value: error }) => {
+        expect(error._tag === "RunError" && error.reason).toBe("SpawnFailed")
+        expect(error.message).toContain("/nonexistent/example-cli")
+        expect(error.message).toContain("npm install example-cli")
+        expect(error.message).toContain("`binary`")
+      })
+    ))
+})
