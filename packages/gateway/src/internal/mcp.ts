@@ -87,7 +87,8 @@ export const makeValidator = (): AjvJsonSchemaValidator => new AjvJsonSchemaVali
 
 /**
  * Serves one already-validated, already-authenticated request through a fresh SDK server
- * and transport; both are closed when the response ends.
+ * and transport; both are closed when the exchange ends (`onEnd`: the response is flushed or
+ * the connection is gone).
  *
  * @internal
  */
@@ -96,7 +97,8 @@ export const serve = (
   req: IncomingMessage,
   res: ServerResponse,
   body: unknown,
-  validator: AjvJsonSchemaValidator
+  validator: AjvJsonSchemaValidator,
+  onEnd: (callback: () => void) => void
 ): Promise<void> => {
   const server = new Server(serverInfo, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
   const tools = { tools: handlers.tools as Array<McpTool> }
@@ -108,7 +110,7 @@ export const serve = (
     return handlers.call(name, request.params.arguments ?? {}, extra.signal)
   })
   const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true })
-  res.once("close", () => {
+  onEnd(() => {
     void transport.close()
     void server.close()
   })
