@@ -109,8 +109,9 @@ export class Gateway extends Context.Tag("@tether/gateway/Gateway")<Gateway, {
  * this scope closes: in-flight calls are answered with a JSON-RPC error, then connections are
  * refused and no handle keeps the event loop alive.
  *
- * A request pipelined after one the gateway refused and answered with `Connection: close` is
- * not dispatched.
+ * JSON-RPC errors carry fixed texts only: a `tools/call` whose params fail validation is
+ * `-32602 Invalid params`, never the SDK's validation issues. A request pipelined after one the
+ * gateway refused and answered with `Connection: close` is not dispatched.
  *
  * Each call is logged through the Effect logger as one `tool call` line annotated with
  * `tool`, `outcome`, `code` and `durationMs` (never a token, header or argument value), inside
