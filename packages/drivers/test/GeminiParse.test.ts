@@ -185,3 +185,25 @@ describe("Gemini.parse (recorded fixtures)", () => {
     { fastCheck: { numRuns: 30 } }
   )
 })
+
+describe("Gemini.parse on values of the wrong type", () => {
+  // `String` throws on both ("Cannot convert object to primitive value"; a stack overflow).
+  for (
+    const [label, value] of [
+      ["an object whose toString is not a function", `{"toString":1}`],
+      ["arrays nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)]
+    ] as const
+  ) {
+    it.effect(`${label} as a message role is a notice`, () =>
+      Effect.gen(function*() {
+        const out = yield* outputs([`{"type":"message","role":${value},"content":"hi"}`])
+        expect(out).toMatchObject([{ _tag: "Notice", level: "info", message: "message with role (not text)" }])
+      }))
+
+    it.effect(`${label} as a result status is a failed terminal`, () =>
+      Effect.gen(function*() {
+        const out = yield* outputs([`{"type":"result","status":${value}}`])
+        expect(terminalOf(out)).toMatchObject({ ok: false, error: "the CLI reported status (not text)" })
+      }))
+  }
+})

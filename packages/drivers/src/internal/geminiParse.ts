@@ -2,7 +2,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines, textOf } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -126,7 +126,7 @@ export const step = (
         return [state, [{ _tag: "Message", role: "user", text: content }]]
       }
       return [state, [
-        notice("info", "gemini.message", `message with role ${String(record["role"])}`, record)
+        notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)
       ]]
     }
     case "tool_use": {
@@ -169,7 +169,7 @@ export const step = (
         usage,
         model: modelOfStats(record["stats"]) ?? flushed.model,
         session: flushed.sessionId,
-        error: ok ? undefined : error ?? `the CLI reported status ${String(record["status"])}`,
+        error: ok ? undefined : error ?? `the CLI reported status ${textOf(record["status"])}`,
         raw: record
       })
       return [{ ...flushed, done: true }, out]
