@@ -319,3 +319,47 @@ describe("Claude.parse on values of the wrong type", () => {
       }))
   }
 })
+
+const toolUse = (name: string) =>
+  JSON.stringify({
+    type: "assistant",
+    message: { content: [{ type: "tool_use", id: "toolu_1", name, input: {} }] }
+  })
+
+describe("Claude.parse tool names", () => {
+  it.effect("a name of mcp__, 64 KiB of underscores and a line break parses in linear time", () =>
+    Effect.gen(function*() {
+      // The pattern this replaces backtracked quadratically on such a name (which it does not
+      // match): ~8 s at 64 KiB, ~20 min at 1 MiB, while the whole host waits. Linear parsing takes
+      // milliseconds: the bound is not a speed target, it separates linear from quadratic widely.
+      const name = `mcp__${"_".repeat(64 * 1024)}\n`
+      const started = performance.now()
+      const out = ok(yield* run([toolUse(name), toolUse(name.trim())]))
+      const elapsed = performance.now() - started
+      expect(out).toMatchObject([
+        { _tag: "ToolCall", phase: "start", source: "builtin", name },
+        { _tag: "ToolCall", phase: "start", source: "mcp", name: name.trim().slice(8) }
+      ])
+      expect(elapsed).toBeLessThan(2_000)
+    }))
+
+  it("names split exactly as /^mcp__(.+?)__(.+)$/ splits them", () => {
+    const name = FastCheck.tuple(
+      FastCheck.constantFrom("", "mcp__", "mcp__tether__", "mcp_", "mcp__a\n"),
+      FastCheck.array(FastCheck.constantFrom("_", "__", "a", "tether", "\n", "\u2028", "é"), { maxLength: 12 })
+    ).map(([prefix, parts]) => prefix + parts.join(""))
+    FastCheck.assert(
+      FastCheck.property(name, (name) => {
+        const out = ok(Effect.runSync(run([toolUse(name)])))
+        const mcp = /^mcp__(.+?)__(.+)$/.exec(name)
+        const expected = name.startsWith("mcp__tether__")
+          ? { source: "host", name: name.slice("mcp__tether__".length) }
+          : mcp !== null
+          ? { source: "mcp", name: mcp[2] }
+          : { source: "builtin", name }
+        expect(out).toMatchObject([{ _tag: "ToolCall", ...expected }])
+      }),
+      { numRuns: 300 }
+    )
+  })
+})

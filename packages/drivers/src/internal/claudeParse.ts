@@ -19,11 +19,23 @@ interface State {
   readonly tools: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
 }
 
+const lineTerminator = /[\n\r\u2028\u2029]/
+
+/**
+ * `mcp__<server>__<tool>`, split as `/^mcp__(.+?)__(.+)$/` would split it (the first `__` after a
+ * non-empty server name; no line terminator anywhere) but in linear time: the pattern backtracks
+ * quadratically on `mcp__`, many underscores and a line break (seconds at 64 KiB, minutes at
+ * 1 MiB), and parsing is synchronous: the whole host would wait.
+ */
 const toolOf = (providerName: string, hostedKey: string) => {
   const hosted = `mcp__${hostedKey}__`
   if (providerName.startsWith(hosted)) return { name: providerName.slice(hosted.length), source: "host" as const }
-  const mcp = /^mcp__(.+?)__(.+)$/.exec(providerName)
-  if (mcp !== null) return { name: mcp[2]!, source: "mcp" as const }
+  if (providerName.startsWith("mcp__")) {
+    const separator = providerName.indexOf("__", 6)
+    if (separator !== -1 && separator + 2 < providerName.length && !lineTerminator.test(providerName)) {
+      return { name: providerName.slice(separator + 2), source: "mcp" as const }
+    }
+  }
   return { name: providerName, source: "builtin" as const }
 }
 
