@@ -17,19 +17,23 @@ interface State {
   readonly segment: string
   /** The last completed assistant segment (kept when a tool call closes a segment). */
   readonly finalText: string | undefined
-  /** Tool names by call id, to name the `end` phase. */
-  readonly calls: ReadonlyMap<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
+  /**
+   * Tool names by call id, to name the `end` phase. One map per run, updated in place: copying it
+   * per line would make each line cost as much as the run so far.
+   */
+  readonly calls: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
   readonly done: boolean
 }
 
-const initial: State = {
+/** The state a run starts from (with its own map of calls). */
+const initial = (): State => ({
   sessionId: undefined,
   model: undefined,
   segment: "",
   finalText: undefined,
   calls: new Map(),
   done: false
-}
+})
 
 /** The CLI's sanitization of an MCP server name inside a tool name. */
 const sanitize = (name: string): string => name.replace(/[^a-zA-Z0-9_\-.:]/g, "_")
@@ -133,10 +137,9 @@ export const step = (
       const callId = str(record["tool_id"]) ?? ""
       const identity = toolIdentity(str(record["tool_name"]) ?? "", context.hostedKey)
       const [flushed, out] = flush(state)
-      const calls = new Map(flushed.calls)
-      calls.set(callId, identity)
+      flushed.calls.set(callId, identity)
       out.push({ _tag: "ToolCall", phase: "start", callId, ...identity, input: record["parameters"] })
-      return [{ ...flushed, calls }, out]
+      return [flushed, out]
     }
     case "tool_result": {
       const callId = str(record["tool_id"]) ?? ""
@@ -185,7 +188,7 @@ export const parse = (
   context: Driver.ParseContext
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    let state = initial
+    let state = initial()
     return (line) => {
       const result = step(state, line, context)
       if (result instanceof Driver.ProtocolError) return result
