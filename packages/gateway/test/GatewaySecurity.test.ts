@@ -239,6 +239,21 @@ layer(FixtureLive, { excludeTestServices: true })("SECURITY.md rules in front of
         expect(f.recorder.calls.length).toBe(before)
       }))
 
+    it.effect("a JSON body that is not an object is a fixed error and the gateway keeps serving", () =>
+      Effect.gen(function*() {
+        const f = yield* Fixture
+        const before = f.recorder.calls.length
+        // Found by the long fuzz run: reading `.method` of `null` threw in the request handler,
+        // an uncaught exception in the host.
+        for (const body of ["null", "5", "\"tools/call\"", "true"]) {
+          const response = yield* rawRequest(f.port, { headers: base(f.port, f.token), body })
+          expect(response.status).toBe(400)
+          expect(JSON.parse(response.body).error.message).toBe("Parse error: Invalid JSON-RPC message")
+        }
+        expect(f.recorder.calls.length).toBe(before)
+        expect((yield* served(f, base(f.port, f.token))).status).toBe(200)
+      }))
+
     it.effect("an unsupported protocol version header is refused without echoing it", () =>
       Effect.gen(function*() {
         const f = yield* Fixture

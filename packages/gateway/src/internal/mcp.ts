@@ -159,8 +159,8 @@ export const serve = (
   })
   const transport = new Transport({ enableJsonResponse: true })
   // Classified here, before the SDK answers with its own validation text.
-  transport.invalidParams = (body as { readonly method?: unknown }).method === "tools/call" &&
-    !CallToolRequestSchema.safeParse(body).success
+  transport.invalidParams = typeof body === "object" && body !== null &&
+    (body as { readonly method?: unknown }).method === "tools/call" && !CallToolRequestSchema.safeParse(body).success
   onEnd(() => {
     void transport.close()
     void server.close()
