@@ -269,3 +269,97 @@ describe("Claude.parse robustness", () => {
     { fastCheck: { numRuns: 50 } }
   )
 })
+
+// Values no well-behaved CLI prints: `String` throws on both ("Cannot convert object to
+// primitive value"; a stack overflow for the nested arrays).
+const hostileValues: ReadonlyArray<readonly [string, string]> = [
+  ["an object whose toString is not a function", `{"toString":1}`],
+  ["arrays nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)]
+]
+
+describe("Claude.parse on values of the wrong type", () => {
+  for (const [label, value] of hostileValues) {
+    it.effect(`${label} as an unknown record type is a notice`, () =>
+      Effect.gen(function*() {
+        const out = ok(yield* run([`{"type":${value}}`]))
+        expect(out).toMatchObject([{ _tag: "Notice", level: "info", kind: "unknown/(not text)" }])
+      }))
+
+    it.effect(`${label} in an api_retry record is a warning notice`, () =>
+      Effect.gen(function*() {
+        const line =
+          `{"type":"system","subtype":"api_retry","attempt":${value},"max_retries":${value},"error":${value}}`
+        const out = ok(yield* run([line]))
+        expect(out).toMatchObject([{
+          _tag: "Notice",
+          level: "warning",
+          kind: "api_retry",
+          message: "model API retry (not text)/(not text) after (not text)"
+        }])
+      }))
+
+    it.effect(`${label} as an MCP server name in init is a warning notice`, () =>
+      Effect.gen(function*() {
+        const line =
+          `{"type":"system","subtype":"init","session_id":"s-1","mcp_servers":[{"name":${value},"status":"failed"}]}`
+        const out = ok(yield* run([line]))
+        expect(out).toMatchObject([
+          { _tag: "SessionStarted", sessionId: "s-1" },
+          { _tag: "Notice", level: "warning", kind: "mcp_server", message: "MCP server \"(not text)\" is failed" }
+        ])
+      }))
+
+    it.effect(`${label} among a result's errors is reported as an error that is not text`, () =>
+      Effect.gen(function*() {
+        const line = `{"type":"result","subtype":${value},"is_error":true,"errors":["first",${value}]}`
+        const out = ok(yield* run([line]))
+        expect(terminal(out)).toMatchObject({ ok: false, error: "first\n(an error that is not text)" })
+        const noErrors = ok(yield* run([`{"type":"result","subtype":${value},"is_error":true}`]))
+        expect(terminal(noErrors)).toMatchObject({ ok: false, error: "Claude Code ended with (not text)" })
+      }))
+  }
+})
+
+const toolUse = (name: string) =>
+  JSON.stringify({
+    type: "assistant",
+    message: { content: [{ type: "tool_use", id: "toolu_1", name, input: {} }] }
+  })
+
+describe("Claude.parse tool names", () => {
+  it.effect("a name of mcp__, 64 KiB of underscores and a line break parses in linear time", () =>
+    Effect.gen(function*() {
+      // The pattern this replaces backtracked quadratically on such a name (which it does not
+      // match): ~8 s at 64 KiB, ~20 min at 1 MiB, while the whole host waits. Linear parsing takes
+      // milliseconds: the bound is not a speed target, it separates linear from quadratic widely.
+      const name = `mcp__${"_".repeat(64 * 1024)}\n`
+      const started = performance.now()
+      const out = ok(yield* run([toolUse(name), toolUse(name.trim())]))
+      const elapsed = performance.now() - started
+      expect(out).toMatchObject([
+        { _tag: "ToolCall", phase: "start", source: "builtin", name },
+        { _tag: "ToolCall", phase: "start", source: "mcp", name: name.trim().slice(8) }
+      ])
+      expect(elapsed).toBeLessThan(2_000)
+    }))
+
+  it("names split exactly as /^mcp__(.+?)__(.+)$/ splits them", () => {
+    const name = FastCheck.tuple(
+      FastCheck.constantFrom("", "mcp__", "mcp__tether__", "mcp_", "mcp__a\n"),
+      FastCheck.array(FastCheck.constantFrom("_", "__", "a", "tether", "\n", "\u2028", "é"), { maxLength: 12 })
+    ).map(([prefix, parts]) => prefix + parts.join(""))
+    FastCheck.assert(
+      FastCheck.property(name, (name) => {
+        const out = ok(Effect.runSync(run([toolUse(name)])))
+        const mcp = /^mcp__(.+?)__(.+)$/.exec(name)
+        const expected = name.startsWith("mcp__tether__")
+          ? { source: "host", name: name.slice("mcp__tether__".length) }
+          : mcp !== null
+          ? { source: "mcp", name: mcp[2] }
+          : { source: "builtin", name }
+        expect(out).toMatchObject([{ _tag: "ToolCall", ...expected }])
+      }),
+      { numRuns: 300 }
+    )
+  })
+})

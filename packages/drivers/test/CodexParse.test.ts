@@ -353,3 +353,20 @@ describe("Codex.classifyExit on recorded stderr", () => {
     expect(Codex.classifyExit(info("Reading additional input from stdin...\nsegfault", newSession))).toBeUndefined()
   })
 })
+
+describe("Codex.parse on values of the wrong type", () => {
+  // `String` throws on both ("Cannot convert object to primitive value"; a stack overflow).
+  for (
+    const [label, value] of [
+      ["an object whose toString is not a function", `{"toString":1}`],
+      ["arrays nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)]
+    ] as const
+  ) {
+    it.effect(`${label} as the record type is a notice and the run goes on`, () =>
+      Effect.gen(function*() {
+        const out = ok(yield* run([`{"type":${value}}`, ...fixture("text.jsonl")]))
+        expect(out[0]).toMatchObject({ _tag: "Notice", level: "info", kind: "unknown/(not text)" })
+        expect(terminal(out)?.ok).toBe(true)
+      }))
+  }
+})

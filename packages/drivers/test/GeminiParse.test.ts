@@ -185,3 +185,47 @@ describe("Gemini.parse (recorded fixtures)", () => {
     { fastCheck: { numRuns: 30 } }
   )
 })
+
+describe("Gemini.parse on values of the wrong type", () => {
+  // `String` throws on both ("Cannot convert object to primitive value"; a stack overflow).
+  for (
+    const [label, value] of [
+      ["an object whose toString is not a function", `{"toString":1}`],
+      ["arrays nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)]
+    ] as const
+  ) {
+    it.effect(`${label} as a message role is a notice`, () =>
+      Effect.gen(function*() {
+        const out = yield* outputs([`{"type":"message","role":${value},"content":"hi"}`])
+        expect(out).toMatchObject([{ _tag: "Notice", level: "info", message: "message with role (not text)" }])
+      }))
+
+    it.effect(`${label} as a result status is a failed terminal`, () =>
+      Effect.gen(function*() {
+        const out = yield* outputs([`{"type":"result","status":${value}}`])
+        expect(terminalOf(out)).toMatchObject({ ok: false, error: "the CLI reported status (not text)" })
+      }))
+  }
+})
+
+describe("Gemini.parse cost per line", () => {
+  it.effect("20,000 tool calls in one run parse without the cost of a line growing with the run", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = [JSON.stringify({ type: "init", session_id: recordedSession, model: "m" })]
+      for (let i = 0; i < 20_000; i++) {
+        lines.push(JSON.stringify({ type: "tool_use", tool_name: "mcp_echo_echo", tool_id: `t${i}`, parameters: {} }))
+        lines.push(JSON.stringify({ type: "tool_result", tool_id: `t${i}`, status: "success", output: "ok" }))
+      }
+      lines.push(JSON.stringify({ type: "result", status: "success" }))
+      // Copying the map of calls on every line made this run take ~30 s (the cost of a line grew
+      // with the calls before it); linear parsing takes well under a second. The bound only
+      // separates the two by a wide margin.
+      const started = performance.now()
+      const out = yield* outputs(lines)
+      const elapsed = performance.now() - started
+      const ends = out.filter((o) => o._tag === "ToolCall" && o.phase === "end")
+      expect(ends).toHaveLength(20_000)
+      expect(ends.at(-1)).toMatchObject({ callId: "t19999", name: "echo", source: "host" })
+      expect(elapsed).toBeLessThan(10_000)
+    }))
+})

@@ -140,7 +140,11 @@ export interface Options {
   readonly maxBodyBytes?: number
   /** Header block limit; a larger block gets 431. Default 16 KiB. */
   readonly maxHeaderBytes?: number
-  /** Tool calls running at once across all registrations; beyond it 503 with `Retry-After`. Default 32. */
+  /**
+   * Tool calls running at once across all registrations; beyond it 503 with `Retry-After`. Default 32.
+   * A call's slot is returned when its exchange ends, however it ends (answer flushed, response or
+   * connection closed); a call whose connection is gone is canceled.
+   */
   readonly maxConcurrentCalls?: number
   /** A call still running at this deadline is answered `deadline_exceeded` and interrupted. Default 2 minutes. */
   readonly handlerDeadline?: Duration.DurationInput
@@ -173,6 +177,10 @@ export class Gateway extends Context.Tag("@tether/gateway/Gateway")<Gateway, {
  * the first registration and closes gracefully when the last registration closes or when
  * this scope closes: in-flight calls are answered with a JSON-RPC error, then connections are
  * refused and no handle keeps the event loop alive.
+ *
+ * JSON-RPC errors carry fixed texts only: a `tools/call` whose params fail validation is
+ * `-32602 Invalid params`, never the SDK's validation issues. A request pipelined after one the
+ * gateway refused and answered with `Connection: close` is not dispatched.
  *
  * Each call is logged through the Effect logger as one `tool call` line annotated with
  * `tool`, `outcome`, `code` and `durationMs` (never a token, header or argument value), inside

@@ -207,6 +207,53 @@ layer(FixtureLive, { excludeTestServices: true })("SECURITY.md rules in front of
         )
       }))
 
+    it.effect("a tools/call with malformed params is Invalid params, without the SDK's validation issues", () =>
+      Effect.gen(function*() {
+        const f = yield* Fixture
+        const before = f.recorder.calls.length
+        const malformed: ReadonlyArray<unknown> = [
+          { name: 5, arguments: {} },
+          { arguments: { text: "x" } },
+          { name: "echo", arguments: "SECRET-ARGUMENT" },
+          { name: ["SECRET-NAME"] }
+        ]
+        for (const params of malformed) {
+          const body = JSON.stringify({ jsonrpc: "2.0", id: 41, method: "tools/call", params })
+          const response = yield* rawRequest(f.port, { headers: base(f.port, f.token), body })
+          expect(response.status).toBe(200)
+          expect(JSON.parse(response.body)).toEqual({
+            jsonrpc: "2.0",
+            id: 41,
+            error: { code: -32602, message: "Invalid params" }
+          })
+        }
+        // Params that do not make a JSON-RPC request at all get the transport's fixed 400.
+        for (const params of ["SECRET-PARAMS", { name: "echo", _meta: { progressToken: { x: "SECRET-META" } } }]) {
+          const response = yield* rawRequest(f.port, {
+            headers: base(f.port, f.token),
+            body: JSON.stringify({ jsonrpc: "2.0", id: 41, method: "tools/call", params })
+          })
+          expect(response.status).toBe(400)
+          expect(response.body).not.toContain("SECRET")
+        }
+        expect(f.recorder.calls.length).toBe(before)
+      }))
+
+    it.effect("a JSON body that is not an object is a fixed error and the gateway keeps serving", () =>
+      Effect.gen(function*() {
+        const f = yield* Fixture
+        const before = f.recorder.calls.length
+        // Found by the long fuzz run: reading `.method` of `null` threw in the request handler,
+        // an uncaught exception in the host.
+        for (const body of ["null", "5", "\"tools/call\"", "true"]) {
+          const response = yield* rawRequest(f.port, { headers: base(f.port, f.token), body })
+          expect(response.status).toBe(400)
+          expect(JSON.parse(response.body).error.message).toBe("Parse error: Invalid JSON-RPC message")
+        }
+        expect(f.recorder.calls.length).toBe(before)
+        expect((yield* served(f, base(f.port, f.token))).status).toBe(200)
+      }))
+
     it.effect("an unsupported protocol version header is refused without echoing it", () =>
       Effect.gen(function*() {
         const f = yield* Fixture

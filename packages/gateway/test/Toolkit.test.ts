@@ -3,7 +3,8 @@ import { Gateway } from "@tether/gateway"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { connect, expectNoTokenInLogs, logLayer, remember } from "./fixtures/harness.js"
+import { connect, expectNoTokenInLogs, logLayer, portOf, remember } from "./fixtures/harness.js"
+import { rawRequest } from "./fixtures/raw.js"
 
 const LookupIssue = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
@@ -73,6 +74,45 @@ describe("Gateway with a real Toolkit executor", () => {
       expect(text).toMatch(/^invalid_input: /)
       expect(text).not.toContain("VALUE-NEVER-ECHOED")
     }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Gateway.layer()]), Effect.provide(logLayer)))
+})
+
+const Scale = Tool.make("scale", {
+  description: "Scale by a factor.",
+  input: { factor: Schema.Number },
+  output: Schema.Number
+})
+
+describe("Gateway with a real Toolkit executor: numbers JSON cannot carry", () => {
+  it.live("1e309 in the arguments is invalid_input naming the field; the handler never runs", () =>
+    Effect.gen(function*() {
+      let ran = 0
+      const executor = yield* Toolkit.executorFrom(Toolkit.make(Scale), {
+        scale: ({ factor }) => Effect.sync(() => (ran++, factor * 2))
+      })
+      const gateway = yield* Gateway.Gateway
+      const registration = yield* gateway.register(executor)
+      const port = portOf(registration.url)
+      const headers = [
+        ["Host", `127.0.0.1:${port}`],
+        ["Content-Type", "application/json"],
+        ["Accept", "application/json, text/event-stream"],
+        ["Authorization", `Bearer ${remember(registration.token)}`]
+      ] as const
+      // `JSON.stringify` cannot write it: the body is written by hand, as a client could send it.
+      const body = (factor: string) =>
+        `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"scale","arguments":{"factor":${factor}}}}`
+      for (const factor of ["1e309", "-1e309"]) {
+        const response = yield* rawRequest(port, { headers, body: body(factor) })
+        expect(JSON.parse(response.body).result).toEqual({
+          content: [{ type: "text", text: "invalid_input: The tool input is invalid at factor." }],
+          isError: true
+        })
+      }
+      expect(ran).toBe(0)
+      const finite = yield* rawRequest(port, { headers, body: body("1.5e300") })
+      expect(JSON.parse(finite.body).result.structuredContent).toEqual({ result: 3e300 })
+      expect(ran).toBe(1)
+    }).pipe(Effect.scoped, Effect.provide(Gateway.layer()), Effect.provide(logLayer)))
 })
 
 afterAll(() => expectNoTokenInLogs())

@@ -120,7 +120,9 @@ export interface ExecuteOptions {
  * interrupts the handler (its finalizers run; with a `deadline` or `signal` the caller does
  * not wait for them, without either it does). Calling an unknown name yields
  * `Failed("invalid_input")`; callers that must hide unknown tools check `catalog` first.
- * `execute` opens no span of its own (it is the hot path): its caller traces the call, as the
+ * Input that is not a JSON object, or holds a number that is not finite anywhere (`1e309` in a
+ * JSON body parses to `Infinity`), is `Failed("invalid_input")` naming the offending field; the
+ * handler does not run. `execute` opens no span of its own (it is the hot path): its caller traces the call, as the
  * gateway's `Gateway.call` span does. Log lines carry `tool` and `code` annotations.
  *
  * @since 0.1.0

@@ -215,6 +215,58 @@ describe("Executor.execute outcomes", () => {
       }
     }))
 
+  it.effect("a non-finite number anywhere in the input is invalid_input naming its field; the handler never runs", () =>
+    Effect.gen(function*() {
+      const Scale = Tool.make("scale", {
+        description: "Scales points.",
+        input: {
+          factor: Schema.Number,
+          points: Schema.Array(Schema.Struct({ x: Schema.Number })),
+          extra: Schema.optional(Schema.Unknown)
+        },
+        output: Schema.Struct({ ok: Schema.Boolean })
+      })
+      let ran = 0
+      const executor = yield* Toolkit.executorFrom(Toolkit.make(Scale), {
+        scale: () => Effect.sync(() => (ran++, { ok: true }))
+      })
+      const invalidAt = (path: string) => ({
+        _tag: "Failed",
+        code: "invalid_input",
+        message: `The tool input is invalid at ${path}.`
+      })
+      let deep: unknown = [Number.NaN]
+      for (let i = 0; i < 10_000; i++) deep = [deep]
+      // `undefined`: the path is too long to render whole (it ends with "…").
+      const cases: ReadonlyArray<readonly [unknown, string | undefined]> = [
+        // `1e309` is what a JSON body carries: it parses to Infinity and passes Schema.Number.
+        [JSON.parse("{\"factor\":1e309,\"points\":[]}"), "factor"],
+        [{ factor: Number.NaN, points: [] }, "factor"],
+        [{ factor: 1, points: [{ x: 1 }, { x: Number.NEGATIVE_INFINITY }] }, "points[1].x"],
+        [{ factor: 1, points: [], extra: { list: [0, [Number.POSITIVE_INFINITY]] } }, "extra.list[1][0]"],
+        [{ factor: 1, points: [], extra: deep }, undefined]
+      ]
+      for (const [input, path] of cases) {
+        const outcome = yield* executor.execute("scale", input)
+        expect(outcome._tag === "Failed" && outcome.code).toBe("invalid_input")
+        if (path === undefined) {
+          expect(outcome._tag === "Failed" && outcome.message).toMatch(/^The tool input is invalid at extra[[\]0]+…\.$/)
+        } else expect(outcome).toStrictEqual(invalidAt(path))
+      }
+      expect(ran).toBe(0)
+      // Finite numbers, deep nesting and (from a direct caller) cycles are fine.
+      const cyclic: Record<string, unknown> = { n: 1 }
+      cyclic["self"] = cyclic
+      let finiteDeep: unknown = [1]
+      for (let i = 0; i < 10_000; i++) finiteDeep = [finiteDeep]
+      for (const extra of [finiteDeep, cyclic, { max: Number.MAX_VALUE, min: -Number.MAX_VALUE }]) {
+        expect(yield* executor.execute("scale", { factor: 2, points: [{ x: 1e308 }], extra })).toMatchObject({
+          _tag: "Success"
+        })
+      }
+      expect(ran).toBe(3)
+    }))
+
   it.effect("an unknown tool is invalid_input", () =>
     Effect.gen(function*() {
       expect(yield* run("missing", {})).toStrictEqual({

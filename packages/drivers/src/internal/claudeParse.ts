@@ -2,7 +2,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines, textOf } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -19,11 +19,23 @@ interface State {
   readonly tools: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
 }
 
+const lineTerminator = /[\n\r\u2028\u2029]/
+
+/**
+ * `mcp__<server>__<tool>`, split as `/^mcp__(.+?)__(.+)$/` would split it (the first `__` after a
+ * non-empty server name; no line terminator anywhere) but in linear time: the pattern backtracks
+ * quadratically on `mcp__`, many underscores and a line break (seconds at 64 KiB, minutes at
+ * 1 MiB), and parsing is synchronous: the whole host would wait.
+ */
 const toolOf = (providerName: string, hostedKey: string) => {
   const hosted = `mcp__${hostedKey}__`
   if (providerName.startsWith(hosted)) return { name: providerName.slice(hosted.length), source: "host" as const }
-  const mcp = /^mcp__(.+?)__(.+)$/.exec(providerName)
-  if (mcp !== null) return { name: mcp[2]!, source: "mcp" as const }
+  if (providerName.startsWith("mcp__")) {
+    const separator = providerName.indexOf("__", 6)
+    if (separator !== -1 && separator + 2 < providerName.length && !lineTerminator.test(providerName)) {
+      return { name: providerName.slice(separator + 2), source: "mcp" as const }
+    }
+  }
   return { name: providerName, source: "builtin" as const }
 }
 
@@ -85,14 +97,14 @@ const onSystem = (
     for (const server of servers) {
       const s = str(server["status"])
       if (s !== "connected") {
-        out.push(notice("warning", "mcp_server", `MCP server "${String(server["name"])}" is ${String(s)}`, server))
+        out.push(notice("warning", "mcp_server", `MCP server "${textOf(server["name"])}" is ${String(s)}`, server))
       }
     }
     return out
   }
   if (subtype === "api_retry") {
-    const message = `model API retry ${String(record["attempt"])}/${String(record["max_retries"])} after ${
-      String(record["error_status"] ?? record["error"])
+    const message = `model API retry ${textOf(record["attempt"])}/${textOf(record["max_retries"])} after ${
+      textOf(record["error_status"] ?? record["error"])
     }`
     return [notice("warning", "api_retry", message, record)]
   }
@@ -178,7 +190,9 @@ const onResult = (
   const usage = usageOf(record)
   const isError = record["is_error"] === true || record["subtype"] !== "success"
   const text = str(record["result"])
-  const errors = Array.isArray(record["errors"]) ? record["errors"].map(String) : []
+  const errors = Array.isArray(record["errors"])
+    ? record["errors"].map((error) => textOf(error, "(an error that is not text)"))
+    : []
   if (isError && context.session._tag !== "New" && errors.some((e) => missingSession.test(e))) {
     return new Driver.ProtocolError({ reason: "ResumeRejected", detail: errors.join("\n") })
   }
@@ -191,7 +205,7 @@ const onResult = (
     model: modelUsage[0] ?? state.model,
     session: str(record["session_id"]),
     error: isError
-      ? (errors.length > 0 ? errors.join("\n") : text ?? `Claude Code ended with ${String(record["subtype"])}`)
+      ? (errors.length > 0 ? errors.join("\n") : text ?? `Claude Code ended with ${textOf(record["subtype"])}`)
       : undefined,
     raw: record
   }
@@ -225,7 +239,7 @@ const onLine = (
     case "result":
       return onResult(record, state, context)
     default:
-      return [notice("info", `unknown/${String(record["type"])}`, "unknown Claude Code record", record)]
+      return [notice("info", `unknown/${textOf(record["type"])}`, "unknown Claude Code record", record)]
   }
 }
 

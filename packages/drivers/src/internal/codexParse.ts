@@ -6,7 +6,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines, textOf } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -251,7 +251,7 @@ const onRecord = (
       return [notice("error", "error", message, record)]
     }
     default:
-      return [notice("info", `unknown/${String(record["type"])}`, "unknown Codex record", record)]
+      return [notice("info", `unknown/${textOf(record["type"])}`, "unknown Codex record", record)]
   }
 }
 

@@ -2,7 +2,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Event"
 import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines } from "./lines.js"
+import { isBlank, notice, parseLines, textOf } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -17,19 +17,23 @@ interface State {
   readonly segment: string
   /** The last completed assistant segment (kept when a tool call closes a segment). */
   readonly finalText: string | undefined
-  /** Tool names by call id, to name the `end` phase. */
-  readonly calls: ReadonlyMap<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
+  /**
+   * Tool names by call id, to name the `end` phase. One map per run, updated in place: copying it
+   * per line would make each line cost as much as the run so far.
+   */
+  readonly calls: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
   readonly done: boolean
 }
 
-const initial: State = {
+/** The state a run starts from (with its own map of calls). */
+const initial = (): State => ({
   sessionId: undefined,
   model: undefined,
   segment: "",
   finalText: undefined,
   calls: new Map(),
   done: false
-}
+})
 
 /** The CLI's sanitization of an MCP server name inside a tool name. */
 const sanitize = (name: string): string => name.replace(/[^a-zA-Z0-9_\-.:]/g, "_")
@@ -126,17 +130,16 @@ export const step = (
         return [state, [{ _tag: "Message", role: "user", text: content }]]
       }
       return [state, [
-        notice("info", "gemini.message", `message with role ${String(record["role"])}`, record)
+        notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)
       ]]
     }
     case "tool_use": {
       const callId = str(record["tool_id"]) ?? ""
       const identity = toolIdentity(str(record["tool_name"]) ?? "", context.hostedKey)
       const [flushed, out] = flush(state)
-      const calls = new Map(flushed.calls)
-      calls.set(callId, identity)
+      flushed.calls.set(callId, identity)
       out.push({ _tag: "ToolCall", phase: "start", callId, ...identity, input: record["parameters"] })
-      return [{ ...flushed, calls }, out]
+      return [flushed, out]
     }
     case "tool_result": {
       const callId = str(record["tool_id"]) ?? ""
@@ -169,7 +172,7 @@ export const step = (
         usage,
         model: modelOfStats(record["stats"]) ?? flushed.model,
         session: flushed.sessionId,
-        error: ok ? undefined : error ?? `the CLI reported status ${String(record["status"])}`,
+        error: ok ? undefined : error ?? `the CLI reported status ${textOf(record["status"])}`,
         raw: record
       })
       return [{ ...flushed, done: true }, out]
@@ -185,7 +188,7 @@ export const parse = (
   context: Driver.ParseContext
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    let state = initial
+    let state = initial()
     return (line) => {
       const result = step(state, line, context)
       if (result instanceof Driver.ProtocolError) return result

@@ -61,6 +61,17 @@ export const parseLines = <O>(
     return Stream.fromChannel(Channel.pipeTo(Stream.toChannel(lines), loop))
   })
 
+/**
+ * A value read from a provider line, as text for a notice or an error: a string as it is, any
+ * other primitive as `String` writes it, an object or an array as `fallback`. Never converts an
+ * object (a record may carry `{"toString": 1}`, or arrays nested thousands deep, and `String`
+ * throws on both).
+ *
+ * @internal
+ */
+export const textOf = (u: unknown, fallback = "(not text)"): string =>
+  typeof u === "string" ? u : typeof u === "object" && u !== null ? fallback : String(u)
+
 /** A `Notice` output (`raw` only when given). @internal */
 export const notice = (
   level: "info" | "warning" | "error",

@@ -18,6 +18,7 @@ import * as Http from "node:http"
 import type { Socket } from "node:net"
 import type { Credential, CredentialOptions, Options, Redactor, Registration } from "../Gateway.js"
 import { GatewayError } from "../Gateway.js"
+import * as Exchange from "./exchange.js"
 import * as Guard from "./guard.js"
 import * as Mcp from "./mcp.js"
 import * as Redact from "./redact.js"
@@ -210,45 +211,53 @@ export const make = (options: Options = {}): Effect.Effect<
       return entry !== undefined && entry.owner.open && timingSafeEqual(entry.digest, digest) ? entry : undefined
     }
 
-    const onRequest =
-      (listener: Listener, authority: string, origin: string) =>
-      (req: Http.IncomingMessage, res: Http.ServerResponse, expectsContinue: boolean): void => {
-        listener.inflight++
-        res.once("close", () => {
-          listener.inflight--
-          if (listener.inflight === 0) listener.onIdle?.()
-        })
-        const shape = Guard.checkShape(req, authority, origin)
-        if (shape._tag === "Refused") return Guard.refuse(res, shape.refusal, true)
-        if (authenticate(Guard.presentedToken(shape.authorization)) === undefined) {
-          return Guard.refuse(res, "unauthorized", true)
-        }
-        if (Guard.declaresTooLarge(req, limits.maxBodyBytes)) return Guard.refuse(res, "too_large", true)
-        // Only a request that passed every check before its body is invited to send it.
-        if (expectsContinue) res.writeContinue()
-        Guard.readBody(req, limits.maxBodyBytes, (raw) => {
-          const parsed = parseJson(raw)
-          if (!parsed.ok) return Guard.refuse(res, "parse_error")
-          if (Array.isArray(parsed.value)) return Guard.refuse(res, "batch")
-          // Re-check: the registration may have closed while the body was being read.
-          const entry = authenticate(Guard.presentedToken(shape.authorization))
-          if (entry === undefined) return Guard.refuse(res, "unauthorized")
-          if (isToolsCall(parsed.value)) {
-            if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
-            state.calls++
-            // Returned as soon as the answer is flushed (or the connection is gone), so a client
-            // that sends its next call right after reading an answer never meets a stale slot.
-            let held = true
-            const release = () => {
-              if (held) state.calls--
-              held = false
-            }
-            res.once("finish", release)
-            res.once("close", release)
-          }
-          Mcp.serve(entry.handlers, req, res, parsed.value, validator).catch(() => Guard.refuse(res, "bad_request"))
-        }, (refusal) => Guard.refuse(res, refusal, true))
+    const onRequest = (listener: Listener, authority: string, origin: string) =>
+    (
+      req: Http.IncomingMessage,
+      res: Http.ServerResponse,
+      connection: Exchange.Connection,
+      expectsContinue: boolean
+    ): void => {
+      // A refusal already closes this connection: a request pipelined after it could never be
+      // answered, so it is not dispatched (no handler runs, nothing is counted).
+      if (connection.closing) return
+      listener.inflight++
+      const exchange = Exchange.open(connection, res, () => {
+        listener.inflight--
+        if (listener.inflight === 0) listener.onIdle?.()
+      })
+      // Refusals that leave the body unread close the connection (see `Guard.refuse`).
+      const refuseAndClose = (refusal: Guard.Refusal) => {
+        connection.closing = true
+        Guard.refuse(res, refusal, true)
       }
+      const shape = Guard.checkShape(req, authority, origin)
+      if (shape._tag === "Refused") return refuseAndClose(shape.refusal)
+      if (authenticate(Guard.presentedToken(shape.authorization)) === undefined) {
+        return refuseAndClose("unauthorized")
+      }
+      if (Guard.declaresTooLarge(req, limits.maxBodyBytes)) return refuseAndClose("too_large")
+      // Only a request that passed every check before its body is invited to send it.
+      if (expectsContinue) res.writeContinue()
+      Guard.readBody(req, limits.maxBodyBytes, (raw) => {
+        const parsed = parseJson(raw)
+        if (!parsed.ok) return Guard.refuse(res, "parse_error")
+        if (Array.isArray(parsed.value)) return Guard.refuse(res, "batch")
+        // Re-check: the registration may have closed while the body was being read.
+        const entry = authenticate(Guard.presentedToken(shape.authorization))
+        if (entry === undefined) return Guard.refuse(res, "unauthorized")
+        if (isToolsCall(parsed.value)) {
+          if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
+          state.calls++
+          // Returned as soon as the answer is flushed (or the exchange ends any other way), so a
+          // client that sends its next call right after reading an answer never meets a stale slot.
+          exchange.onEnd(() => state.calls--)
+        }
+        Mcp.serve(entry.handlers, req, res, parsed.value, validator, exchange.onEnd).catch(() =>
+          Guard.refuse(res, "bad_request")
+        )
+      }, refuseAndClose)
+    }
 
     const start = Effect.async<Listener, GatewayError>((resume) => {
       const responses = new WeakMap<Socket, Http.ServerResponse>()
@@ -261,6 +270,7 @@ export const make = (options: Options = {}): Effect.Effect<
         connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(limits.headersTimeout / 4)))
       })
       const listener: Listener = { server, url: "", inflight: 0, onIdle: undefined }
+      const connectionOf = Exchange.connections()
       server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
         const refusal: Guard.Refusal = error.code === "HPE_HEADER_OVERFLOW"
           ? "header_too_large"
@@ -291,12 +301,12 @@ export const make = (options: Options = {}): Effect.Effect<
         const handle = onRequest(listener, authority, `http://${authority}`)
         server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
           responses.set(req.socket, res)
-          handle(req, res, false)
+          handle(req, res, connectionOf(req.socket), false)
         })
         // With a listener, Node no longer answers `100 Continue` by itself before the checks.
         server.on("checkContinue", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
           responses.set(req.socket, res)
-          handle(req, res, true)
+          handle(req, res, connectionOf(req.socket), true)
         })
         ;(listener as { url: string }).url = `http://${authority}/mcp`
         resume(Effect.succeed(listener))

@@ -6,7 +6,12 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
-import type { CallToolResult, Tool as McpTool } from "@modelcontextprotocol/sdk/types.js"
+import type {
+  CallToolResult,
+  JSONRPCErrorResponse,
+  JSONRPCMessage,
+  Tool as McpTool
+} from "@modelcontextprotocol/sdk/types.js"
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import type * as Catalog from "@tether/tool/Catalog"
@@ -86,8 +91,52 @@ export interface Handlers {
 export const makeValidator = (): AjvJsonSchemaValidator => new AjvJsonSchemaValidator()
 
 /**
+ * The fixed text of each JSON-RPC error code the SDK may answer with. The SDK's own texts can
+ * carry request details (a validation failure's issue list): only these, and the gateway's own
+ * fixed errors, ever reach the client.
+ */
+const fixedErrors: { readonly [code: number]: string } = {
+  [ErrorCode.ParseError]: "Parse error",
+  [ErrorCode.InvalidRequest]: "Invalid request",
+  [ErrorCode.MethodNotFound]: "Method not found",
+  [ErrorCode.InvalidParams]: "Invalid params",
+  [ErrorCode.InternalError]: "Internal error"
+}
+
+/** The gateway's own error texts (already fixed). */
+const ownErrors: ReadonlySet<string> = new Set([canceledError().message, unknownToolError().message])
+
+const isErrorResponse = (message: JSONRPCMessage): message is JSONRPCErrorResponse =>
+  typeof (message as { readonly error?: unknown }).error === "object"
+
+const invalidParams = { code: ErrorCode.InvalidParams, message: fixedErrors[ErrorCode.InvalidParams]! }
+
+/**
+ * The transport of one request. Every JSON-RPC error it sends gets a fixed text: the request's
+ * params failed the SDK's validation (`invalidParams`) → `Invalid params`; one of the gateway's
+ * own errors → unchanged; anything else → the fixed text of its code.
+ */
+class Transport extends StreamableHTTPServerTransport {
+  invalidParams = false
+
+  override send(
+    message: JSONRPCMessage,
+    options?: Parameters<StreamableHTTPServerTransport["send"]>[1]
+  ): Promise<void> {
+    if (!isErrorResponse(message)) return super.send(message, options)
+    const error = this.invalidParams
+      ? invalidParams
+      : ownErrors.has(message.error.message)
+      ? { code: message.error.code, message: message.error.message }
+      : { code: message.error.code, message: fixedErrors[message.error.code] ?? "Internal error" }
+    return super.send({ jsonrpc: message.jsonrpc, id: message.id, error }, options)
+  }
+}
+
+/**
  * Serves one already-validated, already-authenticated request through a fresh SDK server
- * and transport; both are closed when the response ends.
+ * and transport; both are closed when the exchange ends (`onEnd`: the response is flushed or
+ * the connection is gone).
  *
  * @internal
  */
@@ -96,7 +145,8 @@ export const serve = (
   req: IncomingMessage,
   res: ServerResponse,
   body: unknown,
-  validator: AjvJsonSchemaValidator
+  validator: AjvJsonSchemaValidator,
+  onEnd: (callback: () => void) => void
 ): Promise<void> => {
   const server = new Server(serverInfo, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
   const tools = { tools: handlers.tools as Array<McpTool> }
@@ -107,8 +157,11 @@ export const serve = (
     if (!handlers.has(name)) return Promise.reject(unknownToolError())
     return handlers.call(name, request.params.arguments ?? {}, extra.signal)
   })
-  const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true })
-  res.once("close", () => {
+  const transport = new Transport({ enableJsonResponse: true })
+  // Classified here, before the SDK answers with its own validation text.
+  transport.invalidParams = typeof body === "object" && body !== null &&
+    (body as { readonly method?: unknown }).method === "tools/call" && !CallToolRequestSchema.safeParse(body).success
+  onEnd(() => {
     void transport.close()
     void server.close()
   })

@@ -67,6 +67,50 @@ export const toJson = (u: unknown): Either.Either<unknown, string> => {
   return copied.ok ? Either.right(copied.value) : Either.left(copied.reason)
 }
 
+interface Visit {
+  readonly value: unknown
+  readonly key: PropertyKey | undefined
+  readonly parent: Visit | undefined
+}
+
+const pathOf = (visit: Visit): ReadonlyArray<PropertyKey> => {
+  const path: Array<PropertyKey> = []
+  for (let at: Visit | undefined = visit; at?.key !== undefined; at = at.parent) path.push(at.key)
+  return path.reverse()
+}
+
+/**
+ * The path of the first number in `u` that is not finite, depth first in key order, or
+ * `undefined`. JSON has no NaN or ±Infinity, yet `1e309` parses to `Infinity`. Iterative,
+ * because values may nest deeply, and each object is visited once, because a value may be cyclic.
+ * Reads properties: a throwing getter or Proxy trap throws.
+ *
+ * @internal
+ */
+export const firstNonFinite = (u: unknown): ReadonlyArray<PropertyKey> | undefined => {
+  const seen = new Set<object>()
+  const stack: Array<Visit> = [{ value: u, key: undefined, parent: undefined }]
+  while (stack.length > 0) {
+    const visit = stack.pop()!
+    const value = visit.value
+    if (typeof value === "number") {
+      if (!Number.isFinite(value)) return pathOf(visit)
+      continue
+    }
+    if (typeof value !== "object" || value === null || seen.has(value)) continue
+    seen.add(value)
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], key: i, parent: visit })
+    } else {
+      const keys = Object.keys(value)
+      for (let i = keys.length - 1; i >= 0; i--) {
+        stack.push({ value: (value as Record<string, unknown>)[keys[i]!], key: keys[i]!, parent: visit })
+      }
+    }
+  }
+  return undefined
+}
+
 /** @internal */
 export const deepFreeze = <A>(u: A): A => {
   if (typeof u === "object" && u !== null && !Object.isFrozen(u)) {
