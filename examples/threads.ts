@@ -9,7 +9,8 @@
  *   node --conditions=@tether/source --import tsx examples/threads.ts [--driver claude|codex|gemini]
  */
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Agent, ThreadStore } from "@tether/core"
+import { Agent } from "@tether/core"
+import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { Profile } from "@tether/profile"
 import { Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
@@ -103,7 +104,7 @@ const program = Effect.gen(function*() {
 
 // The SQLite store lives in a temp file here; a real host keeps it (or uses PostgreSQL).
 const dbDir = Fs.mkdtempSync(Path.join(process.env["TMPDIR"] ?? "/tmp", "tether-threads-"))
-const Store = ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: Path.join(dbDir, "threads.db") })))
+const Store = SqlThreadStore.layer.pipe(Layer.provide(SqliteClient.layer({ filename: Path.join(dbDir, "threads.db") })))
 
 Effect.runPromise(program.pipe(Effect.provide([Harness.layer, Store]))).catch((error: unknown) => {
   console.error(error)

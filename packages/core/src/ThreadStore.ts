@@ -5,13 +5,14 @@
  * Keys are the host's own opaque strings (any Unicode, lone surrogates and NUL included),
  * stored and compared exactly as given.
  *
+ * Stores: `layerMemory` here (the default), and the SQL store at its own entry point,
+ * `@tether/core/SqlThreadStore` (SQLite, PostgreSQL), which needs the optional `@effect/sql`.
+ *
  * @since 0.1.0
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Layer from "effect/Layer"
 import * as internal from "./internal/threadStore.js"
-import type { ThreadStore, ThreadStoreError } from "./internal/threadStore.js"
-import * as internalSql from "./internal/threadStoreSql.js"
+import type { ThreadStore } from "./internal/threadStore.js"
 
 export {
   /**
@@ -66,13 +67,3 @@ export type {
  * @category layers
  */
 export const layerMemory: Layer.Layer<ThreadStore> = internal.layerMemory
-
-/**
- * A store on `@effect/sql` (e.g. `@effect/sql-sqlite-node`'s `SqliteClient.layer({ filename })`
- * for an embedded persistent store). Runs its migrations on start (tables prefixed `tether_`).
- * Lease takeover and guarded commits are single atomic statements in portable SQL.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerSql: Layer.Layer<ThreadStore, ThreadStoreError, SqlClient.SqlClient> = internalSql.layerSql

@@ -8,3 +8,5 @@ export * as Skill from "./Skill.js"
 export * as Thread from "./Thread.js"
 export * as ThreadStore from "./ThreadStore.js"
 export * as ToolPolicy from "./ToolPolicy.js"
+
+// `SqlThreadStore` is only at `@tether/core/SqlThreadStore`: it needs the optional peer `@effect/sql`.

@@ -1,6 +1,7 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
+import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
@@ -17,7 +18,7 @@ const record = (key: string, session: string, turns = 1) =>
 
 const sqliteLayer = () => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
-  return ThreadStore.layerSql.pipe(
+  return SqlThreadStore.layer.pipe(
     Layer.provide(SqliteClient.layer({ filename: Path.join(dir, "threads.db") })),
     Layer.orDie,
     Layer.merge(
