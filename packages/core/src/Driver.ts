@@ -171,6 +171,11 @@ export interface MaterializedFile {
  */
 export interface Invocation {
   readonly command: string
+  /**
+   * How `command` was chosen and what was tried before it (e.g. "`claude` on the PATH given to
+   * the process, after trying: …"). A `SpawnFailed` run error quotes it.
+   */
+  readonly commandSource?: string
   readonly args: ReadonlyArray<string>
   readonly env: { readonly [name: string]: string }
   readonly cwd: string

@@ -23,10 +23,11 @@ import * as parser from "./internal/claudeParse.js"
  */
 export interface Config {
   /**
-   * Path of the `claude` executable. When absent, the first `node_modules/.bin/claude` found
-   * walking up from the host's current working directory is used (the pinned
-   * `@anthropic-ai/claude-code` dev/runtime dependency); when there is none, `claude` is
-   * looked up on the `PATH` given to the process (the host's `PATH`).
+   * The `claude` executable; always wins. When absent, the driver looks once, when it is built,
+   * for the `@anthropic-ai/claude-code` package the app installed (Node's module resolution from
+   * `@tether/drivers` in the app's `node_modules`, never from the working directory): the native
+   * binary of its platform package, then its launcher; when the app has none, `claude` on the
+   * `PATH` given to the process. The choice is logged once (Info); a `SpawnFailed` says what was tried.
    */
   readonly binary?: string
   /** Default model (`--model`); a turn's `model` wins. Absent: the CLI's own default. */

@@ -72,10 +72,13 @@ export interface ModelProvider {
  */
 export interface Config {
   /**
-   * Path of the Codex executable; always wins. When absent, the first `node_modules` walking
-   * up from the host's working directory that has one provides it, preferring the native
-   * binary of the platform package (`@openai/codex-linux-x64/vendor/<triple>/bin/codex`, about
-   * 80 ms per turn faster) over the npm Node launcher (`.bin/codex`); else `codex` on the `PATH`.
+   * The Codex executable; always wins. When absent, the driver looks once, when it is built, for
+   * the `@openai/codex` package the app installed (Node's module resolution from `@tether/drivers`
+   * in the app's `node_modules`, never from the working directory): the native binary of its
+   * platform package (`@openai/codex-linux-x64/vendor/<triple>/bin/codex`, about 80 ms per turn
+   * faster), the one vendored in the package, then the npm launcher run with this Node; when the
+   * app has none, `codex` on the `PATH` given to the process. The choice is logged once (Info); a
+   * `SpawnFailed` says what was tried.
    */
   readonly binary?: string
   /** Default model (`--model`); a turn's `model` wins. Absent: the profile's own setting. */
@@ -180,17 +183,3 @@ export const parse: Driver.Driver["parse"] = (lines, context) => parser.parse(li
  * @category parsing
  */
 export const classifyExit: (info: Driver.ExitInfo) => Driver.ProtocolError | undefined = parser.classifyExit
-
-/**
- * Where the binary is looked for in one `node_modules`, best first (native binary of the
- * platform package, the one vendored in `@openai/codex`, then the Node launcher).
- *
- * @since 0.1.0
- * @category binary
- */
-export const binaryCandidates: (
-  nodeModules: string,
-  platform: string,
-  arch: string,
-  join: (...parts: Array<string>) => string
-) => ReadonlyArray<string> = internal.binaryCandidates

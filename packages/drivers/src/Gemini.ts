@@ -28,9 +28,11 @@ import * as parser from "./internal/geminiParse.js"
  */
 export interface Config {
   /**
-   * Path of the `gemini` executable. When absent, the `@google/gemini-cli` package resolvable
-   * from the host's current working directory is run with the host's Node (`bundle/gemini.js`);
-   * when there is none, `gemini` is looked up on the `PATH` given to the process.
+   * The `gemini` executable; always wins. When absent, the driver looks once, when it is built,
+   * for the `@google/gemini-cli` package the app installed (Node's module resolution from
+   * `@tether/drivers` in the app's `node_modules`, never from the working directory) and runs its
+   * `bundle/gemini.js` with this Node; when the app has none, `gemini` on the `PATH` given to the
+   * process. The choice is logged once (Info); a `SpawnFailed` says what was tried.
    */
   readonly binary?: string
   /** Default model (`-m`); a turn's `model` wins. Absent: the CLI's own default (`auto`, which adds a router request). */

@@ -208,6 +208,14 @@ type Failure = {
 
 const fail = (failure: Failure) => Effect.fail(failure)
 
+/** The last lines a CLI wrote to stderr, so an error says why it died (the rest is in `raw`). */
+const stderrTail = (stderr: string): string => {
+  const text = stderr.trimEnd()
+  if (text === "") return ""
+  const tail = text.length > 2000 ? `…${text.slice(-2000)}` : text
+  return `; its stderr ends with:\n${tail}`
+}
+
 /**
  * Runs one admitted run to its end, publishing every event (exactly one `RunStarted`, one
  * `RunFinished`, last) and then ending the queue with the result or the `RunError`. When the
@@ -292,7 +300,14 @@ export const execute = (
       }, ctx.limits).pipe(
         Effect.provide(ctx.services),
         Effect.tap((running) => Effect.sync(() => ctx.processes.add(running))),
-        Effect.catchAll((error) => fail({ reason: "SpawnFailed", detail: error.message }))
+        Effect.catchAll((error) =>
+          fail({
+            reason: "SpawnFailed",
+            detail: invocation.commandSource === undefined
+              ? error.message
+              : `${error.message} (${invocation.command}: ${invocation.commandSource})`
+          })
+        )
       ),
       release
     )
@@ -367,9 +382,10 @@ export const execute = (
     }
     return yield* fail({
       reason: "ExitedWithoutResult",
-      detail: exit.exitCode === undefined
+      detail: (exit.exitCode === undefined
         ? `the provider process was killed by ${exit.signal} before its terminal record`
-        : `the provider process exited with code ${exit.exitCode} before its terminal record`,
+        : `the provider process exited with code ${exit.exitCode} before its terminal record`) +
+        stderrTail(running.raw().stderr),
       exit
     })
   }).pipe(Effect.scoped)

@@ -4,8 +4,8 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
-import { createRequire } from "node:module"
 import type { Config } from "../Gemini.js"
+import * as Binary from "./binary.js"
 import * as Env from "./env.js"
 import * as parser from "./geminiParse.js"
 import * as Skills from "./skills.js"
@@ -190,20 +190,15 @@ const readSettings = (request: Driver.InvocationRequest) =>
   })
 
 /**
- * The CLI to run: the configured path, else the `@google/gemini-cli` package resolvable from the
- * host's working directory (run with this Node), else `gemini` on the `PATH`.
+ * The CLI: `@google/gemini-cli`'s bundle (its `bin`), run with this Node.
+ *
  * @internal
  */
-export const resolveBinary = (config: Config): { readonly command: string; readonly prefix: ReadonlyArray<string> } => {
-  if (config.binary !== undefined) return { command: config.binary, prefix: [] }
-  try {
-    const require = createRequire(`${process.cwd()}/`)
-    const manifest = require.resolve("@google/gemini-cli/package.json")
-    const bin = manifest.slice(0, -"package.json".length) + "bundle/gemini.js"
-    return { command: process.execPath, prefix: [bin] }
-  } catch {
-    return { command: "gemini", prefix: [] }
-  }
+export const binarySpec: Binary.Spec = {
+  packageName: "@google/gemini-cli",
+  pathName: "gemini",
+  candidates: (installed) =>
+    installed.bin["gemini"] === undefined ? [] : [{ file: `${installed.dir}/${installed.bin["gemini"]}`, script: true }]
 }
 
 const sessionArgs = (session: Driver.SessionRequest) =>
@@ -228,7 +223,7 @@ const buildEnv = (config: Config, request: Driver.InvocationRequest, home: strin
   }, ["GEMINI_CLI_TRUST_WORKSPACE"])
 
 /** @internal */
-export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     if (request.sandbox !== undefined) {
       return yield* Effect.fail(providerError(`Gemini CLI cannot honour sandbox level "${request.sandbox}"`))
@@ -245,18 +240,18 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
     files.push(...Skills.project(request.skills, ".gemini/skills"))
-    const { command, prefix } = resolveBinary(config)
     // The prompt goes on stdin (never argv: no option parsing, no `ps` exposure, no size limit
     // below the CLI's 8 MiB); `-p ""` selects the headless mode, which appends stdin to it.
-    const args: Array<string> = [...prefix, "-p", "", "--output-format", "stream-json"]
+    const args: Array<string> = [...binary.prefix, "-p", "", "--output-format", "stream-json"]
     const model = request.model ?? config.model
     if (model !== undefined) args.push("-m", model)
     args.push(...(yield* sessionArgs(request.session)))
     if (config.trustWorkspace !== false) args.push("--skip-trust")
     if (config.approvalMode !== undefined) args.push("--approval-mode", config.approvalMode)
     return {
-      command,
+      command: binary.command,
       args,
+      commandSource: binary.source,
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
       stdin: request.prompt,
@@ -273,11 +268,16 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
 }
 
 /** @internal */
-export const driver = (config: Config = {}): Driver.Driver => ({
-  name: "gemini",
-  capabilities,
-  layout,
-  prepare: prepare(config),
-  parse: (lines, context) => parser.parse(lines, context),
-  classifyExit
-})
+export const driver = (config: Config = {}): Driver.Driver => {
+  const binary = Binary.resolve(binarySpec, config.binary)
+  const announce = Binary.announce("gemini", binary)
+  const prepareTurn = prepare(config, binary)
+  return {
+    name: "gemini",
+    capabilities,
+    layout,
+    prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
+    parse: (lines, context) => parser.parse(lines, context),
+    classifyExit
+  }
+}
