@@ -65,7 +65,7 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
     const { marker, started } = yield* Effect.gen(function*() {
       // Another registration keeps the listener up, so the closed agent's token is seen to get 401.
       const gateway = yield* Gateway.Gateway
-      yield* gateway.register(yield* Toolkit.executorFrom(Toolkit.empty, {}))
+      yield* gateway.register(yield* Toolkit.executor(Toolkit.empty))
       const agent = yield* Agent.make({
         driver: useFakeCli ? FakeCli.driver() : reference,
         definition: { instructions: "", skills: [], tools: Tools },

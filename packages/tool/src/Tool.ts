@@ -138,18 +138,6 @@ export type Failure<T extends Any> = Schema.Schema.Type<T["failureSchema"]>
 export type Handler<T extends Any, R = never> = (input: Input<T>) => Effect.Effect<Output<T>, Rejection | Failure<T>, R>
 
 /**
- * @since 0.1.0
- * @category type ids
- */
-export const HandlerTypeId: unique symbol = Symbol.for("@tether/tool/Tool/Handler")
-
-/**
- * @since 0.1.0
- * @category type ids
- */
-export type HandlerTypeId = typeof HandlerTypeId
-
-/**
  * The service that holds the handler of the tool called `Name`. `Toolkit.toLayer` provides
  * one per tool; `Toolkit.executor` requires one per tool, so a missing handler is a type error.
  *
@@ -157,7 +145,7 @@ export type HandlerTypeId = typeof HandlerTypeId
  * @category handlers
  */
 export interface HandlerService<Name extends string> {
-  readonly [HandlerTypeId]: HandlerTypeId
+  readonly [internal.HandlerTypeId]: internal.HandlerTypeId
   readonly name: Name
 }
 
