@@ -182,6 +182,21 @@ describe("package manifests", () => {
       expect(optional.filter((name) => loaded.has(name))).toEqual([])
     })
 
+    it(`${manifest.name}: its errors carry an identifier and are defined in public modules`, () => {
+      const found: Array<string> = []
+      for (const file of walk(Path.join(pkgDir, "src"), /\.ts$/)) {
+        const at = Path.relative(pkgDir, file)
+        for (
+          const [, name, identifier] of Fs.readFileSync(file, "utf8").matchAll(/Schema\.TaggedError<(\w+)>\(([^)]*)\)/g)
+        ) {
+          found.push(name!)
+          expect(identifier, `${name} in ${at}`).toBe(`"${manifest.name}/${name}"`)
+          expect(at.startsWith("src/internal/"), `${name} is defined in ${at}`).toBe(false)
+        }
+      }
+      if (manifest.name === "@tether/core") expect(found).toEqual(expect.arrayContaining(["AgentClosed", "ThreadBusy"]))
+    })
+
     it(`${manifest.name}: ships every top-level directory it has, besides tests and build state`, () => {
       const shipped = new Set((manifest.files ?? []).map((file) => file.split("/")[0]))
       const directories = Fs.readdirSync(pkgDir, { withFileTypes: true })

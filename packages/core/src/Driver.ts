@@ -242,7 +242,7 @@ export type Output =
  * @since 0.1.0
  * @category errors
  */
-export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
+export class ProtocolError extends Schema.TaggedError<ProtocolError>("@tether/core/ProtocolError")("ProtocolError", {
   reason: Schema.Literal("HostedToolsUnavailable", "ResumeRejected", "MalformedOutput", "ProviderError"),
   detail: Schema.String
 }) {

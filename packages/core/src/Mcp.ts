@@ -65,20 +65,22 @@ export interface HttpOptions extends SourceOptions {
  * @since 0.1.0
  * @category errors
  */
-export class McpSourceError extends Schema.TaggedError<McpSourceError>()("McpSourceError", {
-  key: Schema.String,
-  reason: Schema.Literal(
-    "InvalidKey",
-    "ReservedKey",
-    "DuplicateKey",
-    "ReservedVariable",
-    "InvalidVariable",
-    "InvalidCommand",
-    "InvalidUrl",
-    "InvalidHeader"
-  ),
-  detail: Schema.String
-}) {
+export class McpSourceError
+  extends Schema.TaggedError<McpSourceError>("@tether/core/McpSourceError")("McpSourceError", {
+    key: Schema.String,
+    reason: Schema.Literal(
+      "InvalidKey",
+      "ReservedKey",
+      "DuplicateKey",
+      "ReservedVariable",
+      "InvalidVariable",
+      "InvalidCommand",
+      "InvalidUrl",
+      "InvalidHeader"
+    ),
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `MCP source ${JSON.stringify(this.key)}: ${this.reason}: ${this.detail}`
   }

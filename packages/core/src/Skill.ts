@@ -92,7 +92,7 @@ export interface Loaded {
  * @since 0.1.0
  * @category errors
  */
-export class SkillError extends Schema.TaggedError<SkillError>()("SkillError", {
+export class SkillError extends Schema.TaggedError<SkillError>("@tether/core/SkillError")("SkillError", {
   skill: Schema.String,
   reason: Schema.Literal("InvalidName", "NotFound", "MissingSkillFile", "Unreadable", "TooLarge"),
   detail: Schema.String

@@ -32,6 +32,14 @@ export {
   ThreadBusy,
   /**
    * @since 0.1.0
+   * @category errors
+   */
+  ThreadStoreError
+} from "./ThreadStoreError.js"
+
+export {
+  /**
+   * @since 0.1.0
    * @category models
    */
   ThreadRecord,
@@ -39,12 +47,7 @@ export {
    * @since 0.1.0
    * @category tags
    */
-  ThreadStore,
-  /**
-   * @since 0.1.0
-   * @category errors
-   */
-  ThreadStoreError
+  ThreadStore
 } from "./internal/threadStore.js"
 
 export type {

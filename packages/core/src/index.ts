@@ -7,6 +7,7 @@ export * as Result from "./Result.js"
 export * as Skill from "./Skill.js"
 export * as Thread from "./Thread.js"
 export * as ThreadStore from "./ThreadStore.js"
+export * as ThreadStoreError from "./ThreadStoreError.js"
 export * as ToolPolicy from "./ToolPolicy.js"
 
 // `SqlThreadStore` is only at `@tether/core/SqlThreadStore`: it needs the optional peer `@effect/sql`.

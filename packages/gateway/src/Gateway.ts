@@ -22,7 +22,7 @@ import * as internal from "./internal/gateway.js"
  * @since 0.1.0
  * @category errors
  */
-export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayError", {
+export class GatewayError extends Schema.TaggedError<GatewayError>("@tether/gateway/GatewayError")("GatewayError", {
   reason: Schema.Literal("ListenFailed"),
   detail: Schema.String
 }) {

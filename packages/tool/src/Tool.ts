@@ -253,25 +253,27 @@ export const findRejection: (u: unknown) => Option.Option<Rejection> = internalR
  * @since 0.1.0
  * @category errors
  */
-export class ToolDefinitionError extends Schema.TaggedError<ToolDefinitionError>()("ToolDefinitionError", {
-  /** The tool's name (shortened when the name itself is what is invalid). */
-  tool: Schema.String,
-  reason: Schema.Literal(
-    "InvalidName",
-    "EmptyDescription",
-    "InvalidTitle",
-    "InvalidRevision",
-    "DuplicateName",
-    "NonObjectInput",
-    "InvalidSchema",
-    "NonLocalRef",
-    "InvalidAnnotations",
-    "ContradictoryAnnotations",
-    "MissingHandler",
-    "HandlerMismatch"
-  ),
-  detail: Schema.String
-}) {
+export class ToolDefinitionError
+  extends Schema.TaggedError<ToolDefinitionError>("@tether/tool/ToolDefinitionError")("ToolDefinitionError", {
+    /** The tool's name (shortened when the name itself is what is invalid). */
+    tool: Schema.String,
+    reason: Schema.Literal(
+      "InvalidName",
+      "EmptyDescription",
+      "InvalidTitle",
+      "InvalidRevision",
+      "DuplicateName",
+      "NonObjectInput",
+      "InvalidSchema",
+      "NonLocalRef",
+      "InvalidAnnotations",
+      "ContradictoryAnnotations",
+      "MissingHandler",
+      "HandlerMismatch"
+    ),
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `tool ${JSON.stringify(this.tool)}: ${this.reason}: ${this.detail}`
   }
