@@ -61,35 +61,6 @@ import type * as Thread from "./Thread.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
 
 /**
- * The reserved MCP server key of the hosted tools. Drivers declare the gateway under this key
- * and render host tool names from it (e.g. `mcp__tether__<tool>`); a source profile entry using
- * it is rejected before launch.
- *
- * @since 0.1.0
- * @category constants
- */
-export const hostedKey: string = internal.hostedKey
-
-/**
- * The environment variable every provider process (and, by inheritance, its descendants) carries
- * with the agent's `marker`, so leftovers can be found and reaped.
- *
- * @since 0.1.0
- * @category constants
- */
-export const markerVariable: string = internalProcess.markerVariable
-
-/**
- * SIGKILLs the processes left by a host that died without closing its agents (found by the
- * marker every provider process carries; the marker names its host's pid). Runs once per host
- * process at the first `make`; hosts may also run it at start. Returns the pids signalled.
- *
- * @since 0.1.0
- * @category lifecycle
- */
-export const reapOrphans: Effect.Effect<ReadonlyArray<number>> = internalProcess.reapOrphans
-
-/**
  * Who the agent acts as. It keys the execution clone and enters the fingerprint; it is never
  * an authorization decision and never reaches tool handlers.
  *
@@ -237,7 +208,7 @@ export interface CloseOptions {
 export interface Agent {
   /** Random per agent instance. */
   readonly id: string
-  /** The value of `markerVariable` in every process of this agent (`<host pid>-<id>`). */
+  /** The value of `Unstable.markerVariable` in every process of this agent (`<host pid>-<id>`). */
   readonly marker: string
   readonly provider: string
   readonly identity: Identity | undefined

@@ -163,7 +163,7 @@ export interface MaterializedFile {
 /**
  * A process to spawn. `env` is complete: nothing of the host's environment is inherited; core
  * adds only the token variable (`hosted.tokenVariable`) and the agent's marker
- * (`Agent.markerVariable`). The process runs in its own process group; `files` are written into
+ * (`Unstable.markerVariable`). The process runs in its own process group; `files` are written into
  * the execution clone (relative to `profileDir`) before it starts.
  *
  * @since 0.1.0

@@ -87,16 +87,6 @@ export class McpSourceError
 }
 
 /**
- * The prefix of every environment variable the library sets in a provider process (the
- * hosted token's random variable, the process marker). No source may declare, reference or
- * alias a name with it.
- *
- * @since 0.1.0
- * @category constants
- */
-export const reservedVariablePrefix: string = "TETHER_"
-
-/**
  * A source the CLI starts as a child process speaking MCP over stdio. `env` is the complete
  * set of variables the definition adds for it (literal values).
  *
@@ -126,14 +116,3 @@ export const http = (key: string, url: string, options?: HttpOptions): Source =>
  * @category constructors
  */
 export const sse = (key: string, url: string, options?: HttpOptions): Source => internal.sse(key, url, options)
-
-/**
- * Checks one source on its own (key, transport fields, reserved names); `hostedKey` is the
- * reserved key of the hosted tools. Cross-source checks (duplicate keys, tool names, driver
- * transports) happen when the agent is built.
- *
- * @since 0.1.0
- * @category validation
- */
-export const validate = (source: Source, hostedKey: string): McpSourceError | undefined =>
-  internal.validate(source, hostedKey)

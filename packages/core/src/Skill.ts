@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 // The internal module imports this one back (for `SkillError`): nothing here reads it while
 // the modules are being evaluated, only when called.
@@ -103,15 +102,6 @@ export class SkillError extends Schema.TaggedError<SkillError>("@tether/core/Ski
 }
 
 /**
- * The name of the reserved hosted tool that lists and reads the agent's skills. A user tool
- * with this name fails construction.
- *
- * @since 0.1.0
- * @category constants
- */
-export const readSkillToolName = "read_skill" as const
-
-/**
  * @since 0.1.0
  * @category guards
  */
@@ -135,12 +125,3 @@ export const dir = (path: string, options?: { readonly name?: string | undefined
  * @category constructors
  */
 export const inline = (name: string, markdown: string): Skill => internal.inline(name, markdown)
-
-/**
- * Checks the skill's name and snapshots its content (for a directory: every regular file,
- * UTF-8 text only, bounded; links and special files are refused).
- *
- * @since 0.1.0
- * @category loading
- */
-export const load = (skill: Skill): Effect.Effect<Loaded, SkillError> => internal.load(skill)

@@ -10,4 +10,5 @@ export * as ThreadStore from "./ThreadStore.js"
 export * as ThreadStoreError from "./ThreadStoreError.js"
 export * as ToolPolicy from "./ToolPolicy.js"
 
-// `SqlThreadStore` is only at `@tether/core/SqlThreadStore`: it needs the optional peer `@effect/sql`.
+// Only at their own entry points: `SqlThreadStore` (it needs the optional peer `@effect/sql`) and
+// `Unstable` (internals other packages use, with no stability promise).

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Event, Result } from "@tether/core"
 import type { Driver } from "@tether/core"
+import * as Unstable from "@tether/core/Unstable"
 import { FakeCli, Harness, Reference } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Context from "effect/Context"
@@ -218,7 +219,7 @@ describe("leftovers of a dead host", () => {
       ChildProcess.spawn("sleep", ["600"], {
         detached: true,
         stdio: "ignore",
-        env: { PATH: process.env["PATH"], [Agent.markerVariable]: marker }
+        env: { PATH: process.env["PATH"], [Unstable.markerVariable]: marker }
       })
     )
   it.live("reapOrphans kills processes whose host is dead and leaves live hosts' processes alone", () =>
@@ -229,7 +230,7 @@ describe("leftovers of a dead host", () => {
       const owned = yield* spawnMarked(`${process.pid}-owned`)
       yield* Effect.addFinalizer(() => Effect.sync(() => owned.kill("SIGKILL")))
       yield* Effect.sleep("100 millis")
-      const reaped = yield* Agent.reapOrphans
+      const reaped = yield* Unstable.reapOrphans
       expect(reaped).toContain(orphan.pid)
       expect(reaped).not.toContain(owned.pid)
       yield* Effect.sleep("100 millis")
