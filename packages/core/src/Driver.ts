@@ -16,7 +16,7 @@ import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
-import type { Usage } from "./Event.js"
+import type { Usage } from "./Result.js"
 
 /**
  * Sandbox levels a turn may ask for, from the most to the least restrictive.

@@ -289,7 +289,7 @@ export const make = (
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
           ...(credential === undefined ? {} : { tools: credential.tools, token: credential.token }),
-          ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped })
+          ...(hooks === undefined ? {} : { threadKey: hooks.threadKey, commit: hooks.commit, reaped: hooks.reaped })
         }
         const fiber = yield* admission.withPermits(1)(
           fenced

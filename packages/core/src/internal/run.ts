@@ -70,6 +70,8 @@ export interface Request {
   readonly prompt: string
   readonly model: string | undefined
   readonly session: Driver.SessionRequest
+  /** The thread whose turn this run is (absent for an agent's own run). */
+  readonly threadKey?: string
   /** This turn's effective tools (a per-turn tool policy); default: every tool of the agent. */
   readonly tools?: ReadonlyArray<string>
   /** The narrower credential carrying `tools`: the token variable's value for this run. */
@@ -158,7 +160,7 @@ const outputToEvents = (
     case "Usage": {
       const usage = toUsage(output.usage)
       state.usage = usage
-      into.push(Emitter.critical((base) => new Event.UsageReported({ ...base, usage }, true)))
+      into.push(Emitter.critical((base) => new Event.Usage({ ...base, usage }, true)))
       return
     }
     case "Notice":
@@ -429,6 +431,7 @@ export const execute = (
         ...base,
         provider: ctx.driver.name,
         ...(request.model === undefined ? {} : { model: request.model }),
+        ...(request.threadKey === undefined ? {} : { threadKey: request.threadKey }),
         effectiveTools: request.tools ?? ctx.tools,
         instructions: ctx.instructions
       }, true)
