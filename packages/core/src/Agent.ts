@@ -39,21 +39,24 @@ import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
 import type * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
-import type * as Tool from "@tether/tool/Tool"
-import * as Toolkit from "@tether/tool/Toolkit"
+import type * as Toolkit from "@tether/tool/Toolkit"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { AgentClosed, CloseTimeout, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
-import { AgentConfigError } from "./AgentError.js"
+import type {
+  AgentClosed,
+  AgentConfigError,
+  CloseTimeout,
+  InvalidTurn,
+  RunError,
+  UnsupportedCapability
+} from "./AgentError.js"
 import type * as Driver from "./Driver.js"
 import type * as Event from "./Event.js"
 import * as internal from "./internal/agent.js"
-import * as DefinitionInternal from "./internal/definition.js"
-import * as internalProcess from "./internal/process.js"
 import type * as Mcp from "./Mcp.js"
 import type { Result } from "./Result.js"
 import type * as Skill from "./Skill.js"
@@ -250,33 +253,13 @@ export type Requirements =
  * @since 0.1.0
  * @category constructors
  */
-export const make = <Tools extends Toolkit.Any>(
+export const make: <Tools extends Toolkit.Any>(
   options: Options<Tools>
-): Effect.Effect<
+) => Effect.Effect<
   Agent,
   AgentConfigError | UnsupportedCapability,
   Requirements | Toolkit.HandlerServices<Tools>
-> =>
-  Effect.gen(function*() {
-    const untyped = options as unknown as Options<never>
-    yield* internal.validate(untyped)
-    const validated = yield* DefinitionInternal.validate(options.definition, {
-      driver: options.driver.name,
-      capabilities: options.driver.capabilities,
-      hostedKey: internal.hostedKey,
-      reservedVariable: (name) => name === internalProcess.markerVariable
-    })
-    const executor = yield* (DefinitionInternal.executor(validated) as Effect.Effect<
-      Catalog.Executor,
-      Tool.ToolDefinitionError,
-      Toolkit.HandlerServices<Tools>
-    >).pipe(
-      Effect.mapError((error) =>
-        new AgentConfigError({ reason: "InvalidDefinition", detail: error.message, cause: error })
-      )
-    )
-    return yield* internal.make(untyped, executor, validated)
-  }).pipe(Effect.withSpan("Agent.make"))
+> = internal.make as never
 
 /**
  * The same agent as a scoped Layer.

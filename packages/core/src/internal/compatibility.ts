@@ -1,5 +1,5 @@
 /** @internal */
-import * as Crypto from "node:crypto"
+import { sha256 } from "./hash.js"
 
 /**
  * JSON with object keys sorted at every depth and `undefined` members left out, so equal
@@ -50,4 +50,4 @@ export interface CompatibilityInput {
  * @internal
  */
 export const compatibilityFingerprint = (input: CompatibilityInput): string =>
-  Crypto.createHash("sha256").update("tether/compatibility/v1\u0000").update(canonicalJson(input)).digest("hex")
+  sha256("tether/compatibility/v1\u0000", canonicalJson(input))
