@@ -29,7 +29,7 @@ export default defineWorkspace([
       name: "repo",
       root: "./test",
       include: ["**/*.test.ts"],
-      globalSetup: ["../scripts/testTmpdir.ts"],
+      globalSetup: ["../scripts/testTmpdir.ts", "../scripts/buildPackages.ts"],
       testTimeout: 120_000
     }
   }

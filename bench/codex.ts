@@ -20,6 +20,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Toml from "smol-toml"
+import * as Binary from "../packages/drivers/src/internal/binary.js"
+import { binarySpec as codexBinary } from "../packages/drivers/src/internal/codex.js"
 
 const turns = Number(process.argv[2] ?? 5)
 
@@ -44,7 +46,8 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return performance.now() - start
   })
 
-const native = Codex.binaryCandidates(Path.resolve("node_modules"), process.platform, process.arch, Path.join)[0]!
+// What the driver resolves by default (the platform package's native binary).
+const native = Binary.resolve(codexBinary, undefined).command
 const launcher = Path.resolve("node_modules/.bin/codex")
 
 const provider = (baseUrl: string) => ({

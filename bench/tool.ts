@@ -13,6 +13,7 @@
 import { Catalog, Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import { executorFrom } from "../packages/tool/src/internal/toolkit.js"
 
 export interface Row {
   readonly group: "execute" | "catalog" | "fingerprint"
@@ -70,7 +71,7 @@ const loop = <A, E>(iterations: number, once: () => Effect.Effect<A, E>) =>
 
 const measureExecution = Effect.gen(function*() {
   const kit = Toolkit.make(Small, Nested)
-  const executor = yield* Toolkit.executorFrom(kit, { small: smallHandler, nested: nestedHandler })
+  const executor = yield* executorFrom(kit, { small: smallHandler, nested: nestedHandler })
   const decodedNested = Schema.decodeUnknownSync(Nested.inputSchema)(nestedInput)
   // By hand: the Schema work alone (decode, handler, encode, JSON text), no executor.
   const byHand = <I, IE, O, OE>(

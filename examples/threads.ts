@@ -14,7 +14,8 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as FileSystem from "@effect/platform/FileSystem"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Agent, type Result, ThreadStore } from "@tether/core"
+import { Agent, type Result } from "@tether/core"
+import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { Profile } from "@tether/profile"
 import { Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
@@ -139,7 +140,7 @@ const program = Effect.gen(function*() {
 // host keeps it (or uses PostgreSQL).
 const Store = Layer.unwrapScoped(Effect.gen(function*() {
   const dir = yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped({ prefix: "tether-threads-" })
-  return ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: Path.join(dir, "threads.db") })))
+  return SqlThreadStore.layer.pipe(Layer.provide(SqliteClient.layer({ filename: Path.join(dir, "threads.db") })))
 }))
 
 // runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered

@@ -1,6 +1,10 @@
 /**
- * Public-API extraction for the golden test: every package entry point and public subpath,
- * as a sorted list of `name: kind` lines, read through the TypeScript checker.
+ * Public-API extraction for the golden test: every package entry point and public subpath, read
+ * from the emitted `.d.ts` (what a user's compiler sees) through the TypeScript checker. Each
+ * export is a `name: kind` line; an entry point's own exports are followed by their emitted
+ * declarations (comments removed, indented), so a changed signature changes the golden, not only
+ * a renamed export. Members of `export * as Name` namespaces are listed by name only: their
+ * declarations are pinned in the section of the module they come from.
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -8,8 +12,11 @@ import ts from "typescript"
 
 export type ExportKind = "class" | "const" | "enum" | "function" | "namespace" | "type"
 
+const resolveAlias = (checker: ts.TypeChecker, symbol: ts.Symbol): ts.Symbol =>
+  symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol
+
 const kindOf = (checker: ts.TypeChecker, symbol: ts.Symbol): ExportKind => {
-  const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol
+  const target = resolveAlias(checker, symbol)
   const flags = target.flags
   if (flags & ts.SymbolFlags.Class) return "class"
   if (flags & ts.SymbolFlags.Enum) return "enum"
@@ -26,19 +33,65 @@ const kindOf = (checker: ts.TypeChecker, symbol: ts.Symbol): ExportKind => {
   return "type"
 }
 
-const describeModule = (checker: ts.TypeChecker, moduleSymbol: ts.Symbol, prefix: string, out: Array<string>) => {
+const printer = ts.createPrinter({ removeComments: true, newLine: ts.NewLineKind.LineFeed })
+
+const print = (node: ts.Node): Array<string> =>
+  printer.printNode(ts.EmitHint.Unspecified, node, node.getSourceFile()).split("\n")
+
+/**
+ * The emitted declarations of a symbol. A class emitted as `extends X_base` (Schema classes,
+ * `Context.Tag` classes) is preceded by the declaration of its unexported base, which carries
+ * the fields and the identifier.
+ */
+const declarationsOf = (checker: ts.TypeChecker, symbol: ts.Symbol): Array<string> => {
+  const lines: Array<string> = []
+  for (const declaration of symbol.declarations ?? []) {
+    if (ts.isVariableDeclaration(declaration)) {
+      lines.push(...print(declaration.parent.parent))
+      continue
+    }
+    if (ts.isClassDeclaration(declaration)) {
+      for (const clause of declaration.heritageClauses ?? []) {
+        for (const type of clause.types) {
+          if (!ts.isIdentifier(type.expression)) continue
+          const base = checker.getSymbolAtLocation(type.expression)
+          const baseDeclaration = base?.valueDeclaration
+          if (
+            baseDeclaration !== undefined && ts.isVariableDeclaration(baseDeclaration) &&
+            baseDeclaration.getSourceFile() === declaration.getSourceFile()
+          ) lines.push(...print(baseDeclaration.parent.parent))
+        }
+      }
+    }
+    lines.push(...print(declaration))
+  }
+  return lines
+}
+
+interface Entry {
+  readonly name: string
+  readonly lines: ReadonlyArray<string>
+}
+
+const describeModule = (
+  checker: ts.TypeChecker,
+  moduleSymbol: ts.Symbol,
+  prefix: string,
+  signatures: boolean,
+  out: Array<Entry>
+) => {
   for (const symbol of checker.getExportsOfModule(moduleSymbol)) {
     const name = prefix + symbol.getName()
     const kind = kindOf(checker, symbol)
-    out.push(`${name}: ${kind}`)
-    if (kind === "namespace") {
-      const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol
-      describeModule(checker, target, `${name}.`, out)
-    }
+    const target = resolveAlias(checker, symbol)
+    const lines = [`${name}: ${kind}`]
+    if (kind === "namespace") describeModule(checker, target, `${name}.`, false, out)
+    else if (signatures) lines.push(...declarationsOf(checker, target).map((line) => `  ${line}`))
+    out.push({ name, lines })
   }
 }
 
-/** Lists the exports of each file as sorted `name: kind` lines. */
+/** Lists the exports of each file, sorted by name: `name: kind`, then their declarations. */
 export const extractApi = (
   files: ReadonlyArray<string>,
   options: ts.CompilerOptions = {}
@@ -47,7 +100,6 @@ export const extractApi = (
     target: ts.ScriptTarget.ES2022,
     module: ts.ModuleKind.NodeNext,
     moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    customConditions: ["@tether/source"],
     strict: true,
     skipLibCheck: true,
     noEmit: true,
@@ -59,14 +111,24 @@ export const extractApi = (
   for (const file of files) {
     const source = program.getSourceFile(file)
     const moduleSymbol = source === undefined ? undefined : checker.getSymbolAtLocation(source)
-    const lines: Array<string> = []
-    if (moduleSymbol !== undefined) describeModule(checker, moduleSymbol, "", lines)
-    result.set(file, [...new Set(lines)].sort())
+    const entries: Array<Entry> = []
+    if (moduleSymbol !== undefined) describeModule(checker, moduleSymbol, "", true, entries)
+    const seen = new Set<string>()
+    result.set(
+      file,
+      entries
+        .filter((entry) => !seen.has(entry.name) && seen.add(entry.name) !== undefined)
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        .flatMap((entry) => entry.lines)
+    )
   }
   return result
 }
 
-/** The public entry points of a package: `.` and one subpath per `src/<Name>.ts`. */
+/**
+ * The public entry points of a package (its `exports`, but `./package.json`), each with the
+ * emitted declaration file its `types` condition points at.
+ */
 export const entryPoints = (packageDir: string): Array<{ readonly subpath: string; readonly file: string }> => {
   const manifest = JSON.parse(Fs.readFileSync(Path.join(packageDir, "package.json"), "utf8")) as {
     readonly exports: Record<string, unknown>
@@ -74,27 +136,98 @@ export const entryPoints = (packageDir: string): Array<{ readonly subpath: strin
   const entries: Array<{ subpath: string; file: string }> = []
   for (const [subpath, target] of Object.entries(manifest.exports)) {
     if (subpath === "./package.json" || target === null || typeof target !== "object") continue
-    const source = (target as Record<string, unknown>)["@tether/source"]
-    if (typeof source === "string") entries.push({ subpath, file: Path.join(packageDir, source) })
+    const types = (target as Record<string, unknown>)["types"]
+    if (typeof types === "string") entries.push({ subpath, file: Path.join(packageDir, types) })
   }
   return entries.sort((a, b) => a.subpath.localeCompare(b.subpath))
 }
 
-/** Renders a package's golden text: one section per entry point. */
-export const renderGolden = (packageDir: string): string => {
-  const entries = entryPoints(packageDir)
-  const api = extractApi(entries.map((entry) => entry.file))
-  return entries.map((entry) => [`[${entry.subpath}]`, ...(api.get(entry.file) ?? [])].join("\n")).join("\n\n") +
-    "\n"
+/**
+ * Renders the golden text of each package from its emitted `.d.ts`: one section per entry point.
+ * One program reads them all (the declarations of `effect` are loaded once).
+ */
+export const renderGoldens = (packageDirs: ReadonlyArray<string>): Map<string, string> => {
+  const entries = new Map(packageDirs.map((dir) => [dir, entryPoints(dir)]))
+  const files = [...entries.values()].flatMap((list) => list.map((entry) => entry.file))
+  const missing = files.filter((file) => !Fs.existsSync(file))
+  if (missing.length > 0) throw new Error(`not built: ${missing.join(", ")} (run \`npm run build\`)`)
+  const api = extractApi(files)
+  return new Map(
+    [...entries].map(([dir, list]) => [
+      dir,
+      list.map((entry) => [`[${entry.subpath}]`, ...(api.get(entry.file) ?? [])].join("\n")).join("\n\n") + "\n"
+    ])
+  )
 }
 
-/** A unified-style line diff, enough to show what moved. */
+/** Renders one package's golden text (see `renderGoldens`). */
+export const renderGolden = (packageDir: string): string => renderGoldens([packageDir]).get(packageDir)!
+
+/**
+ * A line diff (longest common subsequence) of two goldens: each changed line as `- ` / `+ `,
+ * under the export it belongs to (`@ [subpath] name: kind`).
+ */
 export const diffLines = (expected: string, actual: string): string => {
-  const before = new Set(expected.split("\n"))
-  const after = new Set(actual.split("\n"))
-  const removed = [...before].filter((line) => line !== "" && !after.has(line)).map((line) => `- ${line}`)
-  const added = [...after].filter((line) => line !== "" && !before.has(line)).map((line) => `+ ${line}`)
-  return [...removed, ...added].join("\n")
+  const a = expected.split("\n")
+  const b = actual.split("\n")
+  let start = 0
+  while (start < a.length && start < b.length && a[start] === b[start]) start++
+  let endA = a.length
+  let endB = b.length
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+    endA--
+    endB--
+  }
+  const n = endA - start
+  const m = endB - start
+  const table = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1))
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      table[i]![j] = a[start + i] === b[start + j]
+        ? table[i + 1]![j + 1]! + 1
+        : Math.max(table[i + 1]![j]!, table[i]![j + 1]!)
+    }
+  }
+  const headerOf = (lines: ReadonlyArray<string>, index: number): string => {
+    const signature = lines[index]!.startsWith(" ")
+    let section = ""
+    let entry = ""
+    for (let k = index - 1; k >= 0; k--) {
+      const line = lines[k]!
+      if (line.startsWith("[")) {
+        section = line
+        break
+      }
+      if (signature && entry === "" && line !== "" && !line.startsWith(" ")) entry = line
+    }
+    return `@ ${section} ${entry}`.trimEnd()
+  }
+  const out: Array<string> = []
+  let header = ""
+  const emit = (sign: string, lines: ReadonlyArray<string>, index: number) => {
+    if (lines[index] === "") return
+    const at = headerOf(lines, index)
+    if (at !== header && at !== "@") {
+      out.push(at)
+      header = at
+    }
+    out.push(`${sign} ${lines[index]}`)
+  }
+  let i = 0
+  let j = 0
+  while (i < n || j < m) {
+    if (i < n && j < m && a[start + i] === b[start + j]) {
+      i++
+      j++
+    } else if (i < n && (j === m || table[i + 1]![j]! >= table[i]![j + 1]!)) {
+      emit("-", a, start + i)
+      i++
+    } else {
+      emit("+", b, start + j)
+      j++
+    }
+  }
+  return out.join("\n")
 }
 
 /** The exports map a package must have: the root plus one subpath per public module. */

@@ -1,14 +1,21 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { diffLines, expectedExports, extractApi, renderGolden } from "../scripts/api.js"
+import { diffLines, expectedExports, extractApi, renderGoldens } from "../scripts/api.js"
 import { allowedImports } from "../scripts/boundaries.js"
 
 const root = Path.resolve(import.meta.dirname, "..")
 const update = process.env["UPDATE_API_GOLDEN"] === "1"
 
 describe("public API golden", () => {
-  for (const pkg of Object.keys(allowedImports)) {
+  const packages = Object.keys(allowedImports)
+  // From build/dts, which `npm test` (and the repo project's global setup) has just emitted.
+  let rendered: Map<string, string> | undefined
+  const goldenOf = (dir: string) => {
+    rendered ??= renderGoldens(packages.map((pkg) => Path.join(root, "packages", pkg)))
+    return rendered.get(dir)!
+  }
+  for (const pkg of packages) {
     const dir = Path.join(root, "packages", pkg)
     it(`@tether/${pkg} exports map lists the root and one subpath per public module`, () => {
       const manifest = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8"))
@@ -16,7 +23,7 @@ describe("public API golden", () => {
     })
     it(`@tether/${pkg} matches api.golden.txt`, () => {
       const golden = Path.join(dir, "api.golden.txt")
-      const actual = renderGolden(dir)
+      const actual = goldenOf(dir)
       if (update) Fs.writeFileSync(golden, actual)
       const expected = Fs.existsSync(golden) ? Fs.readFileSync(golden, "utf8") : ""
       if (expected !== actual) {
@@ -31,22 +38,48 @@ describe("public API golden", () => {
 })
 
 describe("the golden checker itself", () => {
-  const fixture = Path.join(root, "test/fixtures/api/sample.ts")
-  it("lists every export with its kind, namespace members included", () => {
-    expect(extractApi([fixture]).get(fixture)).toEqual([
+  const fixture = Path.join(root, "test/fixtures/api/sample.d.ts")
+  const golden = () => extractApi([fixture]).get(fixture)!.join("\n")
+
+  it("lists every export with its kind and its emitted declaration; namespace members by name", () => {
+    expect(golden()).toBe([
       "Alias: type",
+      "  export type Alias = string;",
       "Box: class",
+      "  declare const Box_base: new (value: number) => {",
+      "      readonly value: number;",
+      "  };",
+      "  export declare class Box extends Box_base {",
+      "      get doubled(): number;",
+      "  }",
+      "Inner: namespace",
       "Inner.Id: type",
       "Inner.make: function",
-      "Inner: namespace",
       "Shape: type",
+      "  export interface Shape {",
+      "      readonly sides: number;",
+      "  }",
       "answer: const",
-      "greet: function"
-    ])
+      "  export declare const answer = 42;",
+      "greet: function",
+      "  export declare function greet(name: string): string;"
+    ].join("\n"))
   })
+
   it("reports a renamed export as a removal plus an addition", () => {
-    const before = extractApi([fixture]).get(fixture)!.join("\n")
+    const before = golden()
     const after = before.replace("greet: function", "greeting: function")
     expect(diffLines(before, after)).toBe("- greet: function\n+ greeting: function")
+  })
+
+  it("reports a changed signature under the export it belongs to", () => {
+    const before = `[.]\n${golden()}`
+    const after = before.replace("greet(name: string): string", "greet(name: string, loud: boolean): string")
+    expect(after).not.toBe(before)
+    expect(diffLines(before, after)).toBe(
+      "@ [.] greet: function\n" +
+        "-   export declare function greet(name: string): string;\n" +
+        "+   export declare function greet(name: string, loud: boolean): string;"
+    )
   })
 })

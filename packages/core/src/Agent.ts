@@ -44,60 +44,30 @@ import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
 import type * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
-import type * as Tool from "@tether/tool/Tool"
-import * as Toolkit from "@tether/tool/Toolkit"
+import type * as Toolkit from "@tether/tool/Toolkit"
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
+import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
-import type { AgentClosed, CloseTimeout, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
-import { AgentConfigError } from "./AgentError.js"
+import type {
+  AgentClosed,
+  AgentConfigError,
+  CloseTimeout,
+  InvalidTurn,
+  RunError,
+  UnsupportedCapability
+} from "./AgentError.js"
 import type * as Driver from "./Driver.js"
 import type * as Event from "./Event.js"
 import * as internal from "./internal/agent.js"
-import * as DefinitionInternal from "./internal/definition.js"
-import * as internalProcess from "./internal/process.js"
 import type * as Mcp from "./Mcp.js"
 import type { Result } from "./Result.js"
 import type * as Skill from "./Skill.js"
 import type * as Thread from "./Thread.js"
 import type { ThreadStoreError } from "./ThreadStore.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
-
-/**
- * The reserved MCP server key of the hosted tools. Drivers declare the gateway under this key
- * and render host tool names from it (e.g. `mcp__tether__<tool>`); a source profile entry using
- * it is rejected before launch.
- *
- * @since 0.1.0
- * @category constants
- */
-export const hostedKey: string = internal.hostedKey
-
-/**
- * The environment variable every provider process (and, by inheritance, its descendants) carries
- * with the agent's `marker`, so leftovers can be found and reaped.
- *
- * @since 0.1.0
- * @category constants
- */
-export const markerVariable: string = internalProcess.markerVariable
-
-/**
- * SIGKILLs the processes left by a host that died without closing its agents (found by the
- * marker every provider process carries; the marker names its host by pid and process start
- * time, so a pid reused by another process does not hide them). Runs once per host process at
- * the first `make`, which then also removes the clones such hosts left, in every clone root they
- * recorded in the per-user state directory (`$XDG_STATE_HOME/tether`, else
- * `~/.local/state/tether`). Linux `/proc` only: elsewhere nothing is found. Returns the pids
- * signalled.
- *
- * @since 0.1.0
- * @category lifecycle
- */
-export const reapOrphans: Effect.Effect<ReadonlyArray<number>> = internalProcess.reapOrphans
 
 /**
  * Who the agent acts as. It keys the execution clone and enters the fingerprint; it is never
@@ -255,7 +225,7 @@ export interface CloseOptions {
 export interface Agent {
   /** Random per agent instance. */
   readonly id: string
-  /** The value of `markerVariable` in every process of this agent (`<host pid>-<host start time>-<id>`). */
+  /** The value of `Unstable.markerVariable` in every process of this agent (`<host pid>-<host start time>-<id>`). */
   readonly marker: string
   readonly provider: string
   readonly identity: Identity | undefined
@@ -308,33 +278,13 @@ export type Requirements =
  * @since 0.1.0
  * @category constructors
  */
-export const make = <Tools extends Toolkit.Any>(
+export const make: <Tools extends Toolkit.Any>(
   options: Options<Tools>
-): Effect.Effect<
+) => Effect.Effect<
   Agent,
   AgentConfigError | UnsupportedCapability,
   Requirements | Toolkit.HandlerServices<Tools>
-> =>
-  Effect.gen(function*() {
-    const untyped = options as unknown as Options<never>
-    yield* internal.validate(untyped)
-    const validated = yield* DefinitionInternal.validate(options.definition, {
-      driver: options.driver.name,
-      capabilities: options.driver.capabilities,
-      hostedKey: internal.hostedKey,
-      reservedVariable: (name) => name === internalProcess.markerVariable
-    })
-    const executor = yield* (DefinitionInternal.executor(validated) as Effect.Effect<
-      Catalog.Executor,
-      Tool.ToolDefinitionError,
-      Toolkit.HandlerServices<Tools>
-    >).pipe(
-      Effect.mapError((error) =>
-        new AgentConfigError({ reason: "InvalidDefinition", detail: error.message, cause: error })
-      )
-    )
-    return yield* internal.make(untyped, executor, validated)
-  }).pipe(Effect.withSpan("Agent.make"))
+> = internal.make as never
 
 /**
  * The same agent as a scoped Layer.

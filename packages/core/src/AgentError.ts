@@ -12,7 +12,7 @@ import { Result } from "./Result.js"
  * @since 0.1.0
  * @category errors
  */
-export class AgentClosed extends Schema.TaggedError<AgentClosed>()("AgentClosed", {
+export class AgentClosed extends Schema.TaggedError<AgentClosed>("@tether/core/AgentClosed")("AgentClosed", {
   agent: Schema.String
 }) {
   override get message(): string {
@@ -28,7 +28,7 @@ export class AgentClosed extends Schema.TaggedError<AgentClosed>()("AgentClosed"
  * @since 0.1.0
  * @category errors
  */
-export class InvalidTurn extends Schema.TaggedError<InvalidTurn>()("InvalidTurn", {
+export class InvalidTurn extends Schema.TaggedError<InvalidTurn>("@tether/core/InvalidTurn")("InvalidTurn", {
   reason: Schema.Literal("UnknownTool"),
   detail: Schema.String
 }) {
@@ -44,11 +44,13 @@ export class InvalidTurn extends Schema.TaggedError<InvalidTurn>()("InvalidTurn"
  * @since 0.1.0
  * @category errors
  */
-export class AgentConfigError extends Schema.TaggedError<AgentConfigError>()("AgentConfigError", {
-  reason: Schema.Literal("InvalidDefinition", "InvalidOptions", "Registration", "Profile"),
-  detail: Schema.String,
-  cause: Schema.optional(Schema.Defect)
-}) {
+export class AgentConfigError
+  extends Schema.TaggedError<AgentConfigError>("@tether/core/AgentConfigError")("AgentConfigError", {
+    reason: Schema.Literal("InvalidDefinition", "InvalidOptions", "Registration", "Profile"),
+    detail: Schema.String,
+    cause: Schema.optional(Schema.Defect)
+  })
+{
   override get message(): string {
     return `${this.reason}: ${this.detail}`
   }
@@ -61,11 +63,13 @@ export class AgentConfigError extends Schema.TaggedError<AgentConfigError>()("Ag
  * @since 0.1.0
  * @category errors
  */
-export class UnsupportedCapability extends Schema.TaggedError<UnsupportedCapability>()("UnsupportedCapability", {
-  driver: Schema.String,
-  capability: Schema.String,
-  detail: Schema.String
-}) {
+export class UnsupportedCapability
+  extends Schema.TaggedError<UnsupportedCapability>("@tether/core/UnsupportedCapability")("UnsupportedCapability", {
+    driver: Schema.String,
+    capability: Schema.String,
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `driver ${this.driver} does not support ${this.capability}: ${this.detail}`
   }
@@ -111,7 +115,7 @@ export type RunErrorReason = typeof RunErrorReason.Type
  * @since 0.1.0
  * @category errors
  */
-export class RunError extends Schema.TaggedError<RunError>()("RunError", {
+export class RunError extends Schema.TaggedError<RunError>("@tether/core/RunError")("RunError", {
   reason: RunErrorReason,
   detail: Schema.String,
   result: Result,
@@ -131,7 +135,7 @@ export class RunError extends Schema.TaggedError<RunError>()("RunError", {
  * @since 0.1.0
  * @category errors
  */
-export class CloseTimeout extends Schema.TaggedError<CloseTimeout>()("CloseTimeout", {
+export class CloseTimeout extends Schema.TaggedError<CloseTimeout>("@tether/core/CloseTimeout")("CloseTimeout", {
   agent: Schema.String,
   pending: Schema.Array(Schema.String)
 }) {

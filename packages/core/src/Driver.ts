@@ -16,7 +16,7 @@ import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
-import type { Usage } from "./Event.js"
+import type { Usage } from "./Result.js"
 
 /**
  * Sandbox levels a turn may ask for, from the most to the least restrictive.
@@ -163,7 +163,8 @@ export interface MaterializedFile {
 /**
  * A process to spawn. `env` is complete: nothing of the host's environment is inherited; core
  * adds only the token variable (`hosted.tokenVariable`, set to a credential minted for this
- * process and revoked when it ends) and the agent's marker (`Agent.markerVariable`). The process runs in its own process group; `files` are written into
+ * process and revoked when it ends) and the agent's marker (`Unstable.markerVariable`). The
+ * process runs in its own process group; `files` are written into
  * the execution clone (relative to `profileDir`) before it starts.
  *
  * @since 0.1.0
@@ -171,6 +172,11 @@ export interface MaterializedFile {
  */
 export interface Invocation {
   readonly command: string
+  /**
+   * How `command` was chosen and what was tried before it (e.g. "`claude` on the PATH given to
+   * the process, after trying: …"). A `SpawnFailed` run error quotes it.
+   */
+  readonly commandSource?: string
   readonly args: ReadonlyArray<string>
   readonly env: { readonly [name: string]: string }
   readonly cwd: string
@@ -237,7 +243,7 @@ export type Output =
  * @since 0.1.0
  * @category errors
  */
-export class ProtocolError extends Schema.TaggedError<ProtocolError>()("ProtocolError", {
+export class ProtocolError extends Schema.TaggedError<ProtocolError>("@tether/core/ProtocolError")("ProtocolError", {
   reason: Schema.Literal("HostedToolsUnavailable", "ResumeRejected", "MalformedOutput", "ProviderError"),
   detail: Schema.String
 }) {

@@ -8,21 +8,13 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
-import { Result, ThreadOpening, Usage } from "./Result.js"
+import * as Result from "./Result.js"
 
 const base = {
   runId: Schema.String,
   sequence: Schema.Number,
   time: Schema.Number
 }
-
-/**
- * Token usage (defined in `Result`, re-exported here for drivers).
- *
- * @since 0.1.0
- * @category models
- */
-export { Usage }
 
 /**
  * @since 0.1.0
@@ -32,6 +24,7 @@ export class RunStarted extends Schema.TaggedClass<RunStarted>()("RunStarted", {
   ...base,
   provider: Schema.String,
   model: Schema.optional(Schema.String),
+  /** The thread's key when the run is a thread's turn (absent for `agent.run` / `agent.stream`). */
   threadKey: Schema.optional(Schema.String),
   /** The tool names this turn may use (definition ∩ policy). */
   effectiveTools: Schema.Array(Schema.String),
@@ -49,7 +42,7 @@ export class RunStarted extends Schema.TaggedClass<RunStarted>()("RunStarted", {
  */
 export class ThreadOpened extends Schema.TaggedClass<ThreadOpened>()("ThreadOpened", {
   ...base,
-  opening: ThreadOpening
+  opening: Result.ThreadOpening
 }) {}
 
 /**
@@ -123,12 +116,14 @@ export class ToolCall extends Schema.TaggedClass<ToolCall>()("ToolCall", {
 }) {}
 
 /**
+ * The provider reported token usage (`usage` is the same `Result.Usage` the result carries).
+ *
  * @since 0.1.0
  * @category events
  */
-export class UsageReported extends Schema.TaggedClass<UsageReported>()("Usage", {
+export class Usage extends Schema.TaggedClass<Usage>()("Usage", {
   ...base,
-  usage: Usage
+  usage: Result.Usage
 }) {}
 
 /**
@@ -195,7 +190,7 @@ export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished"
    */
   reason: Schema.optional(Schema.String),
   /** The run's result: complete on `success`, partial otherwise (the same as the `RunError`'s). */
-  result: Result
+  result: Result.Result
 }) {}
 
 /**
@@ -210,7 +205,7 @@ export const Event = Schema.Union(
   ReasoningDelta,
   Message,
   ToolCall,
-  UsageReported,
+  Usage,
   Notice,
   ProcessStarted,
   ProcessExited,

@@ -65,34 +65,26 @@ export interface HttpOptions extends SourceOptions {
  * @since 0.1.0
  * @category errors
  */
-export class McpSourceError extends Schema.TaggedError<McpSourceError>()("McpSourceError", {
-  key: Schema.String,
-  reason: Schema.Literal(
-    "InvalidKey",
-    "ReservedKey",
-    "DuplicateKey",
-    "ReservedVariable",
-    "InvalidVariable",
-    "InvalidCommand",
-    "InvalidUrl",
-    "InvalidHeader"
-  ),
-  detail: Schema.String
-}) {
+export class McpSourceError
+  extends Schema.TaggedError<McpSourceError>("@tether/core/McpSourceError")("McpSourceError", {
+    key: Schema.String,
+    reason: Schema.Literal(
+      "InvalidKey",
+      "ReservedKey",
+      "DuplicateKey",
+      "ReservedVariable",
+      "InvalidVariable",
+      "InvalidCommand",
+      "InvalidUrl",
+      "InvalidHeader"
+    ),
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `MCP source ${JSON.stringify(this.key)}: ${this.reason}: ${this.detail}`
   }
 }
-
-/**
- * The prefix of every environment variable the library sets in a provider process (the
- * hosted token's random variable, the process marker). No source may declare, reference or
- * alias a name with it.
- *
- * @since 0.1.0
- * @category constants
- */
-export const reservedVariablePrefix: string = "TETHER_"
 
 /**
  * A source the CLI starts as a child process speaking MCP over stdio. `env` is the complete
@@ -124,14 +116,3 @@ export const http = (key: string, url: string, options?: HttpOptions): Source =>
  * @category constructors
  */
 export const sse = (key: string, url: string, options?: HttpOptions): Source => internal.sse(key, url, options)
-
-/**
- * Checks one source on its own (key, transport fields, reserved names); `hostedKey` is the
- * reserved key of the hosted tools. Cross-source checks (duplicate keys, tool names, driver
- * transports) happen when the agent is built.
- *
- * @since 0.1.0
- * @category validation
- */
-export const validate = (source: Source, hostedKey: string): McpSourceError | undefined =>
-  internal.validate(source, hostedKey)

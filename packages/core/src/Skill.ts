@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import type * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 // The internal module imports this one back (for `SkillError`): nothing here reads it while
@@ -98,7 +97,7 @@ export interface Loaded {
  * @since 0.1.0
  * @category errors
  */
-export class SkillError extends Schema.TaggedError<SkillError>()("SkillError", {
+export class SkillError extends Schema.TaggedError<SkillError>("@tether/core/SkillError")("SkillError", {
   skill: Schema.String,
   reason: Schema.Literal("InvalidName", "NotFound", "MissingSkillFile", "Unreadable", "TooLarge", "InvalidFrontMatter"),
   detail: Schema.String
@@ -107,15 +106,6 @@ export class SkillError extends Schema.TaggedError<SkillError>()("SkillError", {
     return `skill ${JSON.stringify(this.skill)}: ${this.reason}: ${this.detail}`
   }
 }
-
-/**
- * The name of the reserved hosted tool that lists and reads the agent's skills. A user tool
- * with this name fails construction.
- *
- * @since 0.1.0
- * @category constants
- */
-export const readSkillToolName = "read_skill" as const
 
 /**
  * @since 0.1.0
@@ -141,15 +131,6 @@ export const dir = (path: string, options?: { readonly name?: string | undefined
  * @category constructors
  */
 export const inline = (name: string, markdown: string): Skill => internal.inline(name, markdown)
-
-/**
- * Checks the skill's name and snapshots its content (for a directory: every regular file,
- * UTF-8 text only, bounded; links and special files are refused).
- *
- * @since 0.1.0
- * @category loading
- */
-export const load = (skill: Skill): Effect.Effect<Loaded, SkillError> => internal.load(skill)
 
 /**
  * The YAML front matter of a `SKILL.md`: the mapping between a first line `---` and the next

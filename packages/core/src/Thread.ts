@@ -107,9 +107,11 @@ export interface PruneOptions {
  * @since 0.1.0
  * @category errors
  */
-export class ThreadNotFound extends Schema.TaggedError<ThreadNotFound>()("ThreadNotFound", {
-  key: Schema.String
-}) {
+export class ThreadNotFound
+  extends Schema.TaggedError<ThreadNotFound>("@tether/core/ThreadNotFound")("ThreadNotFound", {
+    key: Schema.String
+  })
+{
   override get message(): string {
     return "no thread is committed under this key"
   }
@@ -123,11 +125,13 @@ export class ThreadNotFound extends Schema.TaggedError<ThreadNotFound>()("Thread
  * @since 0.1.0
  * @category errors
  */
-export class ThreadIncompatible extends Schema.TaggedError<ThreadIncompatible>()("ThreadIncompatible", {
-  key: Schema.String,
-  reason: Schema.Literal("Provider", "Fingerprint"),
-  components: Schema.Array(Schema.String)
-}) {
+export class ThreadIncompatible
+  extends Schema.TaggedError<ThreadIncompatible>("@tether/core/ThreadIncompatible")("ThreadIncompatible", {
+    key: Schema.String,
+    reason: Schema.Literal("Provider", "Fingerprint"),
+    components: Schema.Array(Schema.String)
+  })
+{
   override get message(): string {
     return `the thread's checkpoint is incompatible with this agent (${this.reason}: ${this.components.join(", ")})`
   }
@@ -140,11 +144,13 @@ export class ThreadIncompatible extends Schema.TaggedError<ThreadIncompatible>()
  * @since 0.1.0
  * @category errors
  */
-export class ResumeRejected extends Schema.TaggedError<ResumeRejected>()("ResumeRejected", {
-  key: Schema.String,
-  detail: Schema.String,
-  result: Result
-}) {
+export class ResumeRejected
+  extends Schema.TaggedError<ResumeRejected>("@tether/core/ResumeRejected")("ResumeRejected", {
+    key: Schema.String,
+    detail: Schema.String,
+    result: Result
+  })
+{
   override get message(): string {
     return `the provider rejected the resume: ${this.detail}`
   }
@@ -156,7 +162,7 @@ export class ResumeRejected extends Schema.TaggedError<ResumeRejected>()("Resume
  * @since 0.1.0
  * @category errors
  */
-export class ThreadClosed extends Schema.TaggedError<ThreadClosed>()("ThreadClosed", {
+export class ThreadClosed extends Schema.TaggedError<ThreadClosed>("@tether/core/ThreadClosed")("ThreadClosed", {
   key: Schema.String
 }) {
   override get message(): string {
@@ -171,9 +177,11 @@ export class ThreadClosed extends Schema.TaggedError<ThreadClosed>()("ThreadClos
  * @since 0.1.0
  * @category errors
  */
-export class ToolRevisionMissing extends Schema.TaggedError<ToolRevisionMissing>()("ToolRevisionMissing", {
-  tools: Schema.Array(Schema.String)
-}) {
+export class ToolRevisionMissing
+  extends Schema.TaggedError<ToolRevisionMissing>("@tether/core/ToolRevisionMissing")("ToolRevisionMissing", {
+    tools: Schema.Array(Schema.String)
+  })
+{
   override get message(): string {
     return `every tool used by a thread needs a revision; missing: ${this.tools.join(", ")}`
   }

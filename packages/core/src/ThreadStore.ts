@@ -9,13 +9,14 @@
  * provider (a restarted thread) keeps the replaced record in the key's `history` until the host
  * removes it with `prune` or `delete`.
  *
+ * Stores: `layerMemory` here (the default), and the SQL store at its own entry point,
+ * `@tether/core/SqlThreadStore` (SQLite, PostgreSQL), which needs the optional `@effect/sql`.
+ *
  * @since 0.1.0
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Layer from "effect/Layer"
 import * as internal from "./internal/threadStore.js"
-import type { ThreadStore, ThreadStoreError } from "./internal/threadStore.js"
-import * as internalSql from "./internal/threadStoreSql.js"
+import type { ThreadStore } from "./internal/threadStore.js"
 
 export {
   /**
@@ -23,11 +24,6 @@ export {
    * @category errors
    */
   LeaseLost,
-  /**
-   * @since 0.1.0
-   * @category models
-   */
-  SupersededRecord,
   /**
    * @since 0.1.0
    * @category errors
@@ -40,6 +36,19 @@ export {
   ThreadBusy,
   /**
    * @since 0.1.0
+   * @category errors
+   */
+  ThreadStoreError
+} from "./ThreadStoreError.js"
+
+export {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  SupersededRecord,
+  /**
+   * @since 0.1.0
    * @category models
    */
   ThreadRecord,
@@ -47,12 +56,7 @@ export {
    * @since 0.1.0
    * @category tags
    */
-  ThreadStore,
-  /**
-   * @since 0.1.0
-   * @category errors
-   */
-  ThreadStoreError
+  ThreadStore
 } from "./internal/threadStore.js"
 
 export type {
@@ -80,14 +84,3 @@ export type {
  * @category layers
  */
 export const layerMemory: Layer.Layer<ThreadStore> = internal.layerMemory
-
-/**
- * A store on `@effect/sql` (e.g. `@effect/sql-sqlite-node`'s `SqliteClient.layer({ filename })`
- * for an embedded persistent store). Runs its migrations on start (tables prefixed `tether_`).
- * Portable SQL only (SQLite and PostgreSQL).
- * Lease takeover and guarded commits are single atomic statements in portable SQL.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerSql: Layer.Layer<ThreadStore, ThreadStoreError, SqlClient.SqlClient> = internalSql.layerSql

@@ -7,4 +7,8 @@ export * as Result from "./Result.js"
 export * as Skill from "./Skill.js"
 export * as Thread from "./Thread.js"
 export * as ThreadStore from "./ThreadStore.js"
+export * as ThreadStoreError from "./ThreadStoreError.js"
 export * as ToolPolicy from "./ToolPolicy.js"
+
+// Only at their own entry points: `SqlThreadStore` (it needs the optional peer `@effect/sql`) and
+// `Unstable` (internals other packages use, with no stability promise).

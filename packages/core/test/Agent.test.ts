@@ -50,7 +50,7 @@ const withAgent = <A, E>(
     const [agent, value] = yield* Effect.gen(function*() {
       // Another registration keeps the listener up, so the closed agent's token is seen to get 401.
       const gateway = yield* Gateway.Gateway
-      yield* gateway.register(yield* Toolkit.executorFrom(Toolkit.empty, {}))
+      yield* gateway.register(yield* Toolkit.executor(Toolkit.empty))
       const agent = yield* makeAgent(sandbox, options)
       expect(observed).toHaveLength(2)
       const token = observed[1]!

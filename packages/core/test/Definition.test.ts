@@ -75,7 +75,7 @@ describe("definition validation", () => {
     Effect.gen(function*() {
       // The name the real gateway gives a registration: any such name must be refused.
       const gateway = yield* Gateway.make()
-      const registration = yield* gateway.register(yield* Toolkit.executorFrom(Toolkit.empty, {}))
+      const registration = yield* gateway.register(yield* Toolkit.executor(Toolkit.empty))
       const variable = registration.tokenVariable
       const sources = [
         Mcp.http("a", "http://127.0.0.1:1/mcp", { bearerTokenEnv: variable }),

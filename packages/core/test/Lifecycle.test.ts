@@ -203,7 +203,7 @@ const runCase = (commands: ReadonlyArray<Command>, useFakeCli: boolean) =>
             Effect.tap(gateway.register(executor), (registration) =>
               Effect.sync(() => observed.push({ url: registration.url, token: registration.token })))
         }
-        yield* recording.register(yield* Toolkit.executorFrom(Toolkit.empty, {}))
+        yield* recording.register(yield* Toolkit.executor(Toolkit.empty))
         const agent: Agent.Agent = yield* Agent.make({
           driver: useFakeCli ? fakeCli : shellDriver,
           definition: { instructions: "", skills: [], tools: Tools },

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Mcp } from "@tether/core"
+import { validate } from "../src/internal/mcp.js"
 
 const hostedKey = "tether"
 
@@ -45,11 +46,11 @@ describe("Mcp constructors", () => {
 })
 
 describe("Mcp.validate", () => {
-  const reason = (source: Mcp.Source) => Mcp.validate(source, hostedKey)?.reason
+  const reason = (source: Mcp.Source) => validate(source, hostedKey)?.reason
 
   it("accepts well-formed sources", () => {
-    expect(Mcp.validate(Mcp.stdio("docs-1", "node", ["a"], { A_B: "1" }), hostedKey)).toBeUndefined()
-    expect(Mcp.validate(Mcp.http("s_2", "http://127.0.0.1:1/mcp", { bearerTokenEnv: "TOKEN" }), hostedKey))
+    expect(validate(Mcp.stdio("docs-1", "node", ["a"], { A_B: "1" }), hostedKey)).toBeUndefined()
+    expect(validate(Mcp.http("s_2", "http://127.0.0.1:1/mcp", { bearerTokenEnv: "TOKEN" }), hostedKey))
       .toBeUndefined()
   })
 
@@ -85,12 +86,12 @@ describe("Mcp.validate", () => {
     expect(
       reason(Mcp.http("a", "https://mcp.example", { headers: { authorization: "Bearer x" }, bearerTokenEnv: "T" }))
     ).toBe("InvalidHeader")
-    expect(Mcp.validate({ ...Mcp.stdio("a", "node"), _tag: "ws" } as unknown as Mcp.Source, hostedKey)?.reason)
+    expect(validate({ ...Mcp.stdio("a", "node"), _tag: "ws" } as unknown as Mcp.Source, hostedKey)?.reason)
       .toBe("InvalidKey")
   })
 
   it("never echoes a URL's credentials", () => {
-    const error = Mcp.validate(Mcp.http("a", "https://user:hunter2@mcp.example/mcp"), hostedKey)
+    const error = validate(Mcp.http("a", "https://user:hunter2@mcp.example/mcp"), hostedKey)
     expect(error?.message).not.toContain("hunter2")
   })
 })

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
+import * as Unstable from "@tether/core/Unstable"
 import { FakeCli, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
@@ -51,7 +52,7 @@ const spawnMarked = (marker: string) =>
       ChildProcess.spawn("sleep", ["600"], {
         detached: true,
         stdio: "ignore",
-        env: { PATH: process.env["PATH"], [Agent.markerVariable]: marker }
+        env: { PATH: process.env["PATH"], [Unstable.markerVariable]: marker }
       })
     ),
     (child) => Effect.sync(() => child.kill("SIGKILL"))
@@ -70,7 +71,7 @@ describe("a host's leftovers", () => {
       // Not a marker this library writes: never touched.
       const foreign = yield* spawnMarked(`${deadPid}-foreign`)
       yield* Effect.sleep("100 millis")
-      const reaped = yield* Agent.reapOrphans
+      const reaped = yield* Unstable.reapOrphans
       // (Another host's first Agent.make on this machine may have reaped them a moment earlier.)
       expect(reaped.filter((pid) => [dead.pid, reused.pid, owned.pid, foreign.pid].includes(pid))).toEqual(
         reaped.filter((pid) => pid === dead.pid || pid === reused.pid)

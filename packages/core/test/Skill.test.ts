@@ -8,6 +8,7 @@ import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
 import * as ReadSkill from "../src/internal/readSkill.js"
+import { load } from "../src/internal/skill.js"
 
 /** A fresh temporary directory, removed when the scope closes. */
 const tempDir = Effect.acquireRelease(
@@ -59,7 +60,7 @@ describe("Skill.load", () => {
     Effect.gen(function*() {
       const root = yield* tempDir
       const dir = skillDir(root, "review", { "SKILL.md": reviewMd, "rules/style.md": "Use tabs.", "a.txt": "A" })
-      const loaded = yield* Skill.load(Skill.dir(dir))
+      const loaded = yield* load(Skill.dir(dir))
       expect(loaded.name).toBe("review")
       expect(loaded.source).toBe("dir")
       expect(loaded.description).toBe("Reviews a pull request against the house rules.")
@@ -75,31 +76,31 @@ describe("Skill.load", () => {
     Effect.gen(function*() {
       const root = yield* tempDir
       const files = { "SKILL.md": reviewMd, "rules/style.md": "Use tabs." }
-      const a = yield* Skill.load(Skill.dir(skillDir(NodePath.join(root, "a"), "review", files)))
-      const b = yield* Skill.load(Skill.dir(skillDir(NodePath.join(root, "b"), "review", files)))
+      const a = yield* load(Skill.dir(skillDir(NodePath.join(root, "a"), "review", files)))
+      const b = yield* load(Skill.dir(skillDir(NodePath.join(root, "b"), "review", files)))
       expect(b.digest).toBe(a.digest)
-      const c = yield* Skill.load(
+      const c = yield* load(
         Skill.dir(skillDir(NodePath.join(root, "c"), "review", { ...files, "rules/style.md": "Use spaces." }))
       )
       expect(c.digest).not.toBe(a.digest)
-      const renamed = yield* Skill.load(Skill.dir(NodePath.join(root, "a", "review"), { name: "review-two" }))
+      const renamed = yield* load(Skill.dir(NodePath.join(root, "a", "review"), { name: "review-two" }))
       expect(renamed.digest).not.toBe(a.digest)
     }))
 
   it.effect("an inline skill is its SKILL.md; the description is its first non-heading line", () =>
     Effect.gen(function*() {
-      const loaded = yield* Skill.load(Skill.inline("triage", "# Triage\n\nLabel new issues by area.\nMore."))
+      const loaded = yield* load(Skill.inline("triage", "# Triage\n\nLabel new issues by area.\nMore."))
       expect(loaded.source).toBe("inline")
       expect(loaded.description).toBe("Label new issues by area.")
       expect(loaded.files).toEqual([{ path: "SKILL.md", content: "# Triage\n\nLabel new issues by area.\nMore." }])
-      const same = yield* Skill.load(Skill.inline("triage", "# Triage\n\nLabel new issues by area.\nMore."))
+      const same = yield* load(Skill.inline("triage", "# Triage\n\nLabel new issues by area.\nMore."))
       expect(same.digest).toBe(loaded.digest)
     }))
 
   it.effect("the front matter reads as YAML: block scalars, quoting, multi-line values; invalid YAML is refused", () =>
     Effect.gen(function*() {
       const describe = (markdown: string) =>
-        Skill.load(Skill.inline("review", markdown)).pipe(Effect.map((l) => l.description))
+        load(Skill.inline("review", markdown)).pipe(Effect.map((l) => l.description))
       expect(yield* describe("---\ndescription: |\n  Reviews a pull request.\n  Twice.\nname: review\n---\n# Body"))
         .toBe(
           "Reviews a pull request.\nTwice."
@@ -116,7 +117,7 @@ describe("Skill.load", () => {
       expect(yield* describe("---\ndescription: [a, b]\n---\n# Title\nFrom the body.")).toBe("From the body.")
       expect(yield* describe("---\nname: review\n---\n\nFrom the body.")).toBe("From the body.")
       for (const broken of ["---\ndescription: [unclosed\n---\nBody", "---\n- a list\n---\nBody"]) {
-        const error = yield* failure(Skill.load(Skill.inline("review", broken)))
+        const error = yield* failure(load(Skill.inline("review", broken)))
         expect(error).toMatchObject({ reason: "InvalidFrontMatter", skill: "review" })
       }
       expect(Skill.frontMatter("no front matter")).toEqual(Either.right(undefined))
@@ -126,24 +127,24 @@ describe("Skill.load", () => {
   it.scoped("refuses unknown directories, a missing SKILL.md and invalid names", () =>
     Effect.gen(function*() {
       const root = yield* tempDir
-      const missing = yield* failure(Skill.load(Skill.dir(NodePath.join(root, "nope"))))
+      const missing = yield* failure(load(Skill.dir(NodePath.join(root, "nope"))))
       expect(missing).toMatchObject({ _tag: "SkillError", skill: "nope", reason: "NotFound" })
-      const relative = yield* failure(Skill.load(Skill.dir("skills/review")))
+      const relative = yield* failure(load(Skill.dir("skills/review")))
       expect(relative.reason).toBe("NotFound")
       NodeFs.writeFileSync(NodePath.join(root, "file"), "x")
-      expect((yield* failure(Skill.load(Skill.dir(NodePath.join(root, "file"))))).reason).toBe("NotFound")
+      expect((yield* failure(load(Skill.dir(NodePath.join(root, "file"))))).reason).toBe("NotFound")
       const empty = skillDir(root, "empty", { "README.md": "no skill here" })
-      expect(yield* failure(Skill.load(Skill.dir(empty)))).toMatchObject({ reason: "MissingSkillFile" })
+      expect(yield* failure(load(Skill.dir(empty)))).toMatchObject({ reason: "MissingSkillFile" })
       const nested = skillDir(root, "nested", { "docs/SKILL.md": "nested only" })
-      expect((yield* failure(Skill.load(Skill.dir(nested)))).reason).toBe("MissingSkillFile")
+      expect((yield* failure(load(Skill.dir(nested)))).reason).toBe("MissingSkillFile")
       const badFolder = skillDir(root, "Bad_Name", { "SKILL.md": "x" })
-      const bad = yield* failure(Skill.load(Skill.dir(badFolder)))
+      const bad = yield* failure(load(Skill.dir(badFolder)))
       expect(bad).toMatchObject({ reason: "InvalidName", skill: "Bad_Name" })
-      expect((yield* Skill.load(Skill.dir(badFolder, { name: "bad-name" }))).name).toBe("bad-name")
+      expect((yield* load(Skill.dir(badFolder, { name: "bad-name" }))).name).toBe("bad-name")
       for (const name of ["", "-x", "x-", "a".repeat(65), "UPPER", "a b", "../x"]) {
-        expect((yield* failure(Skill.load(Skill.inline(name, "# x\ny")))).reason).toBe("InvalidName")
+        expect((yield* failure(load(Skill.inline(name, "# x\ny")))).reason).toBe("InvalidName")
       }
-      expect((yield* failure(Skill.load(Skill.inline("blank", "  \n")))).reason).toBe("MissingSkillFile")
+      expect((yield* failure(load(Skill.inline("blank", "  \n")))).reason).toBe("MissingSkillFile")
     }))
 
   it.scoped("refuses links, non-UTF-8 files and oversized content", () =>
@@ -153,16 +154,16 @@ describe("Skill.load", () => {
       NodeFs.writeFileSync(outside, "secret")
       const linked = skillDir(root, "linked", { "SKILL.md": "# x\ny" })
       NodeFs.symlinkSync(outside, NodePath.join(linked, "secret.txt"))
-      const link = yield* failure(Skill.load(Skill.dir(linked)))
+      const link = yield* failure(load(Skill.dir(linked)))
       expect(link).toMatchObject({ reason: "Unreadable" })
       expect(link.message).toContain("secret.txt")
       const binary = skillDir(root, "binary", { "SKILL.md": "# x\ny", "blob.bin": new Uint8Array([0xff, 0xfe, 0x00]) })
-      expect(yield* failure(Skill.load(Skill.dir(binary)))).toMatchObject({ reason: "Unreadable" })
+      expect(yield* failure(load(Skill.dir(binary)))).toMatchObject({ reason: "Unreadable" })
       const big = skillDir(root, "big", { "SKILL.md": "# x\ny", "big.txt": "x".repeat(1024 * 1024 + 1) })
-      expect(yield* failure(Skill.load(Skill.dir(big)))).toMatchObject({ reason: "TooLarge" })
+      expect(yield* failure(load(Skill.dir(big)))).toMatchObject({ reason: "TooLarge" })
       const many: Record<string, string> = { "SKILL.md": "# x\ny" }
       for (let i = 0; i < 256; i++) many[`f/${i}.txt`] = "x"
-      expect(yield* failure(Skill.load(Skill.dir(skillDir(root, "many", many))))).toMatchObject({ reason: "TooLarge" })
+      expect(yield* failure(load(Skill.dir(skillDir(root, "many", many))))).toMatchObject({ reason: "TooLarge" })
     }))
 })
 
@@ -179,8 +180,8 @@ describe("read_skill", () => {
       const root = yield* tempDir
       const dir = skillDir(root, "review", { "SKILL.md": reviewMd, "rules/style.md": "Use tabs." })
       const skills = [
-        yield* Skill.load(Skill.dir(dir)),
-        yield* Skill.load(Skill.inline("triage", "# Triage\nLabel issues."))
+        yield* load(Skill.dir(dir)),
+        yield* load(Skill.inline("triage", "# Triage\nLabel issues."))
       ]
       // Later changes on disk never reach the agent.
       NodeFs.writeFileSync(NodePath.join(dir, "rules/style.md"), "CHANGED")
@@ -223,7 +224,7 @@ describe("read_skill", () => {
 
   it.effect("refuses path traversal and every non-plain relative path", () =>
     Effect.gen(function*() {
-      const executor = yield* executorOf([yield* Skill.load(Skill.inline("triage", "# T\nx"))])
+      const executor = yield* executorOf([yield* load(Skill.inline("triage", "# T\nx"))])
       for (
         const path of [
           "../triage/SKILL.md",
@@ -252,7 +253,7 @@ describe("read_skill", () => {
     })],
     ([segments]) =>
       Effect.gen(function*() {
-        const skill = yield* Skill.load(Skill.inline("triage", "# T\nx"))
+        const skill = yield* load(Skill.inline("triage", "# T\nx"))
         const withRules = {
           ...skill,
           files: [...skill.files, { path: "rules/style.md", content: "Use tabs." }]

@@ -2,6 +2,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
+import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
@@ -18,7 +19,7 @@ const record = (key: string, session: string, turns = 1) =>
 
 const sqliteLayer = () => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
-  return ThreadStore.layerSql.pipe(
+  return SqlThreadStore.layer.pipe(
     Layer.provide(SqliteClient.layer({ filename: Path.join(dir, "threads.db") })),
     Layer.orDie,
     Layer.merge(
@@ -247,7 +248,7 @@ describe("ThreadStore (sqlite migrations)", () => {
         const lease = yield* store.acquire("k", "1 minute")
         yield* store.commit(lease, record("k", "new"), "upsert")
         expect((yield* store.history("k")).map((entry) => entry.record)).toEqual([old])
-      }).pipe(Effect.provide(ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename })), Layer.orDie)))
+      }).pipe(Effect.provide(SqlThreadStore.layer.pipe(Layer.provide(SqliteClient.layer({ filename })), Layer.orDie)))
     }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))))
   })
 })

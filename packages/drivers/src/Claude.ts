@@ -16,6 +16,9 @@
  */
 import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as EffectConfig from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/claude.js"
 import * as parser from "./internal/claudeParse.js"
@@ -28,10 +31,11 @@ import * as parser from "./internal/claudeParse.js"
  */
 export interface Config {
   /**
-   * Path of the `claude` executable. When absent, the first `node_modules/.bin/claude` found
-   * walking up from the host's current working directory is used (the pinned
-   * `@anthropic-ai/claude-code` dev/runtime dependency); when there is none, `claude` is
-   * looked up on the `PATH` given to the process (the host's `PATH`).
+   * The `claude` executable; always wins. When absent, the driver looks once, when it is built,
+   * for the `@anthropic-ai/claude-code` package the app installed (Node's module resolution from
+   * `@tether/drivers` in the app's `node_modules`, never from the working directory): the native
+   * binary of its platform package, then its launcher; when the app has none, `claude` on the
+   * `PATH` given to the process. The choice is logged once (Info); a `SpawnFailed` says what was tried.
    */
   readonly binary?: string
   /** Default model (`--model`); a turn's `model` wins. Absent: the CLI's own default. */
@@ -137,6 +141,34 @@ export const instructionsFile: string = internal.instructionsFile
  * @category constructors
  */
 export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The driver with its configuration read from `Config` (e.g. the environment): every field of
+ * `Config` may be a `Config` (the endpoint and the key are variables of `env`, read with
+ * `Config.all`); an omitted field
+ * stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
+ * resolved as `driver` does, when this effect runs.
+ *
+ * @example
+ * ```ts
+ * import { Claude } from "@tether/drivers"
+ * import { Config, Effect } from "effect"
+ *
+ * const driver = yield* Claude.driverConfig({
+ *   model: Config.string("CLAUDE_MODEL"),
+ *   env: Config.all({
+ *     ANTHROPIC_BASE_URL: Config.string("ANTHROPIC_BASE_URL"),
+ *     ANTHROPIC_API_KEY: Config.redacted("ANTHROPIC_API_KEY")
+ *   })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driverConfig = (
+  config: EffectConfig.Config.Wrap<Config>
+): Effect.Effect<Driver.Driver, ConfigError.ConfigError> => Effect.map(EffectConfig.unwrap(config), driver)
 
 /**
  * The parser alone (what `driver(config).parse` is).

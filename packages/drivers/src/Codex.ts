@@ -31,6 +31,9 @@
  */
 import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as EffectConfig from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/codex.js"
 import * as codexConfig from "./internal/codexConfig.js"
@@ -93,10 +96,13 @@ export interface ModelProvider {
  */
 export interface Config {
   /**
-   * Path of the Codex executable; always wins. When absent, the first `node_modules` walking
-   * up from the host's working directory that has one provides it, preferring the native
-   * binary of the platform package (`@openai/codex-linux-x64/vendor/<triple>/bin/codex`, about
-   * 80 ms per turn faster) over the npm Node launcher (`.bin/codex`); else `codex` on the `PATH`.
+   * The Codex executable; always wins. When absent, the driver looks once, when it is built, for
+   * the `@openai/codex` package the app installed (Node's module resolution from `@tether/drivers`
+   * in the app's `node_modules`, never from the working directory): the native binary of its
+   * platform package (`@openai/codex-linux-x64/vendor/<triple>/bin/codex`, about 80 ms per turn
+   * faster), the one vendored in the package, then the npm launcher run with this Node; when the
+   * app has none, `codex` on the `PATH` given to the process. The choice is logged once (Info); a
+   * `SpawnFailed` says what was tried.
    */
   readonly binary?: string
   /** Default model (`--model`); a turn's `model` wins. Absent: the profile's own setting. */
@@ -205,6 +211,33 @@ export const userConfigFile: string = codexConfig.userConfigFile
 export const driver: (config?: Config) => Driver.Driver = internal.driver
 
 /**
+ * The driver with its configuration read from `Config` (e.g. the environment): every field of
+ * `Config` may be a `Config` (the endpoint and the key are variables of `env`, read with
+ * `Config.all`); an omitted field
+ * stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
+ * resolved as `driver` does, when this effect runs.
+ *
+ * @example
+ * ```ts
+ * import { Codex } from "@tether/drivers"
+ * import { Config, Effect } from "effect"
+ *
+ * const driver = yield* Codex.driverConfig({
+ *   binary: Config.string("CODEX_BINARY"),
+ *   model: Config.string("CODEX_MODEL"),
+ *   modelProvider: { id: Config.succeed("gateway"), baseUrl: Config.string("OPENAI_BASE_URL"), envKey: Config.succeed("OPENAI_API_KEY") },
+ *   env: Config.all({ OPENAI_API_KEY: Config.redacted("OPENAI_API_KEY") })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driverConfig = (
+  config: EffectConfig.Config.Wrap<Config>
+): Effect.Effect<Driver.Driver, ConfigError.ConfigError> => Effect.map(EffectConfig.unwrap(config), driver)
+
+/**
  * The parser alone (what `driver(config).parse` is, without a `maxReconnects` limit).
  *
  * @since 0.1.0
@@ -219,17 +252,3 @@ export const parse: Driver.Driver["parse"] = (lines, context) => parser.parse(li
  * @category parsing
  */
 export const classifyExit: (info: Driver.ExitInfo) => Driver.ProtocolError | undefined = parser.classifyExit
-
-/**
- * Where the binary is looked for in one `node_modules`, best first (native binary of the
- * platform package, the one vendored in `@openai/codex`, then the Node launcher).
- *
- * @since 0.1.0
- * @category binary
- */
-export const binaryCandidates: (
-  nodeModules: string,
-  platform: string,
-  arch: string,
-  join: (...parts: Array<string>) => string
-) => ReadonlyArray<string> = internal.binaryCandidates

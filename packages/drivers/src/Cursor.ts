@@ -22,6 +22,9 @@
  */
 import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as EffectConfig from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/cursor.js"
 import * as parser from "./internal/cursorParse.js"
@@ -106,6 +109,32 @@ export const mcpFile: string = internal.mcpFile
  * @category constructors
  */
 export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The driver with its configuration read from `Config` (e.g. the environment): every field of
+ * `Config` may be a `Config` (the endpoint and the key are variables of `env`, read with
+ * `Config.all`); an omitted field
+ * stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
+ * resolved as `driver` does, when this effect runs.
+ *
+ * @example
+ * ```ts
+ * import { Cursor } from "@tether/drivers"
+ * import { Config, Effect } from "effect"
+ *
+ * const driver = yield* Cursor.driverConfig({
+ *   binary: Config.string("CURSOR_AGENT_BINARY"),
+ *   model: Config.string("CURSOR_MODEL"),
+ *   env: Config.all({ CURSOR_API_KEY: Config.redacted("CURSOR_API_KEY") })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driverConfig = (
+  config: EffectConfig.Config.Wrap<Config>
+): Effect.Effect<Driver.Driver, ConfigError.ConfigError> => Effect.map(EffectConfig.unwrap(config), driver)
 
 /**
  * The parser alone (what `driver(config).parse` is).

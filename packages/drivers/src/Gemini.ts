@@ -31,6 +31,9 @@
  */
 import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as EffectConfig from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/gemini.js"
 import * as parser from "./internal/geminiParse.js"
@@ -43,9 +46,11 @@ import * as parser from "./internal/geminiParse.js"
  */
 export interface Config {
   /**
-   * Path of the `gemini` executable. When absent, the `@google/gemini-cli` package resolvable
-   * from the host's current working directory is run with the host's Node (`bundle/gemini.js`);
-   * when there is none, `gemini` is looked up on the `PATH` given to the process.
+   * The `gemini` executable; always wins. When absent, the driver looks once, when it is built,
+   * for the `@google/gemini-cli` package the app installed (Node's module resolution from
+   * `@tether/drivers` in the app's `node_modules`, never from the working directory) and runs its
+   * `bundle/gemini.js` with this Node; when the app has none, `gemini` on the `PATH` given to the
+   * process. The choice is logged once (Info); a `SpawnFailed` says what was tried.
    */
   readonly binary?: string
   /** Default model (`-m`); a turn's `model` wins. Absent: the CLI's own default (`auto`, which adds a router request). */
@@ -146,6 +151,34 @@ export const instructionsFile: string = internal.instructionsFile
  * @category constructors
  */
 export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The driver with its configuration read from `Config` (e.g. the environment): every field of
+ * `Config` may be a `Config` (the endpoint and the key are variables of `env`, read with
+ * `Config.all`); an omitted field
+ * stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
+ * resolved as `driver` does, when this effect runs.
+ *
+ * @example
+ * ```ts
+ * import { Gemini } from "@tether/drivers"
+ * import { Config, Effect } from "effect"
+ *
+ * const driver = yield* Gemini.driverConfig({
+ *   model: Config.string("GEMINI_MODEL"),
+ *   env: Config.all({
+ *     GOOGLE_GEMINI_BASE_URL: Config.string("GOOGLE_GEMINI_BASE_URL"),
+ *     GEMINI_API_KEY: Config.redacted("GEMINI_API_KEY")
+ *   })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driverConfig = (
+  config: EffectConfig.Config.Wrap<Config>
+): Effect.Effect<Driver.Driver, ConfigError.ConfigError> => Effect.map(EffectConfig.unwrap(config), driver)
 
 /**
  * The parser alone (what `driver(config).parse` is).

@@ -230,10 +230,11 @@ describe("Claude.driver prepare", () => {
       expect(Either.isLeft(result)).toBe(true)
     }))
 
-  it.effect("without a configured binary it finds node_modules/.bin/claude above the working directory", () =>
+  it.effect("without a configured binary it runs the native binary of the installed @anthropic-ai/claude-code", () =>
     Effect.gen(function*() {
       const inv = yield* prepare({}, request())
-      expect(inv.command.endsWith("/node_modules/.bin/claude")).toBe(true)
+      expect(inv.command.endsWith(`/node_modules/@anthropic-ai/claude-code-${process.platform}-${process.arch}/claude`))
+        .toBe(true)
       expect(Fs.existsSync(inv.command)).toBe(true)
     }))
 

@@ -21,6 +21,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as Binary from "../src/internal/binary.js"
 import * as CodexInternal from "../src/internal/codex.js"
 import * as GeminiInternal from "../src/internal/gemini.js"
 
@@ -77,7 +78,8 @@ describe("concurrent turns of one agent do not share per-turn state", () => {
       const server = yield* ResponsesServer.make({
         script: () => ResponsesServer.delayed(500, ResponsesServer.text("done"))
       })
-      const binary = delayedLauncher(sandbox.base, [yield* CodexInternal.resolveBinary({})])
+      const codex = Binary.resolve(CodexInternal.binarySpec, undefined)
+      const binary = delayedLauncher(sandbox.base, [codex.command, ...codex.prefix])
       const runs = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({
           driver: Codex.driver({
@@ -117,7 +119,7 @@ describe("concurrent turns of one agent do not share per-turn state", () => {
       const sandbox = yield* Harness.sandbox
       Fs.mkdirSync(Path.join(sandbox.source, ".gemini"), { mode: 0o700 })
       const server = yield* GeminiServer.make({ respond: () => GeminiServer.reply("done") })
-      const cli = GeminiInternal.resolveBinary({})
+      const cli = Binary.resolve(GeminiInternal.binarySpec, undefined)
       const binary = delayedLauncher(sandbox.base, [cli.command, ...cli.prefix])
       const runs = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({

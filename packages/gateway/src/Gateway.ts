@@ -5,9 +5,11 @@
  * @since 0.1.0
  */
 import type * as Catalog from "@tether/tool/Catalog"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
@@ -21,7 +23,7 @@ import * as redact from "./internal/redact.js"
  * @since 0.1.0
  * @category errors
  */
-export class GatewayError extends Schema.TaggedError<GatewayError>()("GatewayError", {
+export class GatewayError extends Schema.TaggedError<GatewayError>("@tether/gateway/GatewayError")("GatewayError", {
   reason: Schema.Literal("ListenFailed"),
   detail: Schema.String
 }) {
@@ -200,3 +202,25 @@ export const make: (options?: Options) => Effect.Effect<Gateway["Type"], never, 
  * @category layers
  */
 export const layer = (options?: Options): Layer.Layer<Gateway> => Layer.scoped(Gateway, make(options))
+
+/**
+ * The gateway as a scoped Layer whose limits come from `Config` (e.g. the environment); an
+ * omitted limit keeps its SECURITY.md default. Fails with the `ConfigError` when a value is
+ * missing or invalid.
+ *
+ * @example
+ * ```ts
+ * import { Gateway } from "@tether/gateway"
+ * import { Config } from "effect"
+ *
+ * const GatewayLive = Gateway.layerConfig({
+ *   maxConcurrentCalls: Config.integer("TETHER_MAX_CONCURRENT_CALLS").pipe(Config.withDefault(32)),
+ *   handlerDeadline: Config.duration("TETHER_HANDLER_DEADLINE").pipe(Config.withDefault("2 minutes"))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (options: Config.Config.Wrap<Options>): Layer.Layer<Gateway, ConfigError.ConfigError> =>
+  Layer.unwrapEffect(Effect.map(Config.unwrap(options), layer))

@@ -86,9 +86,10 @@ describe("Gateway with a real Toolkit executor: numbers JSON cannot carry", () =
   it.live("1e309 in the arguments is invalid_input naming the field; the handler never runs", () =>
     Effect.gen(function*() {
       let ran = 0
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(Scale), {
-        scale: ({ factor }) => Effect.sync(() => (ran++, factor * 2))
-      })
+      const ScaleTools = Toolkit.make(Scale)
+      const executor = yield* Toolkit.executor(ScaleTools).pipe(
+        Effect.provide(ScaleTools.toLayer({ scale: ({ factor }) => Effect.sync(() => (ran++, factor * 2)) }))
+      )
       const gateway = yield* Gateway.Gateway
       const registration = yield* gateway.register(executor)
       const port = portOf(registration.url)

@@ -300,7 +300,7 @@ export interface ExecutionProfile {
  * @since 0.1.0
  * @category errors
  */
-export class ProfileError extends Schema.TaggedError<ProfileError>()("ProfileError", {
+export class ProfileError extends Schema.TaggedError<ProfileError>("@tether/profile/ProfileError")("ProfileError", {
   reason: Schema.Literal("SourceMissing", "InvalidPath", "UnsafeRoot", "CloneClosed", "Io"),
   path: Schema.String,
   detail: Schema.String
@@ -316,7 +316,7 @@ export class ProfileError extends Schema.TaggedError<ProfileError>()("ProfileErr
  * @since 0.1.0
  * @category errors
  */
-export class ProfileInUse extends Schema.TaggedError<ProfileInUse>()("ProfileInUse", {
+export class ProfileInUse extends Schema.TaggedError<ProfileInUse>("@tether/profile/ProfileInUse")("ProfileInUse", {
   dir: Schema.String,
   agentId: Schema.String
 }) {
@@ -332,10 +332,12 @@ export class ProfileInUse extends Schema.TaggedError<ProfileInUse>()("ProfileInU
  * @since 0.1.0
  * @category errors
  */
-export class ProfileCollision extends Schema.TaggedError<ProfileCollision>()("ProfileCollision", {
-  reason: Schema.Literal("Reserved", "Unowned", "UserModified", "ThroughLink"),
-  path: Schema.String
-}) {
+export class ProfileCollision
+  extends Schema.TaggedError<ProfileCollision>("@tether/profile/ProfileCollision")("ProfileCollision", {
+    reason: Schema.Literal("Reserved", "Unowned", "UserModified", "ThroughLink"),
+    path: Schema.String
+  })
+{
   override get message(): string {
     return `${this.reason}: ${this.path}`
   }

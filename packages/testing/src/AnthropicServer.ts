@@ -180,9 +180,11 @@ export interface AnthropicServer {
  * @since 0.1.0
  * @category errors
  */
-export class AnthropicServerError extends Schema.TaggedError<AnthropicServerError>()("AnthropicServerError", {
-  detail: Schema.String
-}) {
+export class AnthropicServerError
+  extends Schema.TaggedError<AnthropicServerError>("@tether/testing/AnthropicServerError")("AnthropicServerError", {
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `AnthropicServer: ${this.detail}`
   }

@@ -24,10 +24,12 @@ import * as Harness from "./Harness.js"
  * @since 0.1.0
  * @category errors
  */
-export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("ConformanceFailure", {
-  clause: Schema.String,
-  detail: Schema.String
-}) {
+export class ConformanceFailure
+  extends Schema.TaggedError<ConformanceFailure>("@tether/testing/ConformanceFailure")("ConformanceFailure", {
+    clause: Schema.String,
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `clause ${this.clause}: ${this.detail}`
   }

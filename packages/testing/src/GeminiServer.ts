@@ -181,9 +181,11 @@ export interface GeminiServer {
  * @since 0.1.0
  * @category errors
  */
-export class GeminiServerError extends Schema.TaggedError<GeminiServerError>()("GeminiServerError", {
-  detail: Schema.String
-}) {
+export class GeminiServerError
+  extends Schema.TaggedError<GeminiServerError>("@tether/testing/GeminiServerError")("GeminiServerError", {
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `GeminiServer: ${this.detail}`
   }

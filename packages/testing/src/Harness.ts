@@ -9,7 +9,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import { Agent } from "@tether/core"
+import * as Unstable from "@tether/core/Unstable"
 import { Gateway } from "@tether/gateway"
 import { Profile } from "@tether/profile"
 import * as Effect from "effect/Effect"
@@ -145,7 +145,7 @@ export const entries = (dir: string): Effect.Effect<ReadonlyArray<string>> =>
  */
 export const markedProcesses = (marker: string): Effect.Effect<ReadonlyArray<number>> =>
   Effect.sync(() => {
-    const needle = Buffer.from(`${Agent.markerVariable}=${marker}\0`)
+    const needle = Buffer.from(`${Unstable.markerVariable}=${marker}\0`)
     const found: Array<number> = []
     for (const entry of FsSync.readdirSync("/proc")) {
       if (!/^[0-9]+$/.test(entry)) continue

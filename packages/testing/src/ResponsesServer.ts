@@ -133,9 +133,11 @@ export interface ResponsesServer {
  * @since 0.1.0
  * @category errors
  */
-export class ResponsesServerError extends Schema.TaggedError<ResponsesServerError>()("ResponsesServerError", {
-  detail: Schema.String
-}) {
+export class ResponsesServerError
+  extends Schema.TaggedError<ResponsesServerError>("@tether/testing/ResponsesServerError")("ResponsesServerError", {
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `the scripted Responses server could not start: ${this.detail}`
   }

@@ -138,18 +138,6 @@ export type Failure<T extends Any> = Schema.Schema.Type<T["failureSchema"]>
 export type Handler<T extends Any, R = never> = (input: Input<T>) => Effect.Effect<Output<T>, Rejection | Failure<T>, R>
 
 /**
- * @since 0.1.0
- * @category type ids
- */
-export const HandlerTypeId: unique symbol = Symbol.for("@tether/tool/Tool/Handler")
-
-/**
- * @since 0.1.0
- * @category type ids
- */
-export type HandlerTypeId = typeof HandlerTypeId
-
-/**
  * The service that holds the handler of the tool called `Name`. `Toolkit.toLayer` provides
  * one per tool; `Toolkit.executor` requires one per tool, so a missing handler is a type error.
  *
@@ -157,7 +145,7 @@ export type HandlerTypeId = typeof HandlerTypeId
  * @category handlers
  */
 export interface HandlerService<Name extends string> {
-  readonly [HandlerTypeId]: HandlerTypeId
+  readonly [internal.HandlerTypeId]: internal.HandlerTypeId
   readonly name: Name
 }
 
@@ -265,25 +253,27 @@ export const findRejection: (u: unknown) => Option.Option<Rejection> = internalR
  * @since 0.1.0
  * @category errors
  */
-export class ToolDefinitionError extends Schema.TaggedError<ToolDefinitionError>()("ToolDefinitionError", {
-  /** The tool's name (shortened when the name itself is what is invalid). */
-  tool: Schema.String,
-  reason: Schema.Literal(
-    "InvalidName",
-    "EmptyDescription",
-    "InvalidTitle",
-    "InvalidRevision",
-    "DuplicateName",
-    "NonObjectInput",
-    "InvalidSchema",
-    "NonLocalRef",
-    "InvalidAnnotations",
-    "ContradictoryAnnotations",
-    "MissingHandler",
-    "HandlerMismatch"
-  ),
-  detail: Schema.String
-}) {
+export class ToolDefinitionError
+  extends Schema.TaggedError<ToolDefinitionError>("@tether/tool/ToolDefinitionError")("ToolDefinitionError", {
+    /** The tool's name (shortened when the name itself is what is invalid). */
+    tool: Schema.String,
+    reason: Schema.Literal(
+      "InvalidName",
+      "EmptyDescription",
+      "InvalidTitle",
+      "InvalidRevision",
+      "DuplicateName",
+      "NonObjectInput",
+      "InvalidSchema",
+      "NonLocalRef",
+      "InvalidAnnotations",
+      "ContradictoryAnnotations",
+      "MissingHandler",
+      "HandlerMismatch"
+    ),
+    detail: Schema.String
+  })
+{
   override get message(): string {
     return `tool ${JSON.stringify(this.tool)}: ${this.reason}: ${this.detail}`
   }

@@ -204,15 +204,3 @@ export const catalog: (toolkit: Any) => Effect.Effect<Catalog.Catalog, Tool.Tool
 export const executor: <T extends Any>(
   toolkit: T
 ) => Effect.Effect<Catalog.Executor, Tool.ToolDefinitionError, HandlerServices<T>> = internal.executor as never
-
-/**
- * Validates the toolkit and binds it to handlers given directly (no services; handlers that
- * need nothing). For library-internal tools; hosts provide handlers with `toLayer`.
- *
- * @since 0.1.0
- * @category executor
- */
-export const executorFrom: <T extends Any, Handlers extends HandlersFrom<T["tools"], never>>(
-  toolkit: T,
-  handlers: Exact<Handlers, T["tools"]>
-) => Effect.Effect<Catalog.Executor, Tool.ToolDefinitionError> = internal.executorFrom as never

@@ -6,6 +6,7 @@ import * as FastCheck from "effect/FastCheck"
 import * as Schema from "effect/Schema"
 import { execFileSync } from "node:child_process"
 import * as Path from "node:path"
+import { executorFrom } from "../src/internal/toolkit.js"
 import { fingerprintFixture } from "./fixtures/fingerprint.js"
 import { build, type Spec, specArbitrary, specsArbitrary } from "./fixtures/tools.js"
 
@@ -276,8 +277,8 @@ describe("fingerprint", () => {
     const toolkit = Toolkit.make(build(spec))
     const handlers = (label: string) =>
       ({ [spec.name]: () => Effect.die(label) }) as unknown as Toolkit.HandlersFrom<typeof toolkit.tools, never>
-    const a = Effect.runSync(Toolkit.executorFrom(toolkit, handlers("a")))
-    const b = Effect.runSync(Toolkit.executorFrom(Toolkit.make(build(spec)), handlers("b")))
+    const a = Effect.runSync(executorFrom(toolkit, handlers("a")))
+    const b = Effect.runSync(executorFrom(Toolkit.make(build(spec)), handlers("b")))
     expect(a.catalog.fingerprint).toBe(b.catalog.fingerprint)
   }, { fastCheck: { numRuns: 20 } })
 

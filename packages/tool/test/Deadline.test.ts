@@ -6,6 +6,7 @@ import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import { executorFrom } from "../src/internal/toolkit.js"
 
 // A tool whose handler waits on a gate and records its finalizer, for deadline and cancel tests.
 const Wait = Tool.make("wait", { description: "Waits.", input: {}, output: Schema.Null })
@@ -20,7 +21,7 @@ const waiting = (options: { readonly uninterruptible: boolean }) =>
       Effect.as(null),
       Effect.ensuring(Deferred.succeed(finalized, undefined))
     )
-    const executor = yield* Toolkit.executorFrom(waitKit, {
+    const executor = yield* executorFrom(waitKit, {
       wait: () => options.uninterruptible ? Effect.uninterruptible(body) : body
     })
     return { executor, started, gate, finalized }
@@ -46,7 +47,7 @@ describe("Executor.execute deadline and cancellation", () => {
   it.live("a deadline that does not fire leaves no timer behind to keep the process alive", () =>
     Effect.gen(function*() {
       const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(Wait), { wait: () => Effect.succeed(null) })
+      const executor = yield* executorFrom(Toolkit.make(Wait), { wait: () => Effect.succeed(null) })
       const before = timers()
       for (let i = 0; i < 50; i++) {
         expect(yield* executor.execute("wait", {}, { deadline: "1 minute" })).toMatchObject({ _tag: "Success" })
@@ -112,7 +113,7 @@ describe("Executor.execute concurrency", () => {
         input: { id: Schema.Int, delay: Schema.Int },
         output: Schema.Struct({ id: Schema.Int, square: Schema.Int })
       })
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(Square), {
+      const executor = yield* executorFrom(Toolkit.make(Square), {
         square: ({ delay, id }) =>
           Effect.gen(function*() {
             const now = yield* Ref.updateAndGet(inFlight, (n) => n + 1)

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import { executorFrom } from "../src/internal/toolkit.js"
 import { captureLogs, render } from "./fixtures/logs.js"
 import { inputs, outputs } from "./fixtures/tools.js"
 
@@ -100,7 +101,7 @@ const handlers = kit.of({
   anything: ({ mode }) => Effect.suspend(behaviours[mode]!)
 })
 
-const executor = Toolkit.executorFrom(kit, handlers)
+const executor = executorFrom(kit, handlers)
 
 const run = (name: string, input: unknown, options?: Catalog.ExecuteOptions) =>
   Effect.flatMap(executor, (e) => e.execute(name, input, options))
@@ -127,7 +128,7 @@ describe("Executor.execute outcomes", () => {
           }
         })
       })
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(ThrowsOnDecode, ThrowsOnEncode), {
+      const executor = yield* executorFrom(Toolkit.make(ThrowsOnDecode, ThrowsOnEncode), {
         decode: () => Effect.succeed("x"),
         encode: () => Effect.succeed("x")
       })
@@ -227,7 +228,7 @@ describe("Executor.execute outcomes", () => {
         output: Schema.Struct({ ok: Schema.Boolean })
       })
       let ran = 0
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(Scale), {
+      const executor = yield* executorFrom(Toolkit.make(Scale), {
         scale: () => Effect.sync(() => (ran++, { ok: true }))
       })
       const invalidAt = (path: string) => ({
@@ -343,7 +344,7 @@ describe("Executor.execute properties", () => {
     let validate: ((u: unknown) => boolean) | undefined
     const Out = Tool.make("out", { description: "Out.", input: {}, output: schema })
     const outExecutor = Effect.runSync(
-      Effect.cached(Toolkit.executorFrom(Toolkit.make(Out), { out: () => Effect.sync(() => current) }))
+      Effect.cached(executorFrom(Toolkit.make(Out), { out: () => Effect.sync(() => current) }))
     )
     it.effect.prop(
       `the encoded output validates against the published output schema (output ${index})`,
@@ -377,7 +378,7 @@ describe("Executor.execute properties", () => {
           const schema = input as Schema.Schema<unknown, unknown, never>
           const Round = Tool.make("round", { description: "Round trip.", input: schema, output: schema })
           const seen: Array<unknown> = []
-          const executor = yield* Toolkit.executorFrom(Toolkit.make(Round), {
+          const executor = yield* executorFrom(Toolkit.make(Round), {
             round: (decoded) => Effect.sync(() => seen.push(decoded)).pipe(Effect.as(decoded))
           })
           const encoded = yield* Schema.encode(schema)(value)

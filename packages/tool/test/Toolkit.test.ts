@@ -6,6 +6,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import { executorFrom } from "../src/internal/toolkit.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { key: Schema.String }) {}
 
@@ -69,7 +70,7 @@ describe("Toolkit", () => {
       )
       expect(Either.isLeft(result) && [result.left.reason, result.left.tool]).toStrictEqual(["MissingHandler", "now"])
       const direct = yield* Effect.either(
-        Toolkit.executorFrom(IssueTools, { lookup_issue: () => Tool.reject("x", "y") } as never)
+        executorFrom(IssueTools, { lookup_issue: () => Tool.reject("x", "y") } as never)
       )
       expect(Either.isLeft(direct) && direct.left.reason).toBe("MissingHandler")
     }))
@@ -112,7 +113,7 @@ describe("Toolkit", () => {
         structuredContent: { result: "# triage" }
       })
       expect(yield* executor.execute("now", {})).toMatchObject({ structuredContent: { result: 1234 } })
-      const skillsOnly = yield* Toolkit.executorFrom(Skills, { read_skill: ({ name }) => Effect.succeed(name) })
+      const skillsOnly = yield* executorFrom(Skills, { read_skill: ({ name }) => Effect.succeed(name) })
       expect(yield* skillsOnly.execute("read_skill", { name: "x" })).toMatchObject({
         structuredContent: { result: "x" }
       })
@@ -135,7 +136,7 @@ describe("Toolkit", () => {
 
   it.effect("a tool without parameters publishes a closed empty object and accepts only {}", () =>
     Effect.gen(function*() {
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(Now), { now: () => Effect.succeed(1) })
+      const executor = yield* executorFrom(Toolkit.make(Now), { now: () => Effect.succeed(1) })
       expect(executor.catalog.descriptors[0]!.inputSchema).toStrictEqual({
         type: "object",
         properties: {},
@@ -173,7 +174,7 @@ describe("Toolkit", () => {
       })
       const forest = [{ name: "a", children: [{ name: "b", children: [] }] }]
       let tags: Array<string> = ["x"]
-      const executor = yield* Toolkit.executorFrom(Toolkit.make(Forest, Tagged), {
+      const executor = yield* executorFrom(Toolkit.make(Forest, Tagged), {
         forest: () => Effect.succeed(forest),
         tagged: () => Effect.sync(() => tags)
       })

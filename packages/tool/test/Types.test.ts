@@ -4,6 +4,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import { executorFrom } from "../src/internal/toolkit.js"
 
 class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { key: Schema.String }) {}
 
@@ -70,14 +71,14 @@ export const typeOnly = () =>
   // @ts-expect-error an executor without its handler services cannot run
   Effect.runPromise(Toolkit.executor(IssueTools))
 
-Toolkit.executorFrom(IssueTools, {
+executorFrom(IssueTools, {
   lookup_issue: () => Effect.succeed({ title: "t", state: "open" }),
   count: ({ n }) => Effect.succeed(n),
   // @ts-expect-error executorFrom rejects handlers for tools the toolkit does not have
   extra: () => Effect.succeed(1)
 })
 
-Toolkit.executorFrom(IssueTools, {
+executorFrom(IssueTools, {
   lookup_issue: () => Effect.succeed({ title: "t", state: "open" }),
   // @ts-expect-error executorFrom takes handlers that need no services
   count: () => Effect.flatMap(Issues, () => Effect.succeed(1))

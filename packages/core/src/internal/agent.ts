@@ -10,6 +10,7 @@ import * as Path from "@effect/platform/Path"
 import * as Gateway from "@tether/gateway/Gateway"
 import * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
+import type { ToolDefinitionError } from "@tether/tool/Tool"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -45,24 +46,13 @@ export const hostedKey = "tether"
 // The orphan sweep runs once per host process, at its first agent.
 let orphansReaped = false
 
-const deepFreeze = <A>(value: A): A => {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value)
-    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key])
-  }
-  return value
-}
-
 const configError = (reason: AgentConfigError["reason"], detail: string, cause?: unknown) =>
   new AgentConfigError({ reason, detail, ...(cause === undefined ? {} : { cause }) })
 
-/** Validates what does not need the toolkit; no I/O. @internal */
+/** Validates the options besides the definition (`Definition.validate` checks that); no I/O. @internal */
 export const validate = (options: Agent.Options<never>) =>
   Effect.gen(function*() {
-    const { definition, driver } = options
-    if (typeof definition.instructions !== "string") {
-      return yield* configError("InvalidDefinition", "instructions must be a string")
-    }
+    const { driver } = options
     if (typeof options.workspace !== "string" || !options.workspace.startsWith("/")) {
       return yield* configError("InvalidOptions", "workspace must be an absolute path")
     }
@@ -74,17 +64,41 @@ export const validate = (options: Agent.Options<never>) =>
     if (!driver.capabilities.mcpTransports.includes("http")) {
       return yield* unsupported("mcpTransports", "the hosted tools need an http MCP transport")
     }
-    if (definition.instructions !== "" && !driver.capabilities.instructions) {
-      return yield* unsupported("instructions", "the driver cannot send instructions")
-    }
     const sandbox = options.policy?.sandbox
     if (sandbox !== undefined && !driver.capabilities.sandbox.includes(sandbox)) {
       return yield* unsupported("sandbox", `sandbox level ${sandbox} is not available`)
     }
   })
 
-/** @internal */
+/**
+ * `Agent.make`: the options and the definition are validated and the definition frozen (no
+ * provider I/O), the tools are bound to their handler services, then the agent is assembled.
+ *
+ * @internal
+ */
 export const make = (
+  options: Agent.Options<never>
+): Effect.Effect<
+  Agent.Agent,
+  AgentConfigError | UnsupportedCapability,
+  Scope.Scope | Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path
+> =>
+  Effect.gen(function*() {
+    yield* validate(options)
+    const validated = yield* Definition.validate(options.definition, {
+      driver: options.driver.name,
+      capabilities: options.driver.capabilities,
+      hostedKey,
+      reservedVariable: (name) => name === Process.markerVariable
+    })
+    // Requires the direct tools' handler services; `Agent.make`'s signature names them.
+    const executor = yield* (Definition.executor(validated) as Effect.Effect<Catalog.Executor, ToolDefinitionError>)
+      .pipe(Effect.mapError((error) => configError("InvalidDefinition", error.message, error)))
+    return yield* assemble(options, executor, validated)
+  }).pipe(Effect.withSpan("Agent.make"))
+
+/** Registers the tools, acquires the clone and wires the ordered close. @internal */
+export const assemble = (
   options: Agent.Options<never>,
   executor: Catalog.Executor,
   validated: Definition.Validated
@@ -316,7 +330,12 @@ export const make = (
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
           ...(turn.toolPolicy === undefined ? {} : { tools: ToolPolicy.effective(tools, turn.toolPolicy) }),
-          ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped, opening: hooks.opening })
+          ...(hooks === undefined ? {} : {
+            threadKey: hooks.threadKey,
+            commit: hooks.commit,
+            reaped: hooks.reaped,
+            opening: hooks.opening
+          })
         }
         const fiber = yield* admission.withPermits(1)(
           fenced
@@ -374,7 +393,7 @@ export const make = (
         id,
         marker,
         provider: driver.name,
-        identity: options.identity === undefined ? undefined : deepFreeze({ ...options.identity }),
+        identity: options.identity === undefined ? undefined : Definition.deepFreeze({ ...options.identity }),
         definition,
         fingerprint,
         thread: (key, threadOptions) => Thread.open(threadHost, key, threadOptions ?? {}),

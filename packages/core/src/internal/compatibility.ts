@@ -1,5 +1,5 @@
 /** @internal */
-import * as Crypto from "node:crypto"
+import { sha256 } from "./hash.js"
 
 /**
  * JSON with object keys sorted at every depth and `undefined` members left out, so equal
@@ -50,7 +50,7 @@ export interface CompatibilityInput {
  * @internal
  */
 export const compatibilityFingerprint = (input: CompatibilityInput): string =>
-  Crypto.createHash("sha256").update("tether/compatibility/v1\u0000").update(canonicalJson(input)).digest("hex")
+  sha256("tether/compatibility/v1\u0000", canonicalJson(input))
 
 /** The names under which each part of the input is digested (what a host reads in a restart). */
 const componentNames: { readonly [K in keyof CompatibilityInput]: string } = {
@@ -78,11 +78,7 @@ export const compatibilityComponents = (input: CompatibilityInput): { readonly [
   const out: Record<string, string> = {}
   for (const key of Object.keys(componentNames) as Array<keyof CompatibilityInput>) {
     const name = componentNames[key]
-    out[name] = Crypto.createHash("sha256")
-      .update(`tether/compatibility-component/v1\u0000${name}\u0000`)
-      .update(canonicalJson(input[key]))
-      .digest("hex")
-      .slice(0, 32)
+    out[name] = sha256(`tether/compatibility-component/v1\u0000${name}\u0000`, canonicalJson(input[key])).slice(0, 32)
   }
   return out
 }

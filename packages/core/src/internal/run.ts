@@ -77,6 +77,8 @@ export interface Request {
   readonly prompt: string
   readonly model: string | undefined
   readonly session: Driver.SessionRequest
+  /** The thread whose turn this run is (absent for an agent's own run). */
+  readonly threadKey?: string
   /**
    * This turn's effective tools (a per-turn tool policy); default: every tool of the agent. The
    * process's own credential lists and calls exactly these.
@@ -171,7 +173,7 @@ const outputToEvents = (
     case "Usage": {
       const usage = toUsage(output.usage)
       state.usage = usage
-      into.push(Emitter.critical((base) => new Event.UsageReported({ ...base, usage }, true)))
+      into.push(Emitter.critical((base) => new Event.Usage({ ...base, usage }, true)))
       return
     }
     case "Notice":
@@ -424,7 +426,11 @@ export const execute = (
           Effect.catchAll((error) =>
             fail({
               reason: "SpawnFailed",
-              detail: `could not start the provider CLI \`${invocation.command}\` (${error.message}): ${
+              // The command, how the driver chose it (the `binary` option, the app's installed CLI
+              // package, the PATH), and how to fix it.
+              detail: `could not start the provider CLI \`${invocation.command}\` (${error.message}${
+                invocation.commandSource === undefined ? "" : `; ${invocation.command}: ${invocation.commandSource}`
+              }): ${
                 ctx.driver.install ?? "install the CLI"
               }, or set the driver's \`binary\` option to the path of its executable`
             })
@@ -595,7 +601,7 @@ export const execute = (
           ...base,
           provider: ctx.driver.name,
           ...(request.model === undefined ? {} : { model: request.model }),
-          ...(opening === undefined ? {} : { threadKey: opening.key }),
+          ...(request.threadKey === undefined ? {} : { threadKey: request.threadKey }),
           effectiveTools: request.tools ?? ctx.tools,
           instructions: ctx.instructions
         }, true)

@@ -7,12 +7,12 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
-import * as Crypto from "node:crypto"
 import * as NodeFs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Yaml from "yaml"
 import type * as Skill from "../Skill.js"
 import { SkillError } from "../Skill.js"
+import { sha256 } from "./hash.js"
 
 /** The same symbol as `Skill.TypeId` (defined there; read here without an evaluation-time import). @internal */
 export const TypeId: typeof Skill.TypeId = Symbol.for("@tether/core/Skill") as typeof Skill.TypeId
@@ -94,8 +94,6 @@ export const describe = (markdown: string): Either.Either<string, string> =>
 
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
-const sha256 = (data: string | Uint8Array): string => Crypto.createHash("sha256").update(data).digest("hex")
-
 /**
  * Domain-separated SHA-256 over the name, the description and the sorted `(path, sha256)` of
  * every file: equal content gives an equal digest whatever the source directory.
@@ -107,12 +105,12 @@ export const digestOf = (
   description: string,
   files: ReadonlyArray<Skill.SkillContentFile>
 ): string => {
-  const hash = Crypto.createHash("sha256").update("tether/skill/v1\u0000")
-  hash.update(JSON.stringify([name, description]))
-  for (const file of [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))) {
-    hash.update(`\u0000${JSON.stringify(file.path)}:${sha256(file.content)}`)
-  }
-  return hash.digest("hex")
+  const sorted = [...files].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+  return sha256(
+    "tether/skill/v1\u0000",
+    JSON.stringify([name, description]),
+    ...sorted.map((file) => `\u0000${JSON.stringify(file.path)}:${sha256(file.content)}`)
+  )
 }
 
 const snapshot = (

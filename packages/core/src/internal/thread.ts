@@ -29,6 +29,8 @@ import type { CommitMode, Lease, SupersededRecord, ThreadStore } from "./threadS
 
 /** What a thread's turn hands to the agent's run. @internal */
 export interface Hooks {
+  /** The thread's key, named on the run's `RunStarted`. */
+  readonly threadKey: string
   readonly session: Driver.SessionRequest
   /** How the turn opened its session: a `ThreadOpened` event after `RunStarted`, `Result.thread`. */
   readonly opening: ThreadOpening
@@ -298,6 +300,7 @@ export const open = (
             return closed ? Fiber.interruptFork(admittedFiber) : Effect.void
           })
         return host.stream(turn, {
+          threadKey: key,
           session: plan.session,
           opening: plan.opening,
           commit,

@@ -8,6 +8,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import { LeaseLost, ThreadAlreadyExists, ThreadBusy, ThreadStoreError } from "../ThreadStoreError.js"
+
+// The errors are defined in their public module; re-exported for the store implementations.
+export { LeaseLost, ThreadAlreadyExists, ThreadBusy, ThreadStoreError }
 
 /**
  * A thread's committed state: only ever written from a clean run that produced the
@@ -70,63 +74,6 @@ export interface PruneOptions {
 export interface Lease {
   readonly key: string
   readonly holder: string
-}
-
-/**
- * Another run holds the thread's lease.
- *
- * @since 0.1.0
- * @category errors
- */
-export class ThreadBusy extends Schema.TaggedError<ThreadBusy>()("ThreadBusy", {
-  key: Schema.String
-}) {
-  override get message(): string {
-    return "another run holds this thread"
-  }
-}
-
-/**
- * The lease expired or was taken over: nothing was persisted.
- *
- * @since 0.1.0
- * @category errors
- */
-export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", {
-  key: Schema.String
-}) {
-  override get message(): string {
-    return "the thread's lease was lost; nothing was persisted"
-  }
-}
-
-/**
- * A thread already exists under the key (e.g. the target of a fork).
- *
- * @since 0.1.0
- * @category errors
- */
-export class ThreadAlreadyExists extends Schema.TaggedError<ThreadAlreadyExists>()("ThreadAlreadyExists", {
-  key: Schema.String
-}) {
-  override get message(): string {
-    return "a thread already exists under this key"
-  }
-}
-
-/**
- * The store itself failed (I/O, SQL).
- *
- * @since 0.1.0
- * @category errors
- */
-export class ThreadStoreError extends Schema.TaggedError<ThreadStoreError>()("ThreadStoreError", {
-  operation: Schema.String,
-  cause: Schema.Defect
-}) {
-  override get message(): string {
-    return `thread store failed to ${this.operation}`
-  }
 }
 
 /**

@@ -1,10 +1,10 @@
 /** @internal */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Claude.js"
+import * as Binary from "./binary.js"
 import * as parser from "./claudeParse.js"
 import * as Env from "./env.js"
 import * as Skills from "./skills.js"
@@ -92,20 +92,27 @@ const allowedTools = (config: Config, request: Driver.InvocationRequest): Readon
   ...(config.allowedTools ?? [])
 ]
 
-const resolveBinary = (config: Config) =>
-  Effect.gen(function*() {
-    if (config.binary !== undefined) return config.binary
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    let dir = process.cwd()
-    for (;;) {
-      const candidate = path.join(dir, "node_modules", ".bin", "claude")
-      if (yield* fs.exists(candidate).pipe(Effect.orElseSucceed(() => false))) return candidate
-      const parent = path.dirname(dir)
-      if (parent === dir) return "claude"
-      dir = parent
-    }
-  })
+/**
+ * The CLI: the platform package's native binary (what the npm launcher `bin/claude.exe` is a copy
+ * of once its postinstall ran; found even when install scripts were skipped), then the launcher.
+ *
+ * @internal
+ */
+export const binarySpec: Binary.Spec = {
+  packageName: "@anthropic-ai/claude-code",
+  pathName: "claude",
+  candidates: (installed) => [
+    ...Binary.platformPackages("@anthropic-ai/claude-code").flatMap((name) => {
+      const dir = installed.resolvePackage(name)
+      return dir === undefined
+        ? []
+        : [{ file: `${dir}/${process.platform === "win32" ? "claude.exe" : "claude"}`, script: false }]
+    }),
+    ...(installed.bin["claude"] === undefined
+      ? []
+      : [{ file: `${installed.dir}/${installed.bin["claude"]}`, script: false }])
+  ]
+}
 
 /** @internal */
 export const defaultMaxRetries = 3
@@ -137,7 +144,7 @@ const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
 }
 
 /** @internal */
-export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     if (request.sandbox !== undefined) {
       return yield* Effect.fail(
@@ -150,7 +157,6 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
       return yield* Effect.fail(protocolError("the execution clone has no `home` and `tmp` siblings"))
     }
     const path = yield* Path.Path
-    const command = yield* resolveBinary(config)
     const files: Array<Driver.MaterializedFile> = [{
       path: mcpConfigFile,
       content: renderMcpConfig(request),
@@ -179,8 +185,9 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     files.push(...Skills.project(request.skills, "skills"))
     args.push(...sessionArgs(request.session))
     return {
-      command,
-      args,
+      command: binary.command,
+      args: [...binary.prefix, ...args],
+      commandSource: binary.source,
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
       stdin: promptLine(request.prompt),
@@ -216,14 +223,19 @@ export const sessionConfig = (config: Config): { readonly [key: string]: unknown
 }
 
 /** @internal */
-export const driver = (config: Config = {}): Driver.Driver => ({
-  name: "claude",
-  capabilities,
-  sessionConfig: sessionConfig(config),
-  layout,
-  prepare: prepare(config),
-  parse: (lines, context) => parser.parse(lines, context),
-  classifyExit,
-  install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
-    "native binary in place)"
-})
+export const driver = (config: Config = {}): Driver.Driver => {
+  const binary = Binary.resolve(binarySpec, config.binary)
+  const announce = Binary.announce("claude", binary)
+  const prepareTurn = prepare(config, binary)
+  return {
+    name: "claude",
+    capabilities,
+    sessionConfig: sessionConfig(config),
+    layout,
+    prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
+    parse: (lines, context) => parser.parse(lines, context),
+    classifyExit,
+    install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
+      "native binary in place)"
+  }
+}

@@ -1,6 +1,6 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Event"
+import { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
 import { isBlank, notice, parseLines, textOf } from "./lines.js"
 

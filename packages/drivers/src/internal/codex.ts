@@ -6,6 +6,7 @@ import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import type { Config, TomlTable } from "../Codex.js"
+import * as Binary from "./binary.js"
 import * as codexConfig from "./codexConfig.js"
 import * as parser from "./codexParse.js"
 import * as Env from "./env.js"
@@ -80,57 +81,33 @@ const targetTriple = (platform: string, arch: string): string | undefined => {
 }
 
 /**
- * Candidates in one `node_modules`, best first: the platform package's native binary, the
- * binary vendored in `@openai/codex` itself, then the npm Node launcher.
+ * The CLI, best first: the native binary of the platform package (`@openai/codex-<os>-<cpu>`,
+ * about 80 ms per turn faster than the launcher), the one vendored in `@openai/codex` itself,
+ * then the npm Node launcher (`bin/codex.js`) run with this Node.
  *
  * @internal
  */
-export const binaryCandidates = (
-  nodeModules: string,
-  platform: string,
-  arch: string,
-  join: (...parts: Array<string>) => string
-): ReadonlyArray<string> => {
-  const triple = targetTriple(platform, arch)
-  const exe = platform === "win32" ? "codex.exe" : "codex"
-  const native = triple === undefined ? [] : [
-    join(
-      nodeModules,
-      "@openai",
-      `codex-${platform === "android" ? "linux" : platform}-${arch}`,
-      "vendor",
-      triple,
-      "bin",
-      exe
-    ),
-    join(nodeModules, "@openai", "codex", "vendor", triple, "bin", exe)
-  ]
-  return [...native, join(nodeModules, ".bin", platform === "win32" ? "codex.cmd" : "codex")]
+export const binarySpec: Binary.Spec = {
+  packageName: "@openai/codex",
+  pathName: "codex",
+  candidates: (installed) => {
+    const triple = targetTriple(process.platform, process.arch)
+    const exe = process.platform === "win32" ? "codex.exe" : "codex"
+    const vendored = (dir: string) => ({ file: `${dir}/vendor/${triple}/bin/${exe}`, script: false })
+    const platformDir = installed.resolvePackage(
+      `@openai/codex-${process.platform === "android" ? "linux" : process.platform}-${process.arch}`
+    )
+    return [
+      ...(triple === undefined ? [] : [
+        ...(platformDir === undefined ? [] : [vendored(platformDir)]),
+        vendored(installed.dir)
+      ]),
+      ...(installed.bin["codex"] === undefined
+        ? []
+        : [{ file: `${installed.dir}/${installed.bin["codex"]}`, script: true }])
+    ]
+  }
 }
-
-/**
- * The explicit path when configured; else the first candidate found in a `node_modules`
- * walking up from the host's working directory; else `codex` on the `PATH`.
- *
- * @internal
- */
-export const resolveBinary = (config: Config) =>
-  Effect.gen(function*() {
-    if (config.binary !== undefined) return config.binary
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    let dir = process.cwd()
-    for (;;) {
-      for (
-        const candidate of binaryCandidates(path.join(dir, "node_modules"), process.platform, process.arch, path.join)
-      ) {
-        if (yield* fs.exists(candidate).pipe(Effect.orElseSucceed(() => false))) return candidate
-      }
-      const parent = path.dirname(dir)
-      if (parent === dir) return "codex"
-      dir = parent
-    }
-  })
 
 /** @internal */
 export const defaultMaxReconnects = 2
@@ -178,14 +155,13 @@ const userSettings = (profileDir: string) =>
   })
 
 /** @internal */
-export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     const home = request.siblings["home"]
     const tmp = request.siblings["tmp"]
     if (home === undefined || tmp === undefined) {
       return yield* Effect.fail(protocolError("the execution clone has no `home` and `tmp` siblings"))
     }
-    const command = yield* resolveBinary(config)
     const user = yield* userSettings(request.profileDir)
     const settings = yield* codexConfig.parseUserConfig(user.text)
     const files: Array<Driver.MaterializedFile> = []
@@ -208,8 +184,9 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     // /proc and limited to 128 KiB per argument. Stdin is closed after it.
     args.push("-")
     return {
-      command,
-      args,
+      command: binary.command,
+      args: [...binary.prefix, ...args],
+      commandSource: binary.source,
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
       stdin: request.prompt,
@@ -218,13 +195,18 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
   })
 
 /** @internal */
-export const driver = (config: Config = {}): Driver.Driver => ({
-  name: "codex",
-  capabilities,
-  layout,
-  prepare: prepare(config),
-  parse: (lines, context) =>
-    parser.parse(lines, context, { maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
-  classifyExit: parser.classifyExit,
-  install: "install it with `npm install @openai/codex`"
-})
+export const driver = (config: Config = {}): Driver.Driver => {
+  const binary = Binary.resolve(binarySpec, config.binary)
+  const announce = Binary.announce("codex", binary)
+  const prepareTurn = prepare(config, binary)
+  return {
+    name: "codex",
+    capabilities,
+    layout,
+    prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
+    parse: (lines, context) =>
+      parser.parse(lines, context, { maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
+    classifyExit: parser.classifyExit,
+    install: "install it with `npm install @openai/codex`"
+  }
+}

@@ -5,6 +5,7 @@ import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Cursor.js"
+import * as Binary from "./binary.js"
 import * as parser from "./cursorParse.js"
 import * as Env from "./env.js"
 
@@ -138,7 +139,7 @@ const buildEnv = (config: Config, request: Driver.InvocationRequest, home: strin
   })
 
 /** @internal */
-export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     // Defence in depth: core refuses these before spawn from `capabilities`.
     if (request.instructions.length > 0) {
@@ -155,7 +156,6 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     }
     const mcp = yield* renderMcp(request, yield* readMcp(request))
     const args: Array<string> = [
-      ...(config.binaryArgs ?? []),
       "-p",
       "--output-format",
       "stream-json",
@@ -170,8 +170,9 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     // A new session gets its id from the CLI (`result.session_id` is the checkpoint).
     if (request.session._tag === "Resume") args.push("--resume", request.session.id)
     return {
-      command: config.binary ?? "agent",
-      args,
+      command: binary.command,
+      args: [...binary.prefix, ...args],
+      commandSource: binary.source,
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
       stdin: request.prompt,
@@ -188,12 +189,24 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
     : undefined
 
 /** @internal */
-export const driver = (config: Config = {}): Driver.Driver => ({
-  name: "cursor",
-  capabilities,
-  layout,
-  prepare: prepare(config),
-  parse: (lines, context) => parser.parse(lines, context),
-  classifyExit,
-  install: "install Cursor's CLI (`curl https://cursor.com/install -fsS | bash`, it is not published on npm)"
-})
+export const driver = (config: Config = {}): Driver.Driver => {
+  // Cursor's CLI is not published on npm: the `binary` option, else `agent` on the PATH.
+  const binary: Binary.Binary = config.binary === undefined
+    ? {
+      command: "agent",
+      prefix: config.binaryArgs ?? [],
+      source: "`agent` on the PATH given to the process (Cursor's CLI is not on npm)"
+    }
+    : { command: config.binary, prefix: config.binaryArgs ?? [], source: "the `binary` option" }
+  const announce = Binary.announce("cursor", binary)
+  const prepareTurn = prepare(config, binary)
+  return {
+    name: "cursor",
+    capabilities,
+    layout,
+    prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
+    parse: (lines, context) => parser.parse(lines, context),
+    classifyExit,
+    install: "install Cursor's CLI (`curl https://cursor.com/install -fsS | bash`, it is not published on npm)"
+  }
+}

@@ -6,9 +6,9 @@ import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
 import * as Jsonc from "jsonc-parser"
 import { createHash } from "node:crypto"
-import { createRequire } from "node:module"
 import * as Toml from "smol-toml"
 import type { Config } from "../Gemini.js"
+import * as Binary from "./binary.js"
 import * as Env from "./env.js"
 import * as parser from "./geminiParse.js"
 import * as Skills from "./skills.js"
@@ -267,20 +267,15 @@ const userPolicyPaths = (request: Driver.InvocationRequest, settings: Json) =>
   })
 
 /**
- * The CLI to run: the configured path, else the `@google/gemini-cli` package resolvable from the
- * host's working directory (run with this Node), else `gemini` on the `PATH`.
+ * The CLI: `@google/gemini-cli`'s bundle (its `bin`), run with this Node.
+ *
  * @internal
  */
-export const resolveBinary = (config: Config): { readonly command: string; readonly prefix: ReadonlyArray<string> } => {
-  if (config.binary !== undefined) return { command: config.binary, prefix: [] }
-  try {
-    const require = createRequire(`${process.cwd()}/`)
-    const manifest = require.resolve("@google/gemini-cli/package.json")
-    const bin = manifest.slice(0, -"package.json".length) + "bundle/gemini.js"
-    return { command: process.execPath, prefix: [bin] }
-  } catch {
-    return { command: "gemini", prefix: [] }
-  }
+export const binarySpec: Binary.Spec = {
+  packageName: "@google/gemini-cli",
+  pathName: "gemini",
+  candidates: (installed) =>
+    installed.bin["gemini"] === undefined ? [] : [{ file: `${installed.dir}/${installed.bin["gemini"]}`, script: true }]
 }
 
 const sessionArgs = (session: Driver.SessionRequest) =>
@@ -305,7 +300,7 @@ const buildEnv = (config: Config, request: Driver.InvocationRequest, home: strin
   }, ["GEMINI_CLI_TRUST_WORKSPACE"])
 
 /** @internal */
-export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     if (request.sandbox !== undefined) {
       return yield* Effect.fail(providerError(`Gemini CLI cannot honour sandbox level "${request.sandbox}"`))
@@ -325,10 +320,9 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
     files.push(...Skills.project(request.skills, ".gemini/skills"))
-    const { command, prefix } = resolveBinary(config)
     // The prompt goes on stdin (never argv: no option parsing, no `ps` exposure, no size limit
     // below the CLI's 8 MiB); `-p ""` selects the headless mode, which appends stdin to it.
-    const args: Array<string> = [...prefix, "-p", "", "--output-format", "stream-json"]
+    const args: Array<string> = [...binary.prefix, "-p", "", "--output-format", "stream-json"]
     const model = request.model ?? config.model
     if (model !== undefined) args.push("-m", model)
     args.push(...(yield* sessionArgs(request.session)))
@@ -336,8 +330,9 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     if (config.approvalMode !== undefined) args.push("--approval-mode", config.approvalMode)
     for (const file of policies) args.push("--policy", file)
     return {
-      command,
+      command: binary.command,
       args,
+      commandSource: binary.source,
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
       stdin: request.prompt,
@@ -354,13 +349,18 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
 }
 
 /** @internal */
-export const driver = (config: Config = {}): Driver.Driver => ({
-  name: "gemini",
-  capabilities,
-  layout,
-  prepare: prepare(config),
-  parse: (lines, context) => parser.parse(lines, context),
-  classifyExit,
-  injectedArguments,
-  install: "install it with `npm install @google/gemini-cli`"
-})
+export const driver = (config: Config = {}): Driver.Driver => {
+  const binary = Binary.resolve(binarySpec, config.binary)
+  const announce = Binary.announce("gemini", binary)
+  const prepareTurn = prepare(config, binary)
+  return {
+    name: "gemini",
+    capabilities,
+    layout,
+    prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
+    parse: (lines, context) => parser.parse(lines, context),
+    classifyExit,
+    injectedArguments,
+    install: "install it with `npm install @google/gemini-cli`"
+  }
+}

@@ -12,7 +12,7 @@
  * @internal
  */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Event"
+import { Usage } from "@tether/core/Result"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"

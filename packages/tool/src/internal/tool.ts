@@ -12,6 +12,12 @@ export const TypeId: unique symbol = Symbol.for("@tether/tool/Tool")
 /** @internal */
 export type TypeId = typeof TypeId
 
+/** The brand of a tool's handler service (`Tool.HandlerService`); a type-level key only. @internal */
+export const HandlerTypeId: unique symbol = Symbol.for("@tether/tool/Tool/Handler")
+
+/** @internal */
+export type HandlerTypeId = typeof HandlerTypeId
+
 /** @internal */
 export interface AnnotationsInput {
   readonly readOnly?: boolean

@@ -10,6 +10,7 @@ import { pipeArguments } from "effect/Pipeable"
 import * as Predicate from "effect/Predicate"
 import type * as Catalog from "../Catalog.js"
 import { ToolDefinitionError } from "../Tool.js"
+import type * as Toolkit from "../Toolkit.js"
 import * as CatalogInternal from "./catalog.js"
 import * as Executor from "./executor.js"
 import type { ToolData } from "./tool.js"
@@ -134,11 +135,21 @@ export const executor = (toolkit: ToolkitData): Effect.Effect<Catalog.Executor, 
       })
     ))
 
-/** @internal */
-export const executorFrom = (
+const executorFromUntyped = (
   toolkit: ToolkitData,
   handlers: HandlerRecord
 ): Effect.Effect<Catalog.Executor, ToolDefinitionError> =>
   Effect.suspend(() =>
     Either.flatMap(build(toolkit), (b) => Executor.make(b, entriesOf(toolkit, handlers, Executor.emptyContext)))
   )
+
+/**
+ * Validates the toolkit and binds it to handlers given directly (no services; handlers that need
+ * nothing): for tests and benchmarks. Hosts provide handlers with `toolkit.toLayer`.
+ *
+ * @internal
+ */
+export const executorFrom: <T extends Toolkit.Any, Handlers extends Toolkit.HandlersFrom<T["tools"], never>>(
+  toolkit: T,
+  handlers: Toolkit.Exact<Handlers, T["tools"]>
+) => Effect.Effect<Catalog.Executor, ToolDefinitionError> = executorFromUntyped as never

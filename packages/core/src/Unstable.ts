@@ -1,0 +1,34 @@
+/**
+ * What other Tether packages and operational tools need from core's internals, with no
+ * stability promise: anything here may change or go in any release, patch releases included.
+ * It is only at its own entry point, `@tether/core/Unstable`, and is not re-exported from
+ * `@tether/core`.
+ *
+ * @since 0.1.0
+ */
+import type * as Effect from "effect/Effect"
+import * as internalProcess from "./internal/process.js"
+
+/**
+ * The environment variable every provider process (and, by inheritance, its descendants)
+ * carries with its agent's `marker`, so leftovers can be found and reaped (e.g. by
+ * `@tether/testing`'s `Harness.markedProcesses`).
+ *
+ * @since 0.1.0
+ * @category unstable
+ */
+export const markerVariable: string = internalProcess.markerVariable
+
+/**
+ * SIGKILLs the processes left by a host that died without closing its agents (found by the
+ * marker every provider process carries; the marker names its host by pid and process start
+ * time, so a pid reused by another process does not hide them). `Agent.make` runs it once per
+ * host process, and then also removes the clones such hosts left, in every clone root they
+ * recorded in the per-user state directory (`$XDG_STATE_HOME/tether`, else
+ * `~/.local/state/tether`); a host may also run it at start. Linux `/proc` only: elsewhere
+ * nothing is found. Returns the pids signalled.
+ *
+ * @since 0.1.0
+ * @category unstable
+ */
+export const reapOrphans: Effect.Effect<ReadonlyArray<number>> = internalProcess.reapOrphans
