@@ -279,6 +279,9 @@ export const assemble = (
       {
         name: "drain-runs",
         run: FiberSet.awaitEmpty(runs).pipe(
+          // Every run has published its RunFinished: threads' event streams end now (not when a
+          // close's deadline expires with runs still finishing, which a later close drains).
+          Effect.zipRight(Deferred.succeed(agentClosed, undefined)),
           Effect.zipRight(FiberSet.awaitEmpty(reapers)),
           Effect.zipRight(Effect.sync(() => (drained = true))),
           Effect.zipRight(Scope.close(workScope, Exit.void))
@@ -289,9 +292,7 @@ export const assemble = (
       { name: "revoke-registration", run: revokeRegistration }
     ])
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
-    // Threads' event streams end after the runs were canceled (their RunFinished(canceled) included).
-    const close = (timeout: Duration.DurationInput) =>
-      Effect.zipRight(fence, closer.close(timeout)).pipe(Effect.ensuring(Deferred.succeed(agentClosed, undefined)))
+    const close = (timeout: Duration.DurationInput) => Effect.zipRight(fence, closer.close(timeout))
     yield* Effect.addFinalizer(() =>
       close(closeTimeout).pipe(
         Effect.catchAll((error) => Effect.logWarning(error.message))

@@ -72,7 +72,7 @@ export interface Host {
   /** Fails with `AgentClosed` once the agent's admission is fenced. */
   readonly admit: Effect.Effect<void, AgentClosed>
   readonly stream: (turn: Agent.Input, hooks: Hooks) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
-  /** Completes once the agent has closed (its runs canceled): every thread's `events` end. */
+  /** Completes once the agent's close has drained its runs (each RunFinished published): every thread's `events` end. */
   readonly closed: Effect.Effect<void>
   /** Per key: completed once the last turn's provider process is gone (any handle of the key). */
   readonly exiting: Map<string, Deferred.Deferred<void>>
