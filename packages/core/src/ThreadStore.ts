@@ -68,9 +68,11 @@ export type {
 export const layerMemory: Layer.Layer<ThreadStore> = internal.layerMemory
 
 /**
- * A store on `@effect/sql` (e.g. `@effect/sql-sqlite-node`'s `SqliteClient.layer({ filename })`
- * for an embedded persistent store). Runs its migrations on start (tables prefixed `tether_`).
- * Lease takeover and guarded commits are single atomic statements in portable SQL.
+ * A store on `@effect/sql`: `@effect/sql-sqlite-node`'s `SqliteClient.layer({ filename })` for an
+ * embedded persistent store, `@effect/sql-pg`'s `PgClient.layer({ url })` for a store shared by
+ * several hosts. Runs its migrations on start (tables prefixed `tether_`; hosts starting together
+ * on an empty database are safe). Lease takeover and guarded commits are single atomic statements
+ * in portable SQL: of hosts acquiring one key at once exactly one wins, the others get `ThreadBusy`.
  *
  * @since 0.1.0
  * @category layers

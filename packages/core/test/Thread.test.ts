@@ -6,10 +6,17 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as Postgres from "./fixtures/postgres.js"
 import * as Threads from "./fixtures/threads.js"
 import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
 
-for (const [name, storeLayer] of Threads.stores) {
+// The thread contract on every store, PostgreSQL included (the run's throwaway server).
+const stores: ReadonlyArray<readonly [string, () => Layer.Layer<ThreadStore.ThreadStore>]> = [
+  ...Threads.stores,
+  ["postgres", () => ThreadStore.layerSql.pipe(Layer.provide(Postgres.layer()), Layer.orDie)]
+]
+
+for (const [name, storeLayer] of stores) {
   describe(`Thread (${name} store)`, () => {
     it.live("continue-or-start: the first turn starts a session, the next resumes the committed one", () =>
       withThreads(storeLayer, ({ agent, control }) =>

@@ -1,16 +1,21 @@
+import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as TestClock from "effect/TestClock"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Postgres from "./fixtures/postgres.js"
 
 const record = (key: string, session: string, turns = 1) =>
   new ThreadStore.ThreadRecord({ key, provider: "reference", session, fingerprint: "fp", turns, updatedAt: turns })
@@ -28,9 +33,12 @@ const sqliteLayer = () => {
   )
 }
 
+const postgresLayer = () => ThreadStore.layerSql.pipe(Layer.provide(Postgres.layer()), Layer.orDie)
+
 const stores: ReadonlyArray<readonly [string, () => Layer.Layer<ThreadStore.ThreadStore>]> = [
   ["memory", () => ThreadStore.layerMemory],
-  ["sqlite", sqliteLayer]
+  ["sqlite", sqliteLayer],
+  ["postgres", postgresLayer]
 ]
 
 for (const [name, makeLayer] of stores) {
@@ -169,4 +177,60 @@ describe("ThreadStore (sqlite across processes)", () => {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
   })
+})
+
+describe("ThreadStore (postgres, one store per host)", () => {
+  const hosts = 20
+  // Each host has its own store on its own connection, as separate host processes would.
+  const startHosts = (url: string) =>
+    Effect.forEach(
+      Array.from({ length: hosts }, (_, i) => i),
+      () =>
+        Effect.map(
+          Layer.build(
+            ThreadStore.layerSql.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
+          ),
+          (context) => Context.get(context, ThreadStore.ThreadStore)
+        ),
+      { concurrency: "unbounded" }
+    )
+
+  it.live("20 hosts starting at once on an empty database all come up (the migrations race)", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Postgres.schema
+      const stores = yield* startHosts(url)
+      expect(stores.length).toBe(hosts)
+      const lease = yield* stores[7]!.acquire("k", "1 minute")
+      yield* stores[7]!.commit(lease, record("k", "s1"), "insert")
+      expect(Option.getOrThrow(yield* stores[13]!.get("k")).session).toBe("s1")
+    }).pipe(Effect.scoped))
+
+  it.live("20 hosts acquiring one key at once: exactly one wins each round, the others get ThreadBusy", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Postgres.schema
+      const stores = yield* startHosts(url)
+      const race = (key: string) =>
+        Effect.forEach(stores, (store) => Effect.either(store.acquire(key, "1 minute")), { concurrency: "unbounded" })
+      for (let round = 0; round < 10; round++) {
+        // Even rounds race for a fresh key; odd rounds race to take over an expired lease.
+        const key = `round-${round}`
+        if (round % 2 === 1) {
+          yield* stores[round]!.acquire(key, "1 millis")
+          yield* Effect.sleep("5 millis")
+        }
+        const outcomes = yield* race(key)
+        const winners = outcomes.filter(Either.isRight)
+        expect(winners.length).toBe(1)
+        expect(outcomes.filter(Either.isLeft).map((outcome) => outcome.left._tag)).toEqual(
+          Array.from({ length: hosts - 1 }, () => "ThreadBusy")
+        )
+        // Only the winner's lease commits.
+        const winner = stores[outcomes.findIndex(Either.isRight)]!
+        yield* winner.commit(winners[0]!.right, record(key, `s${round}`), "insert")
+        const loser = stores[outcomes.findIndex(Either.isLeft)]!
+        const forged = yield* Effect.flip(loser.commit({ key, holder: "forged" }, record(key, "forged"), "upsert"))
+        expect(forged._tag).toBe("LeaseLost")
+        expect(Option.getOrThrow(yield* loser.get(key)).session).toBe(`s${round}`)
+      }
+    }).pipe(Effect.scoped))
 })

@@ -81,6 +81,10 @@ const toRecord = (row: RecordRow) =>
 export const makeSql = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* Migrator.make({})({ loader: migrations, table: "tether_migrations" }).pipe(
+    // Hosts starting together on an empty PostgreSQL database race to create the migrations
+    // table (the Migrator checks for it, then creates it outside its lock): the losers fail
+    // once and find it on the next attempt, where the Migrator's table lock serializes the rest.
+    Effect.retry({ times: 3 }),
     Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
   )
   const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
