@@ -33,7 +33,8 @@ import type * as Agent from "./Agent.js"
 import type { AgentClosed, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
-import type { ThreadAlreadyExists, ThreadBusy, ThreadRecord, ThreadStoreError } from "./ThreadStore.js"
+import type { ThreadAlreadyExists, ThreadBusy, ThreadStoreError } from "./ThreadStore.js"
+import { ThreadRecord } from "./ThreadStore.js"
 
 /**
  * `resumeOnly`: never start a fresh session; fail instead (see the module documentation).
@@ -108,6 +109,24 @@ export class ThreadClosed extends Schema.TaggedError<ThreadClosed>()("ThreadClos
 }
 
 /**
+ * The turn's `id` is the one the thread's committed record carries: that turn was already
+ * committed (e.g. by a runner that died before replying), so it is not run again. Nothing was
+ * started; `record` is the committed checkpoint.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TurnAlreadyCommitted extends Schema.TaggedError<TurnAlreadyCommitted>()("TurnAlreadyCommitted", {
+  key: Schema.String,
+  turn: Schema.String,
+  record: ThreadRecord
+}) {
+  override get message(): string {
+    return `turn ${this.turn} of this thread is already committed`
+  }
+}
+
+/**
  * Tools without a `revision` cannot be used on a thread: a resumed session would silently
  * meet changed tool behaviour. Raised before any driver starts.
  *
@@ -138,6 +157,7 @@ export type RunFailure =
   | ThreadAlreadyExists
   | ResumeRejected
   | ThreadClosed
+  | TurnAlreadyCommitted
   | ThreadStoreError
 
 /**

@@ -41,6 +41,27 @@ for (const [name, storeLayer] of stores) {
           expect(yield* record(thread)).toMatchObject({ session: first.session, turns: 2 })
         })))
 
+    it.live("a turn whose id the committed record carries is not run again (a redelivered turn)", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          yield* thread.run({ input: text("first"), id: "turn-1" })
+          const committed = yield* record(thread)
+          expect(committed).toMatchObject({ turns: 1, turn: "turn-1" })
+          const spawned = control.prepared.length
+          const again = yield* Effect.flip(thread.run({ input: text("first"), id: "turn-1" }))
+          expect(again).toMatchObject({ _tag: "TurnAlreadyCommitted", key: "k", turn: "turn-1" })
+          expect(control.prepared.length).toBe(spawned)
+          expect(yield* record(thread)).toEqual(committed)
+          yield* thread.run({ input: text("second"), id: "turn-2" })
+          expect(yield* record(thread)).toMatchObject({ turns: 2, turn: "turn-2" })
+          // A turn without an id always runs, and its commit carries none.
+          yield* thread.run(text("third"))
+          const third = yield* record(thread)
+          expect(third.turns).toBe(3)
+          expect(third.turn).toBeUndefined()
+        })))
+
     it.live("keys are opaque strings: Unicode and NUL keys are stored and compared as given", () =>
       withThreads(storeLayer, ({ agent }) =>
         Effect.gen(function*() {

@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
 import * as Context from "effect/Context"
@@ -95,6 +96,19 @@ for (const [name, makeLayer] of stores) {
         })
       ))
 
+    it.effect("the id of the committing turn is kept with the record, and cleared by a commit without one", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "s1"), turn: "turn-1" }), "upsert")
+          expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("turn-1")
+          yield* store.commit(lease, record("k", "s1", 2), "upsert")
+          const cleared = Option.getOrThrow(yield* store.get("k"))
+          expect(cleared.turn).toBeUndefined()
+          expect(cleared.turns).toBe(2)
+        })
+      ))
+
     it.effect("insert refuses an existing record with ThreadAlreadyExists and keeps it", () =>
       withStore((store) =>
         Effect.gen(function*() {
@@ -150,6 +164,42 @@ for (const [name, makeLayer] of stores) {
       { fastCheck: { numRuns: 25 } }
     )
   })
+}
+
+// A database written before turn ids existed: migration 1 only, one record.
+const sqlDialects: ReadonlyArray<readonly [string, () => Layer.Layer<SqlClient.SqlClient>]> = [
+  ["sqlite", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
+    return SqliteClient.layer({ filename: Path.join(dir, "threads.db") }).pipe(
+      Layer.orDie,
+      Layer.merge(
+        Layer.scopedDiscard(Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true }))))
+      )
+    )
+  }],
+  ["postgres", () => Postgres.layer()]
+]
+for (const [name, sqlLayer] of sqlDialects) {
+  it.live(`ThreadStore (${name}): a store created before turn ids opens with its records intact`, () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE tether_migrations (migration_id integer PRIMARY KEY NOT NULL, created_at TEXT, name TEXT)`
+      yield* sql`INSERT INTO tether_migrations (migration_id, created_at, name) VALUES (1, '2026-01-01', 'tether_threads')`
+      yield* sql`CREATE TABLE tether_threads (key_hex TEXT PRIMARY KEY, provider TEXT NOT NULL, session TEXT NOT NULL,
+        fingerprint TEXT NOT NULL, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL)`
+      yield* sql`CREATE TABLE tether_thread_leases (key_hex TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)`
+      yield* sql`INSERT INTO tether_threads VALUES ('006b', 'reference', 'old-session', 'fp', 3, 7)`
+      const store = yield* Effect.provide(
+        ThreadStore.ThreadStore,
+        ThreadStore.layerSql.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql)))
+      )
+      const old = Option.getOrThrow(yield* store.get("k"))
+      expect(old).toMatchObject({ key: "k", session: "old-session", turns: 3, updatedAt: 7 })
+      expect(old.turn).toBeUndefined()
+      const lease = yield* store.acquire("k", "1 minute")
+      yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "s2", 4), turn: "t4" }), "upsert")
+      expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("t4")
+    }).pipe(Effect.provide(sqlLayer())))
 }
 
 describe("ThreadStore (sqlite across processes)", () => {

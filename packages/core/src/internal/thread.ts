@@ -113,25 +113,30 @@ export const open = (
     let pendingFork = forkOf
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(host.leaseTtl) / 3)))
 
-    const plan = Effect.gen(function*() {
-      const record = yield* host.store.get(key)
-      if (pendingFork !== undefined) {
-        if (Option.isSome(record)) return yield* new ThreadAlreadyExists({ key })
-        const from = pendingFork.session
-        return { session: { _tag: "Fork", from, id: randomUUID() }, mode: "insert", turns: pendingFork.turns } as Plan
-      }
-      const fresh: Plan = { session: { _tag: "New", id: randomUUID() }, mode: "upsert", turns: 0 }
-      if (Option.isNone(record)) {
-        return resumeOnly ? yield* new Thread.ThreadNotFound({ key }) : fresh
-      }
-      const reason = compatibility(host, record.value)
-      if (reason !== undefined) return resumeOnly ? yield* new Thread.ThreadIncompatible({ key, reason }) : fresh
-      return {
-        session: { _tag: "Resume", id: record.value.session },
-        mode: "upsert",
-        turns: record.value.turns
-      } as Plan
-    })
+    const plan = (turnId: string | undefined) =>
+      Effect.gen(function*() {
+        const record = yield* host.store.get(key)
+        // Checked under the lease: a turn that committed before its runner died is not run again.
+        if (turnId !== undefined && Option.isSome(record) && record.value.turn === turnId) {
+          return yield* new Thread.TurnAlreadyCommitted({ key, turn: turnId, record: record.value })
+        }
+        if (pendingFork !== undefined) {
+          if (Option.isSome(record)) return yield* new ThreadAlreadyExists({ key })
+          const from = pendingFork.session
+          return { session: { _tag: "Fork", from, id: randomUUID() }, mode: "insert", turns: pendingFork.turns } as Plan
+        }
+        const fresh: Plan = { session: { _tag: "New", id: randomUUID() }, mode: "upsert", turns: 0 }
+        if (Option.isNone(record)) {
+          return resumeOnly ? yield* new Thread.ThreadNotFound({ key }) : fresh
+        }
+        const reason = compatibility(host, record.value)
+        if (reason !== undefined) return resumeOnly ? yield* new Thread.ThreadIncompatible({ key, reason }) : fresh
+        return {
+          session: { _tag: "Resume", id: record.value.session },
+          mode: "upsert",
+          turns: record.value.turns
+        } as Plan
+      })
 
     const attempt = (lease: Lease, turn: Agent.Input, plan: Plan) =>
       Stream.unwrap(Effect.gen(function*() {
@@ -156,7 +161,8 @@ export const open = (
                     session: result.session!,
                     fingerprint: host.fingerprint,
                     turns: plan.turns + 1,
-                    updatedAt: now
+                    updatedAt: now,
+                    ...(typeof turn === "string" || turn.id === undefined ? {} : { turn: turn.id })
                   }),
                   plan.mode
                 )
@@ -185,7 +191,7 @@ export const open = (
         // The previous turn's CLI may still be exiting (writing its session): resume after it.
         const exiting = host.exiting.get(key)
         if (exiting !== undefined) yield* Deferred.await(exiting)
-        const first = yield* plan
+        const first = yield* plan(typeof turn === "string" ? undefined : turn.id)
         const runs = attempt(lease, turn, first).pipe(
           Stream.catchAll((error): Stream.Stream<Event.Event, Thread.RunFailure> => {
             if (first.session._tag === "New" || !isResumeRejected(error)) return Stream.fail(error)

@@ -50,6 +50,10 @@ const migrations = Migrator.fromRecord({
       holder TEXT NOT NULL,
       expires_at BIGINT NOT NULL
     )`
+  }),
+  "2_tether_thread_turn": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_threads ADD COLUMN turn_id TEXT`
   })
 })
 
@@ -60,6 +64,7 @@ interface RecordRow {
   readonly fingerprint: string
   readonly turns: number | bigint
   readonly updated_at: number | bigint
+  readonly turn_id: string | null
 }
 
 interface LeaseRow {
@@ -74,7 +79,8 @@ const toRecord = (row: RecordRow) =>
     session: row.session,
     fingerprint: row.fingerprint,
     turns: Number(row.turns),
-    updatedAt: Number(row.updated_at)
+    updatedAt: Number(row.updated_at),
+    ...(row.turn_id === null ? {} : { turn: row.turn_id })
   })
 
 /** @internal */
@@ -155,26 +161,30 @@ export const makeSql = Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const keyHex = encodeKey(lease.key)
         const values =
-          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${record.turns}, ${record.updatedAt}`
+          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${record.turns}, ${record.updatedAt}, ${
+            record.turn ?? null
+          }`
         // The write is guarded by the lease in the same statement: a lost lease writes nothing.
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         if (mode === "insert") {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at)
+          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at, turn_id)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO NOTHING`
         } else {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at)
+          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at, turn_id)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO UPDATE SET provider = excluded.provider, session = excluded.session,
-              fingerprint = excluded.fingerprint, turns = excluded.turns, updated_at = excluded.updated_at`
+              fingerprint = excluded.fingerprint, turns = excluded.turns, updated_at = excluded.updated_at,
+              turn_id = excluded.turn_id`
         }
         if (!(yield* held(lease, now))) return "lost" as const
         const rows = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
         const row = rows[0]
         const written = row !== undefined && row.session === record.session &&
           row.fingerprint === record.fingerprint && Number(row.updated_at) === record.updatedAt &&
-          Number(row.turns) === record.turns && row.provider === record.provider
+          Number(row.turns) === record.turns && row.provider === record.provider &&
+          row.turn_id === (record.turn ?? null)
         return written ? "ok" as const : "exists" as const
       }).pipe(
         sql.withTransaction,
