@@ -23,6 +23,7 @@ export default defineWorkspace([
   project("core", { timeout: 120_000, postgres: true }),
   project("drivers", { timeout: 180_000 }),
   project("testing", { timeout: 120_000 }),
+  project("cluster", { timeout: 120_000, postgres: true }),
   {
     resolve: { conditions: ["@tether/source"] },
     ssr: { resolve: { conditions: ["@tether/source"] } },

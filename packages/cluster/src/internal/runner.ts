@@ -1,0 +1,121 @@
+/**
+ * The transports, composed from `@effect/cluster`'s parts with a `ShardingConfig` built from the
+ * options alone: `NodeClusterSocket.layer` and `SingleRunner.layer` read the process environment
+ * (`ShardingConfig.layerFromEnv`), where a generic `PORT` / `HOST` would become the runner's
+ * address and a malformed one would fail the runner.
+ *
+ * @internal
+ */
+import type * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import * as RunnerStorage from "@effect/cluster/RunnerStorage"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as TestRunner from "@effect/cluster/TestRunner"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import type * as SocketServer from "@effect/platform/SocketServer"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Runner from "../Runner.js"
+
+/** @internal */
+export const tuned: Runner.Timing = {
+  shardLockRefreshInterval: "1 second",
+  shardLockExpiration: "4 seconds",
+  refreshAssignmentsInterval: "500 millis",
+  runnerHealthCheckInterval: "2 seconds",
+  entityMessagePollInterval: "1 second",
+  entityReplyPollInterval: "100 millis",
+  sendRetryInterval: "100 millis"
+}
+
+const timingConfig = (timing: Runner.Timing | undefined): Partial<ShardingConfig.ShardingConfig["Type"]> => {
+  const out: { -readonly [K in keyof Runner.Timing]-?: Duration.Duration } = {} as never
+  for (const [name, value] of Object.entries(timing ?? {})) {
+    if (value !== undefined) (out as Record<string, Duration.Duration>)[name] = Duration.decode(value)
+  }
+  return out
+}
+
+const config = (
+  address: Option.Option<RunnerAddress.RunnerAddress>,
+  listen: Option.Option<RunnerAddress.RunnerAddress>,
+  options: Runner.CommonOptions
+): Layer.Layer<ShardingConfig.ShardingConfig> =>
+  ShardingConfig.layer({
+    ...ShardingConfig.defaults,
+    ...timingConfig(options.timing),
+    ...(options.shardsPerGroup === undefined ? {} : { shardsPerGroup: options.shardsPerGroup }),
+    ...(options.weight === undefined ? {} : { runnerShardWeight: options.weight }),
+    runnerAddress: address,
+    runnerListenAddress: listen
+  })
+
+const serialization = (options: Runner.SocketOptions | Runner.ClientOptions) =>
+  options.serialization === "ndjson" ? RpcSerialization.layerNdjson : RpcSerialization.layerMsgPack
+
+/** @internal */
+export const layerSocket = (
+  options: Runner.SocketOptions
+): Layer.Layer<
+  Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage,
+  SocketServer.SocketServerError,
+  SqlClient.SqlClient
+> => {
+  const address = RunnerAddress.make(options.address.host, options.address.port)
+  const listen = options.listen === undefined
+    ? Option.none()
+    : Option.some(RunnerAddress.make(options.listen.host, options.listen.port))
+  const health = RunnerHealth.layerPing.pipe(
+    Layer.provide(Runners.layerRpc),
+    Layer.provide(NodeClusterSocket.layerClientProtocol)
+  )
+  return SocketRunner.layer.pipe(
+    Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
+    Layer.provide(health),
+    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(config(Option.some(address), listen, options)),
+    Layer.provide(serialization(options))
+  )
+}
+
+/** @internal */
+export const layerClient = (
+  options: Runner.ClientOptions
+): Layer.Layer<Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage, never, SqlClient.SqlClient> =>
+  SocketRunner.layerClientOnly.pipe(
+    Layer.provide(NodeClusterSocket.layerClientProtocol),
+    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(config(Option.none(), Option.none(), options)),
+    Layer.provide(serialization(options))
+  )
+
+// One process owns every shard: its address is only its name in the runner storage.
+const singleAddress = RunnerAddress.make("127.0.0.1", 34431)
+
+/** @internal */
+export const layerSingle = (
+  options: Runner.SingleOptions = {}
+): Layer.Layer<Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage, never, SqlClient.SqlClient> =>
+  Sharding.layer.pipe(
+    Layer.provideMerge(Runners.layerNoop),
+    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
+    Layer.provide([
+      options.runnerStorage === "memory" ? RunnerStorage.layerMemory : Layer.orDie(SqlRunnerStorage.layer),
+      RunnerHealth.layerNoop
+    ]),
+    Layer.provide(config(Option.some(singleAddress), Option.none(), options))
+  )
+
+/** @internal */
+export const layerTest = TestRunner.layer
