@@ -148,6 +148,26 @@ for (const [name, makeLayer] of stores) {
         })
       ))
 
+    it.effect("keys of thousands of characters (past PostgreSQL's index limit) are kept and told apart exactly", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const random = (length: number) =>
+            Array.from({ length }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919 + length) % 20000))).join("")
+          const long = random(3_000)
+          const twin = long.slice(0, -1) + "\ud800"
+          const lease = yield* store.acquire(long, "1 minute")
+          expect((yield* Effect.flip(store.acquire(long, "1 minute")))._tag).toBe("ThreadBusy")
+          yield* store.commit(lease, record(long, "s-long"), "insert")
+          const other = yield* store.acquire(twin, "1 minute")
+          yield* store.commit(other, record(twin, "s-twin"), "insert")
+          expect(Option.getOrThrow(yield* store.get(long))).toMatchObject({ key: long, session: "s-long" })
+          expect(Option.getOrThrow(yield* store.get(twin))).toMatchObject({ key: twin, session: "s-twin" })
+          yield* store.renew(lease, "1 minute")
+          yield* store.release(lease)
+          yield* store.release(yield* store.acquire(long, "1 minute"))
+        })
+      ))
+
     it.effect.prop(
       "any key round-trips exactly and never aliases another",
       [FastCheck.string({ unit: "binary", maxLength: 12 }), FastCheck.string({ unit: "binary", maxLength: 12 })],
@@ -180,7 +200,7 @@ const sqlDialects: ReadonlyArray<readonly [string, () => Layer.Layer<SqlClient.S
   ["postgres", () => Postgres.layer()]
 ]
 for (const [name, sqlLayer] of sqlDialects) {
-  it.live(`ThreadStore (${name}): a store created before turn ids opens with its records intact`, () =>
+  it.live(`ThreadStore (${name}): a store created by the first version opens with its records intact`, () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`CREATE TABLE tether_migrations (migration_id integer PRIMARY KEY NOT NULL, created_at TEXT, name TEXT)`
@@ -189,6 +209,9 @@ for (const [name, sqlLayer] of sqlDialects) {
         fingerprint TEXT NOT NULL, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL)`
       yield* sql`CREATE TABLE tether_thread_leases (key_hex TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)`
       yield* sql`INSERT INTO tether_threads VALUES ('006b', 'reference', 'old-session', 'fp', 3, 7)`
+      // A 300-character key: its hex (1,200 characters) moves to the indexed form.
+      const long = "y".repeat(300)
+      yield* sql`INSERT INTO tether_threads VALUES (${"0079".repeat(300)}, 'reference', 'long-session', 'fp', 1, 8)`
       const store = yield* Effect.provide(
         ThreadStore.ThreadStore,
         ThreadStore.layerSql.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql)))
@@ -196,6 +219,7 @@ for (const [name, sqlLayer] of sqlDialects) {
       const old = Option.getOrThrow(yield* store.get("k"))
       expect(old).toMatchObject({ key: "k", session: "old-session", turns: 3, updatedAt: 7 })
       expect(old.turn).toBeUndefined()
+      expect(Option.getOrThrow(yield* store.get(long))).toMatchObject({ key: long, session: "long-session", turns: 1 })
       const lease = yield* store.acquire("k", "1 minute")
       yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "s2", 4), turn: "t4" }), "upsert")
       expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("t4")

@@ -6,6 +6,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Crypto from "node:crypto"
 import {
   type Lease,
   LeaseLost,
@@ -26,6 +27,19 @@ export const encodeKey = (key: string): string => {
   for (let i = 0; i < key.length; i++) out += key.charCodeAt(i).toString(16).padStart(4, "0")
   return out
 }
+
+/**
+ * The indexed form of a key: its hex, or for a key whose hex is longer than `maxIndexedHex`
+ * (PostgreSQL refuses btree entries over 2704 bytes) `#` and the SHA-256 of the hex (`#` is not
+ * a hex digit, so the two forms never meet). Such a record keeps its full hex in `key_long`.
+ *
+ * @internal
+ */
+export const maxIndexedHex = 1024
+
+/** @internal */
+export const indexedKey = (hex: string): string =>
+  hex.length <= maxIndexedHex ? hex : `#${Crypto.createHash("sha256").update(hex).digest("hex")}`
 
 /** @internal */
 export const decodeKey = (hex: string): string => {
@@ -54,11 +68,27 @@ const migrations = Migrator.fromRecord({
   "2_tether_thread_turn": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`ALTER TABLE tether_threads ADD COLUMN turn_id TEXT`
+  }),
+  // Long keys move to their indexed form (only SQLite could store them before).
+  "3_tether_long_keys": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_threads ADD COLUMN key_long TEXT`
+    for (const table of ["tether_threads", "tether_thread_leases"] as const) {
+      const rows = yield* sql<{ readonly key_hex: string }>`SELECT key_hex FROM ${sql(table)}
+        WHERE length(key_hex) > ${maxIndexedHex}`
+      for (const { key_hex } of rows) {
+        yield* table === "tether_threads"
+          ? sql`UPDATE tether_threads SET key_hex = ${indexedKey(key_hex)}, key_long = ${key_hex}
+              WHERE key_hex = ${key_hex}`
+          : sql`UPDATE tether_thread_leases SET key_hex = ${indexedKey(key_hex)} WHERE key_hex = ${key_hex}`
+      }
+    }
   })
 })
 
 interface RecordRow {
   readonly key_hex: string
+  readonly key_long: string | null
   readonly provider: string
   readonly session: string
   readonly fingerprint: string
@@ -74,7 +104,7 @@ interface LeaseRow {
 
 const toRecord = (row: RecordRow) =>
   new ThreadRecord({
-    key: decodeKey(row.key_hex),
+    key: decodeKey(row.key_long ?? row.key_hex),
     provider: row.provider,
     session: row.session,
     fingerprint: row.fingerprint,
@@ -101,7 +131,7 @@ export const makeSql = Effect.gen(function*() {
     )
   const held = (lease: Lease, now: number) =>
     Effect.map(
-      leaseOf(encodeKey(lease.key)),
+      leaseOf(indexedKey(encodeKey(lease.key))),
       Option.match({
         onNone: () => false,
         onSome: (row) => row.holder === lease.holder && Number(row.expires_at) > now
@@ -110,14 +140,14 @@ export const makeSql = Effect.gen(function*() {
 
   return ThreadStore.of({
     get: (key) =>
-      sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${encodeKey(key)}`.pipe(
+      sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${indexedKey(encodeKey(key))}`.pipe(
         Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRecord)),
         Effect.mapError(storeError("get"))
       ),
     acquire: (key, ttl) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(key)
+        const keyHex = indexedKey(encodeKey(key))
         const holder = crypto.randomUUID()
         const expiresAt = now + Duration.toMillis(ttl)
         // One statement takes a free or expired lease and leaves a live one alone.
@@ -139,7 +169,7 @@ export const makeSql = Effect.gen(function*() {
     renew: (lease, ttl) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(lease.key)
+        const keyHex = indexedKey(encodeKey(lease.key))
         const expiresAt = now + Duration.toMillis(ttl)
         yield* sql`UPDATE tether_thread_leases SET expires_at = ${expiresAt}
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now}`
@@ -152,27 +182,31 @@ export const makeSql = Effect.gen(function*() {
         Effect.flatMap((ok) => ok ? Effect.void : Effect.fail(new LeaseLost({ key: lease.key })))
       ),
     release: (lease) =>
-      sql`DELETE FROM tether_thread_leases WHERE key_hex = ${encodeKey(lease.key)} AND holder = ${lease.holder}`.pipe(
+      sql`DELETE FROM tether_thread_leases WHERE key_hex = ${
+        indexedKey(encodeKey(lease.key))
+      } AND holder = ${lease.holder}`.pipe(
         Effect.asVoid,
         Effect.mapError(storeError("release"))
       ),
     commit: (lease, record, mode) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(lease.key)
+        const fullHex = encodeKey(lease.key)
+        const keyHex = indexedKey(fullHex)
+        const keyLong = keyHex === fullHex ? null : fullHex
         const values =
-          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${record.turns}, ${record.updatedAt}, ${
+          sql`${keyHex}, ${keyLong}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${record.turns}, ${record.updatedAt}, ${
             record.turn ?? null
           }`
         // The write is guarded by the lease in the same statement: a lost lease writes nothing.
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         if (mode === "insert") {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at, turn_id)
+          yield* sql`INSERT INTO tether_threads (key_hex, key_long, provider, session, fingerprint, turns, updated_at, turn_id)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO NOTHING`
         } else {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at, turn_id)
+          yield* sql`INSERT INTO tether_threads (key_hex, key_long, provider, session, fingerprint, turns, updated_at, turn_id)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO UPDATE SET provider = excluded.provider, session = excluded.session,
               fingerprint = excluded.fingerprint, turns = excluded.turns, updated_at = excluded.updated_at,
