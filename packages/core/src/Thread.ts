@@ -39,11 +39,20 @@ import { ThreadRecord } from "./ThreadStore.js"
 /**
  * `resumeOnly`: never start a fresh session; fail instead (see the module documentation).
  *
+ * `onCommit`: runs right after each turn of this handle commits its checkpoint, in the same
+ * uninterruptible step (before `RunFinished`, while the turn still holds the thread's lease), for
+ * what must be recorded with the commit: e.g. a cluster saves the turn's answer there, for a
+ * second delivery of the same turn. Its failure is logged; the commit stands.
+ *
  * @since 0.1.0
  * @category models
  */
 export interface Options {
   readonly resumeOnly?: boolean
+  readonly onCommit?: (committed: {
+    readonly record: ThreadRecord
+    readonly result: Result
+  }) => Effect.Effect<void>
 }
 
 /**

@@ -41,6 +41,29 @@ for (const [name, storeLayer] of stores) {
           expect(yield* record(thread)).toMatchObject({ session: first.session, turns: 2 })
         })))
 
+    it.live("onCommit runs after each commit, before RunFinished, and never for a failed turn", () =>
+      withThreads(storeLayer, ({ agent }) =>
+        Effect.gen(function*() {
+          const seen: Array<string> = []
+          const thread = yield* agent.thread("k", {
+            onCommit: ({ record: committed, result }) =>
+              Effect.sync(() => seen.push(`${committed.turns}:${committed.turn}:${result.text}`))
+          })
+          const events = yield* Stream.runCollect(
+            thread.stream({ input: text("one"), id: "t1" }).pipe(
+              Stream.tap((event) => Effect.sync(() => event._tag === "RunFinished" && seen.push("RunFinished")))
+            )
+          )
+          expect(Array.from(events).at(-1)?._tag).toBe("RunFinished")
+          expect(seen).toEqual(["1:t1:one", "RunFinished"])
+          yield* Effect.flip(thread.run(FakeCli.script({ op: "result", ok: false, error: "boom" })))
+          expect(seen).toEqual(["1:t1:one", "RunFinished"])
+          // A failing onCommit is logged; the commit stands.
+          const failing = yield* agent.thread("k", { onCommit: () => Effect.die("onCommit broke") })
+          yield* failing.run({ input: text("two"), id: "t2" })
+          expect(yield* record(thread)).toMatchObject({ turns: 2, turn: "t2" })
+        })))
+
     it.live("a turn whose id the committed record carries is not run again (a redelivered turn)", () =>
       withThreads(storeLayer, ({ agent, control }) =>
         Effect.gen(function*() {

@@ -151,24 +151,26 @@ export const open = (
         const commit = (result: Result) =>
           result.session === undefined
             ? Effect.fail({ message: "the run reported no provider session to checkpoint" })
-            : Clock.currentTimeMillis.pipe(
-              Effect.flatMap((now) =>
-                host.store.commit(
-                  lease,
-                  new ThreadRecord({
-                    key,
-                    provider: host.provider,
-                    session: result.session!,
-                    fingerprint: host.fingerprint,
-                    turns: plan.turns + 1,
-                    updatedAt: now,
-                    ...(typeof turn === "string" || turn.id === undefined ? {} : { turn: turn.id })
-                  }),
-                  plan.mode
+            : Effect.gen(function*() {
+              const record = new ThreadRecord({
+                key,
+                provider: host.provider,
+                session: result.session!,
+                fingerprint: host.fingerprint,
+                turns: plan.turns + 1,
+                updatedAt: yield* Clock.currentTimeMillis,
+                ...(typeof turn === "string" || turn.id === undefined ? {} : { turn: turn.id })
+              })
+              yield* host.store.commit(lease, record, plan.mode)
+              pendingFork = undefined
+              if (options.onCommit !== undefined) {
+                yield* options.onCommit({ record, result }).pipe(
+                  Effect.catchAllCause((cause) =>
+                    Effect.logWarning("a thread's onCommit failed; the commit stands", cause)
+                  )
                 )
-              ),
-              Effect.tap(() => Effect.sync(() => (pendingFork = undefined)))
-            )
+              }
+            })
         return host.stream(turn, { session: plan.session, commit, reaped })
       }))
 
