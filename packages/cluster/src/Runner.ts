@@ -32,7 +32,10 @@ import * as internal from "./internal/runner.js"
  * @category models
  */
 export interface Timing {
-  /** How often a runner refreshes its shard locks (10 s; at most a third of the expiration). */
+  /**
+   * How often a runner refreshes its shard locks (10 s; at most a third of the expiration). A
+   * refresh that takes longer than this interval makes the runner give up its shards.
+   */
   readonly shardLockRefreshInterval?: Duration.DurationInput
   /** How long a dead runner's shard locks keep its shards (35 s). */
   readonly shardLockExpiration?: Duration.DurationInput
@@ -53,9 +56,12 @@ export interface Timing {
 }
 
 /**
- * Short failover: shard locks of 4 s refreshed every second, assignments re-read every 500 ms,
- * health checks every 2 s, stored messages polled every second. More database traffic than the
- * defaults; pair it with a short thread lease (`Agent.Options.threads.leaseTtl`, e.g. 3 s).
+ * Short failover (about 10 s instead of about 35 s): shard locks of 8 s refreshed every 2 s,
+ * assignments re-read every second, health checks every 2 s, stored messages polled every second.
+ * A runner whose lock refresh takes longer than its interval (here 2 s: a stalled process or
+ * database) gives up its shards and interrupts its entities, so do not go much lower on busy
+ * machines. More database traffic than the defaults; pair it with a short thread lease
+ * (`Agent.Options.threads.leaseTtl`, e.g. 5 s).
  *
  * @since 0.1.0
  * @category constants

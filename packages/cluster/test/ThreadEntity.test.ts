@@ -85,16 +85,38 @@ describe("ThreadEntity on one runner", () => {
       })
     ))
 
-  it.live("a turn delivered again after it committed is not run twice: TurnAlreadyCommitted", () =>
-    withRunner(({ threads }) =>
+  it.live("a committed turn delivered again is not run twice: it answers the first delivery's result", () =>
+    withRunner(({ dirs, threads }) =>
       Effect.gen(function*() {
         const thread = threads.thread("k")
-        yield* thread.run({ input: Fixture.turn("once"), id: "the-turn" })
+        const first = yield* thread.run({ input: Fixture.turn("once", 300), id: "the-turn" })
         const committed = yield* record(threads, "k")
-        // What a redelivery is: the same turn, same id, on the thread's entity.
-        const again = yield* Effect.flip(thread.run({ input: Fixture.turn("once"), id: "the-turn" }))
-        expect(again).toMatchObject({ _tag: "TurnAlreadyCommitted", key: "k", turn: "the-turn" })
+        // What a second delivery is to the entity: the same turn (same id) once more.
+        const again = yield* Effect.fork(thread.run({ input: Fixture.turn("once", 300), id: "the-turn" }))
+        yield* Effect.sleep("200 millis")
+        expect(Fixture.processesMentioning(dirs.base)).toEqual([])
+        expect(yield* Fiber.join(again)).toEqual(first)
         expect(yield* record(threads, "k")).toEqual(committed)
+      })
+    ))
+
+  it.live("a committed turn whose answer was lost (its runner died after the commit) fails with TurnAlreadyCommitted", () =>
+    withRunner(({ store, threads }) =>
+      Effect.gen(function*() {
+        const lease = yield* store.acquire("k", "1 minute")
+        const record = new ThreadStore.ThreadRecord({
+          key: "k",
+          provider: "fake-cli",
+          session: "s",
+          fingerprint: "fp",
+          turns: 1,
+          updatedAt: 1,
+          turn: "lost-answer"
+        })
+        yield* store.commit(lease, record, "insert")
+        yield* store.release(lease)
+        const failed = yield* Effect.flip(threads.thread("k").run({ input: Fixture.turn("x"), id: "lost-answer" }))
+        expect(failed).toMatchObject({ _tag: "TurnAlreadyCommitted", key: "k", turn: "lost-answer", record })
       })
     ))
 

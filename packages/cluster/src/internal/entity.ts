@@ -1,7 +1,8 @@
 /**
  * The thread entity's behaviour on a runner: one agent per active thread (built at its first
  * turn, closed when the entity stops or the thread is closed), one turn at a time, the wait for a
- * previous runner's lease, and the runner's reaper of dead runners' leftovers.
+ * previous runner's lease, the answer of a turn delivered twice, and the runner's reaper of dead
+ * runners' leftovers.
  *
  * @internal
  */
@@ -9,22 +10,29 @@ import * as Entity from "@effect/cluster/Entity"
 import * as Agent from "@tether/core/Agent"
 import { AgentConfigError, UnsupportedCapability } from "@tether/core/AgentError"
 import type * as Event from "@tether/core/Event"
+import type { Result } from "@tether/core/Result"
 import type * as Thread from "@tether/core/Thread"
 import { ThreadBusy, ThreadStore } from "@tether/core/ThreadStore"
 import * as Profile from "@tether/profile/Profile"
 import type * as Toolkit from "@tether/tool/Toolkit"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as ThreadEntity from "../ThreadEntity.js"
+import * as Answers from "./answers.js"
 import { entityIdOf } from "./entityId.js"
 
 type Request = typeof ThreadEntity.TurnRequest.Type
+
+/** The runner's answers store, shared by its entities. */
+class RunnerAnswers extends Context.Tag("@tether/cluster/internal/RunnerAnswers")<RunnerAnswers, Answers.Answers>() {}
 
 const turnOf = (request: Request): Agent.Turn => ({
   input: request.input,
@@ -42,7 +50,7 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
   const leaseTtl = Duration.decode(agentOptions.threads?.leaseTtl ?? "30 seconds")
   const takeoverTimeout = Duration.decode(options.takeover?.timeout ?? Duration.sum(leaseTtl, "5 seconds"))
   const takeoverInterval = options.takeover?.interval === undefined
-    ? clamp(Duration.divide(leaseTtl, 10).pipe((d) => d._tag === "Some" ? d.value : leaseTtl), "100 millis", "1 second")
+    ? clamp(Duration.unsafeDivide(leaseTtl, 10), "100 millis", "1 second")
     : Duration.decode(options.takeover.interval)
   // A previous runner's lease on the thread (it died mid-turn, or its shard just moved here)
   // is waited out; nothing was started while the acquire failed.
@@ -54,20 +62,24 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
 
   const handlers = Effect.gen(function*() {
     const address = yield* Entity.CurrentAddress
-    const entityScope = yield* Scope.Scope
+    // Made now, before the entity's RPC server exists, so it closes after the server: a runner
+    // that stops (or hands the shard over) interrupts the running turn first, which leaves the
+    // persisted turn to be delivered again, instead of failing it by closing the agent under it.
+    const agents = yield* Scope.fork(yield* Scope.Scope, ExecutionStrategy.sequential)
     const store = yield* ThreadStore
+    const answers = yield* RunnerAnswers
     const services = yield* Effect.context<Effect.Effect.Context<typeof makeAgent>>()
     const creating = yield* Effect.makeSemaphore(1)
     let current: { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope } | undefined
     let running: Thread.Thread | undefined
     let busy = false
 
-    // The thread's agent on this runner, built at its first turn; a failed build is retried by
-    // the next turn.
+    // The thread's agent on this runner, built at its first turn; a failed build is tried again
+    // by the next turn.
     const agent = creating.withPermits(1)(Effect.suspend(() => {
       if (current !== undefined) return Effect.succeed(current.agent)
       return Effect.gen(function*() {
-        const scope = yield* Scope.fork(entityScope, ExecutionStrategy.sequential)
+        const scope = yield* Scope.fork(agents, ExecutionStrategy.sequential)
         const made = yield* makeAgent.pipe(
           Scope.extend(scope),
           Effect.provide(services),
@@ -90,48 +102,68 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
         () => Effect.sync(() => void (busy = false))
       )
 
-    const open = (request: Request) =>
-      Effect.flatMap(agent, (made) => made.thread(request.key, { resumeOnly: request.resumeOnly === true })).pipe(
-        Effect.tap((thread) => Effect.sync(() => void (running = thread)))
-      )
-
-    const run = (request: Request) =>
-      Effect.gen(function*() {
-        yield* check(request.key)
-        yield* admit(request.key)
-        return yield* open(request).pipe(
-          Effect.flatMap((thread) => thread.run(turnOf(request))),
-          Effect.retry(takeover)
-        )
-      }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => void (running = undefined))))
-
-    const stream = (request: Request): Stream.Stream<Event.Event, ThreadEntity.TurnFailure> =>
+    // The turn's events. Its answer is saved with its commit (same uninterruptible step, while the
+    // turn holds the lease), so whoever takes the lease next finds it. Only the opening and the
+    // lease are waited for: no event was emitted when either fails.
+    const events = (request: Request): Stream.Stream<Event.Event, ThreadEntity.TurnFailure> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         yield* check(request.key)
         yield* admit(request.key)
         yield* Effect.addFinalizer(() => Effect.sync(() => void (running = undefined)))
-        // Only the opening and the lease are retried: no event has been emitted before either fails.
-        const first = yield* open(request).pipe(
-          Effect.flatMap((thread) =>
-            Effect.map(Stream.toPull(thread.stream(turnOf(request))), (pull) => ({ pull, thread }))
+        const first = yield* agent.pipe(
+          Effect.flatMap((made) =>
+            made.thread(request.key, {
+              resumeOnly: request.resumeOnly === true,
+              onCommit: ({ result }) => answers.save(request.key, request.id, result)
+            })
           ),
-          Effect.flatMap(({ pull }) =>
+          Effect.tap((thread) => Effect.sync(() => void (running = thread))),
+          Effect.flatMap((thread) => Stream.toPull(thread.stream(turnOf(request)))),
+          Effect.flatMap((pull) =>
             pull.pipe(
-              Effect.map((chunk) => ({ chunk, pull })),
+              Effect.map((chunk) => ({ chunk: Option.some(chunk), pull })),
               Effect.catchAll((error) =>
-                error._tag === "None" ? Effect.succeed({ chunk: undefined, pull }) : Effect.fail(error.value)
+                Option.isNone(error) ? Effect.succeed({ chunk: Option.none(), pull }) : Effect.fail(error.value)
               )
             )
           ),
           Effect.retry(takeover)
         )
         const rest = Stream.repeatEffectChunkOption(first.pull)
-        return first.chunk === undefined ? Stream.empty : Stream.concat(Stream.fromChunk(first.chunk), rest)
+        return Option.match(first.chunk, {
+          onNone: () => Stream.empty,
+          onSome: (chunk) => Stream.concat(Stream.fromChunk(chunk), rest)
+        })
       }))
+
+    // Another delivery of this turn committed it: answer what it answered. With no saved answer
+    // (its runner died between the commit and saving it) the turn fails with TurnAlreadyCommitted.
+    const answered = (request: Request) => <A>(effect: Effect.Effect<A, ThreadEntity.TurnFailure>) =>
+      effect.pipe(Effect.catchTag("TurnAlreadyCommitted", (error) =>
+        Effect.flatMap(
+          answers.find(request.key, request.id),
+          Option.match({ onNone: () => Effect.fail(error), onSome: (result) => Effect.succeed(result as A) })
+        )))
+
+    const run = (request: Request): Effect.Effect<Result, ThreadEntity.TurnFailure> =>
+      Effect.suspend(() => {
+        let result: Result | undefined
+        return events(request).pipe(
+          Stream.runForEach((event) =>
+            Effect.sync(() => void (event._tag === "RunFinished" && (result = event.result)))
+          ),
+          Effect.flatMap(() =>
+            result === undefined
+              ? Effect.dieMessage("a thread turn ended without its RunFinished event")
+              : Effect.succeed(result)
+          ),
+          answered(request)
+        )
+      })
 
     return ThreadEntity.Thread.of({
       Run: ({ payload }) => run(payload),
-      RunStream: ({ payload }) => stream(payload),
+      RunStream: ({ payload }) => events(payload),
       Send: ({ payload }) =>
         Effect.zipRight(
           check(payload.key),
@@ -186,5 +218,8 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
   return ThreadEntity.Thread.toLayer(handlers, {
     concurrency: "unbounded",
     ...(options.maxIdleTime === undefined ? {} : { maxIdleTime: options.maxIdleTime })
-  }).pipe(Layer.provideMerge(runner))
+  }).pipe(
+    Layer.provide(Layer.effect(RunnerAnswers, Answers.make)),
+    Layer.provideMerge(runner)
+  )
 }

@@ -24,13 +24,14 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import type * as Runner from "../Runner.js"
 
 /** @internal */
 export const tuned: Runner.Timing = {
-  shardLockRefreshInterval: "1 second",
-  shardLockExpiration: "4 seconds",
-  refreshAssignmentsInterval: "500 millis",
+  shardLockRefreshInterval: "2 seconds",
+  shardLockExpiration: "8 seconds",
+  refreshAssignmentsInterval: "1 second",
   runnerHealthCheckInterval: "2 seconds",
   entityMessagePollInterval: "1 second",
   entityReplyPollInterval: "100 millis",
@@ -59,6 +60,11 @@ const config = (
     runnerListenAddress: listen
   })
 
+// Runners starting together on an empty PostgreSQL database race to create the cluster's tables
+// (concurrent CREATE TABLE IF NOT EXISTS can fail there): the losers try again.
+const messageStorage = Layer.orDie(Layer.retry(SqlMessageStorage.layer, Schedule.recurs(3)))
+const runnerStorage = Layer.orDie(Layer.retry(SqlRunnerStorage.layer, Schedule.recurs(3)))
+
 const serialization = (options: Runner.SocketOptions | Runner.ClientOptions) =>
   options.serialization === "ndjson" ? RpcSerialization.layerNdjson : RpcSerialization.layerMsgPack
 
@@ -81,8 +87,8 @@ export const layerSocket = (
   return SocketRunner.layer.pipe(
     Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
     Layer.provide(health),
-    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
-    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provideMerge(messageStorage),
+    Layer.provide(runnerStorage),
     Layer.provide(config(Option.some(address), listen, options)),
     Layer.provide(serialization(options))
   )
@@ -94,8 +100,8 @@ export const layerClient = (
 ): Layer.Layer<Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage, never, SqlClient.SqlClient> =>
   SocketRunner.layerClientOnly.pipe(
     Layer.provide(NodeClusterSocket.layerClientProtocol),
-    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
-    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provideMerge(messageStorage),
+    Layer.provide(runnerStorage),
     Layer.provide(config(Option.none(), Option.none(), options)),
     Layer.provide(serialization(options))
   )
@@ -109,9 +115,9 @@ export const layerSingle = (
 ): Layer.Layer<Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage, never, SqlClient.SqlClient> =>
   Sharding.layer.pipe(
     Layer.provideMerge(Runners.layerNoop),
-    Layer.provideMerge(Layer.orDie(SqlMessageStorage.layer)),
+    Layer.provideMerge(messageStorage),
     Layer.provide([
-      options.runnerStorage === "memory" ? RunnerStorage.layerMemory : Layer.orDie(SqlRunnerStorage.layer),
+      options.runnerStorage === "memory" ? RunnerStorage.layerMemory : runnerStorage,
       RunnerHealth.layerNoop
     ]),
     Layer.provide(config(Option.some(singleAddress), Option.none(), options))
