@@ -4,6 +4,8 @@
  */
 import * as Entity from "@effect/cluster/Entity"
 import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Runner, ThreadEntity } from "@tether/cluster"
 import { ThreadStore } from "@tether/core"
@@ -15,6 +17,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as Path from "node:path"
 import * as Fixture from "./fixtures/agent.js"
 
 const sandbox = Effect.acquireRelease(
@@ -270,5 +273,43 @@ describe("Entity.makeTestClient", () => {
       expect(yield* client.Snapshot({ key: "k" })).toEqual(Option.none())
       expect(yield* Effect.flip(client.Send({ key: "k", input: "x" }))).toMatchObject({ _tag: "NoActiveTurn" })
       expect((yield* client.Run({ key: "k", id: "t1", input: Fixture.turn("direct") })).text).toBe("direct")
+    }).pipe(Effect.scoped))
+})
+
+describe("Runner.layerSingle on SQLite (one machine, the embedded default)", () => {
+  it.live("threads run through a durable single runner, their store and answers in one SQLite file", () =>
+    Effect.gen(function*() {
+      const dirs = yield* sandbox
+      const filename = Path.join(dirs.base, "fleet.db")
+      yield* Effect.gen(function*() {
+        const threads = yield* ThreadEntity.client()
+        const first = yield* threads.thread("k").run({ input: Fixture.turn("one"), id: "t1" })
+        // The same turn again answers the stored answer (from SQLite) without running.
+        expect(yield* threads.thread("k").run({ input: Fixture.turn("one"), id: "t1" })).toEqual(first)
+        yield* threads.thread("k").run({ input: Fixture.turn("two"), id: "t2" })
+        const sql = yield* SqlClient.SqlClient
+        const tables = yield* sql<{ name: string }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+        expect(tables.map((table) => table.name)).toEqual(
+          expect.arrayContaining(["cluster_messages", "cluster_replies", "tether_threads", "tether_turn_answers"])
+        )
+      }).pipe(
+        Effect.provide(
+          ThreadEntity.layer({ agent: Fixture.agentOptions(dirs, "3 seconds") }).pipe(
+            Layer.provideMerge(Runner.layerSingle()),
+            Layer.provideMerge(ThreadStore.layerSql),
+            Layer.provide(Fixture.toolsLive("single")),
+            Layer.provide(Harness.layer),
+            Layer.provideMerge(SqliteClient.layer({ filename }))
+          )
+        ),
+        Effect.scoped
+      )
+      // A new process on the same file finds the committed thread.
+      const found = yield* Effect.gen(function*() {
+        const store = yield* ThreadStore.ThreadStore
+        return yield* store.get("k")
+      }).pipe(Effect.provide(ThreadStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename })))))
+      expect(Option.getOrThrow(found)).toMatchObject({ turns: 2, turn: "t2" })
+      expect(Fixture.processesMentioning(dirs.base)).toEqual([])
     }).pipe(Effect.scoped))
 })
