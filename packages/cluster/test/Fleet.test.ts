@@ -1,11 +1,9 @@
 /**
  * A fleet: PostgreSQL (the run's throwaway server) and runner processes on 127.0.0.1, each running
- * real agents (the fake CLI through each runner's own gateway), driven from this process as a
- * client-only member of the cluster.
- *
- * CI uses the tuned timing (`Runner.tuned`, 5 s thread leases). `TETHER_FLEET_DEFAULTS=1` runs the
- * failover test with `@effect/cluster`'s and Tether's defaults instead, to measure that failover by
- * hand (it then takes about a minute longer).
+ * real agents, driven from this process as a client-only member of the cluster, with the tuned
+ * timing (`Runner.tuned`, 5 s thread leases). First the fake CLI through each runner's own gateway;
+ * then the real Claude Code CLI (pinned in node_modules) offline, against the scripted Anthropic
+ * server in this process. One file, so its runner processes never compete with each other's.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { PgClient } from "@effect/sql-pg"
@@ -14,18 +12,18 @@ import { describe, expect, it } from "@effect/vitest"
 import { Runner, ThreadEntity } from "@tether/cluster"
 import type { Result, ThreadStore } from "@tether/core"
 import { Profile } from "@tether/profile"
+import { AnthropicServer } from "@tether/testing"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Fixture from "./fixtures/agent.js"
-import { type RunnerProcess, startRunner } from "./fixtures/fleet.js"
+import { freePort, type RunnerProcess, startRunner } from "./fixtures/fleet.js"
 import * as Postgres from "./fixtures/postgres.js"
 
-const defaults = process.env["TETHER_FLEET_DEFAULTS"] === "1"
-const timing = defaults ? "default" : "tuned"
-const leaseTtl = defaults ? "30 seconds" : "5 seconds"
+const timing = "tuned"
+const leaseTtl = "5 seconds"
 
 const sandbox = Effect.acquireRelease(
   Effect.sync(Fixture.makeDirs),
@@ -34,7 +32,7 @@ const sandbox = Effect.acquireRelease(
 
 /** This process as a client-only member of the fleet on `url`. */
 const member = (url: string) =>
-  Runner.layerClient(defaults ? {} : { timing: Runner.tuned }).pipe(
+  Runner.layerClient({ timing: Runner.tuned }).pipe(
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 }).pipe(Layer.orDie))
   )
 
@@ -66,6 +64,32 @@ const startFleet = (dirs: Fixture.Dirs, url: string, names: ReadonlyArray<string
 const keys = Array.from({ length: 10 }, (_, i) => `tenant-${i}/issue-${100 + i}`)
 
 describe("a fleet of runner processes on PostgreSQL", () => {
+  it.live("runners starting together on an empty database all come up (they race to create the cluster's tables)", () =>
+    Effect.gen(function*() {
+      const db = yield* Postgres.database
+      const ports = yield* Effect.promise(() => Promise.all(Array.from({ length: 8 }, freePort)))
+      yield* Effect.forEach(
+        ports,
+        (port) =>
+          Layer.build(
+            Runner.layerSocket({ address: { host: "127.0.0.1", port }, timing: Runner.tuned }).pipe(
+              Layer.provide(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 3 }).pipe(Layer.orDie))
+            )
+          ),
+        { concurrency: "unbounded", discard: true }
+      )
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* waitUntil(
+          "every runner to register",
+          Effect.map(
+            Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM cluster_runners`),
+            (rows) => rows[0]!.n === 8
+          )
+        )
+      }).pipe(Effect.provide(member(db.url)))
+    }).pipe(Effect.scoped))
+
   it.live(
     "ten threads over the runners: a runner started under load takes over part of them with no failed turn;" +
       " a runner SIGKILLed mid-turn: every thread goes on from its checkpoint on a survivor, each turn committed once," +
@@ -201,6 +225,89 @@ describe("a fleet of runner processes on PostgreSQL", () => {
           )
         )
       }).pipe(Effect.scoped),
-    defaults ? 300_000 : 180_000
+    180_000
+  )
+})
+
+const lastUser = (request: AnthropicServer.MessagesRequest) =>
+  AnthropicServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
+
+describe("a fleet running the real Claude Code CLI", () => {
+  it.live(
+    "a runner SIGKILLed while Claude waits for the model: the turn resumes the thread's Claude session on the other runner",
+    () =>
+      Effect.gen(function*() {
+        const dirs = yield* sandbox
+        const db = yield* Postgres.database
+        let slow = 0
+        // Every turn asks the runner who it is (a host tool on its gateway), then answers with it.
+        // The first delivery of the "slowly" turn gets no answer before its runner is killed.
+        const server = yield* AnthropicServer.make({
+          respond: AnthropicServer.roundTrip(
+            (request) => {
+              const ask = AnthropicServer.callTool("whoami", {})
+              return lastUser(request).includes("slowly") && slow++ === 0 ? AnthropicServer.delayed(60_000, ask) : ask
+            },
+            (results) => AnthropicServer.reply(`served by ${JSON.parse(results[0]!.text).runner}`)
+          )
+        })
+        const runners = yield* Effect.all(
+          ["c1", "c2"].map((name) =>
+            startRunner({
+              name,
+              databaseUrl: db.url,
+              dirs,
+              timing: "tuned",
+              leaseTtl: "5 seconds",
+              reapInterval: "1 second",
+              claude: { url: server.url }
+            })
+          ),
+          { concurrency: "unbounded" }
+        )
+        yield* Effect.gen(function*() {
+          const threads = yield* ThreadEntity.client({ turnTimeout: "3 minutes" })
+          const thread = threads.thread("tenant-42/claude")
+          const first = yield* thread.run({ input: "Who runs this thread?", id: "c#1" })
+          const owner = /served by (c[12])/.exec(first.text)?.[1]
+          expect(owner).toBeDefined()
+          const victim = runners.find((runner) => runner.name === owner)!
+
+          const second = yield* Effect.fork(thread.run({ input: "Keep going slowly.", id: "c#2" }))
+          // Killed once its Claude CLI has sent the turn to the model.
+          while (!(yield* server.messages).some((request) => lastUser(request).includes("slowly"))) {
+            yield* Effect.sleep("50 millis")
+          }
+          process.kill(victim.pid, "SIGKILL")
+          const result = yield* Fiber.join(second)
+          expect(result.text).toBe(`served by ${runners.find((runner) => runner !== victim)!.name}`)
+          // The other runner's CLI resumed the committed session: the model saw the first turn.
+          const resumed = (yield* server.messages).filter((request) => lastUser(request).includes("slowly")).at(-1)!
+          const history = AnthropicServer.transcript(resumed).map(([, text]) => text).join("\n")
+          expect(history).toContain("Who runs this thread?")
+          expect(history).toContain(`served by ${victim.name}`)
+          expect(result.session).toBe(first.session)
+          // The dead runner's Claude CLI, still waiting for the model, is reaped by the survivor.
+          while (Fixture.processesMentioning(`TETHER_AGENT_MARKER=${victim.pid}-`).length > 0) {
+            yield* Effect.sleep("100 millis")
+          }
+          expect(Option.getOrThrow(yield* thread.snapshot)).toMatchObject({
+            provider: "claude",
+            session: first.session,
+            turns: 2,
+            turn: "c#2"
+          })
+        }).pipe(
+          Effect.provide(
+            Runner.layerClient({ timing: Runner.tuned }).pipe(
+              Layer.provideMerge(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 4 }).pipe(Layer.orDie))
+            )
+          ),
+          Effect.tapErrorCause(() =>
+            Effect.sync(() => runners.forEach((runner) => console.log(`--- ${runner.name}:\n${runner.output()}`)))
+          )
+        )
+      }).pipe(Effect.scoped),
+    180_000
   )
 })

@@ -21,10 +21,12 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type * as SocketServer from "@effect/platform/SocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
+import * as Random from "effect/Random"
 import type * as Runner from "../Runner.js"
 
 /** @internal */
@@ -61,9 +63,18 @@ const config = (
   })
 
 // Runners starting together on an empty PostgreSQL database race to create the cluster's tables
-// (concurrent CREATE TABLE IF NOT EXISTS can fail there): the losers try again.
-const messageStorage = Layer.orDie(Layer.retry(SqlMessageStorage.layer, Schedule.recurs(3)))
-const runnerStorage = Layer.orDie(Layer.retry(SqlRunnerStorage.layer, Schedule.recurs(3)))
+// (concurrent CREATE TABLE, even IF NOT EXISTS, can fail there, and the message storage turns its
+// migration failure into a defect): the losers build the layer again after a random pause (fresh:
+// a layer is memoized within one build, so it would give the same failure).
+const retried = <A, E, R>(layer: Layer.Layer<A, E, R>, times: number): Layer.Layer<A, E, R> =>
+  times === 0 ? layer : Layer.catchAllCause(layer, (cause) =>
+    Cause.isInterruptedOnly(cause)
+      ? Layer.failCause(cause)
+      : Layer.unwrapEffect(
+        Effect.as(Effect.flatMap(Random.nextIntBetween(20, 200), Effect.sleep), retried(Layer.fresh(layer), times - 1))
+      ))
+const messageStorage = Layer.orDie(retried(SqlMessageStorage.layer, 8))
+const runnerStorage = Layer.orDie(retried(SqlRunnerStorage.layer, 8))
 
 const serialization = (options: Runner.SocketOptions | Runner.ClientOptions) =>
   options.serialization === "ndjson" ? RpcSerialization.layerNdjson : RpcSerialization.layerMsgPack
