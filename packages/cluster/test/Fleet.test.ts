@@ -64,31 +64,46 @@ const startFleet = (dirs: Fixture.Dirs, url: string, names: ReadonlyArray<string
 const keys = Array.from({ length: 10 }, (_, i) => `tenant-${i}/issue-${100 + i}`)
 
 describe("a fleet of runner processes on PostgreSQL", () => {
-  it.live("runners starting together on an empty database all come up (they race to create the cluster's tables)", () =>
-    Effect.gen(function*() {
-      const db = yield* Postgres.database
-      const ports = yield* Effect.promise(() => Promise.all(Array.from({ length: 8 }, freePort)))
-      yield* Effect.forEach(
-        ports,
-        (port) =>
-          Layer.build(
-            Runner.layerSocket({ address: { host: "127.0.0.1", port }, timing: Runner.tuned }).pipe(
-              Layer.provide(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 3 }).pipe(Layer.orDie))
-            )
-          ),
-        { concurrency: "unbounded", discard: true }
-      )
-      yield* Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* waitUntil(
-          "every runner to register",
-          Effect.map(
-            Effect.orDie(sql<{ n: number }>`SELECT count(*)::int AS n FROM cluster_runners`),
-            (rows) => rows[0]!.n === 8
-          )
+  it.live(
+    "runners starting together on an empty database all come up (they race to create the cluster's tables)," +
+      " each at the address it was given, never at the environment's PORT/HOST",
+    () =>
+      Effect.gen(function*() {
+        const db = yield* Postgres.database
+        const ports = yield* Effect.promise(() => Promise.all(Array.from({ length: 8 }, freePort)))
+        // What @effect/cluster's own layers would read as this runner's address and timing.
+        const generic = { PORT: "8080", HOST: "wrong.invalid", SHARD_LOCK_EXPIRATION: "not a duration" }
+        const saved = Object.keys(generic).map((name) => [name, process.env[name]] as const)
+        yield* Effect.acquireRelease(
+          Effect.sync(() => Object.assign(process.env, generic)),
+          () =>
+            Effect.sync(() => {
+              for (const [name, value] of saved) {
+                if (value === undefined) delete process.env[name]
+                else process.env[name] = value
+              }
+            })
         )
-      }).pipe(Effect.provide(member(db.url)))
-    }).pipe(Effect.scoped))
+        yield* Effect.forEach(
+          ports,
+          (port) =>
+            Layer.build(
+              Runner.layerSocket({ address: { host: "127.0.0.1", port }, timing: Runner.tuned }).pipe(
+                Layer.provide(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 3 }).pipe(Layer.orDie))
+              )
+            ),
+          { concurrency: "unbounded", discard: true }
+        )
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const addresses = sql<{ address: string }>`SELECT address FROM cluster_runners`
+          yield* waitUntil("every runner to register", Effect.map(Effect.orDie(addresses), (rows) => rows.length === 8))
+          expect((yield* addresses).map((row) => row.address).sort()).toEqual(
+            ports.map((port) => `127.0.0.1:${port}`).sort()
+          )
+        }).pipe(Effect.provide(member(db.url)))
+      }).pipe(Effect.scoped)
+  )
 
   it.live(
     "ten threads over the runners: a runner started under load takes over part of them with no failed turn;" +
