@@ -2,14 +2,15 @@ import { defineWorkspace } from "vitest/config"
 
 // One project per package. `@tether/source` makes every `@tether/*` import resolve to the
 // package's TypeScript source, so `npm test` needs no prior build.
-const project = (name: string, options: { readonly timeout?: number } = {}) => ({
+// `postgres`: the project's tests get a throwaway PostgreSQL server (`inject("postgresUrl")`).
+const project = (name: string, options: { readonly timeout?: number; readonly postgres?: boolean } = {}) => ({
   resolve: { conditions: ["@tether/source"] },
   ssr: { resolve: { conditions: ["@tether/source"] } },
   test: {
     name,
     root: `./packages/${name}`,
     include: ["test/**/*.test.ts"],
-    globalSetup: ["../../scripts/testTmpdir.ts"],
+    globalSetup: [...(options.postgres === true ? ["../../scripts/postgres.ts"] : []), "../../scripts/testTmpdir.ts"],
     testTimeout: options.timeout ?? 30_000,
     hookTimeout: 60_000
   }
@@ -19,9 +20,10 @@ export default defineWorkspace([
   project("tool"),
   project("gateway"),
   project("profile"),
-  project("core", { timeout: 120_000 }),
+  project("core", { timeout: 120_000, postgres: true }),
   project("drivers", { timeout: 180_000 }),
   project("testing", { timeout: 120_000 }),
+  project("cluster", { timeout: 120_000, postgres: true }),
   {
     resolve: { conditions: ["@tether/source"] },
     ssr: { resolve: { conditions: ["@tether/source"] } },

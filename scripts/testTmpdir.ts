@@ -11,6 +11,8 @@ import * as Path from "node:path"
 export default function setup(): () => void {
   const previous = process.env["TMPDIR"]
   const previousState = process.env["XDG_STATE_HOME"]
+  // The machine's own temp dir, for servers whose OS user cannot enter the run's private one.
+  process.env["TETHER_SYSTEM_TMPDIR"] ??= Os.tmpdir()
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-vitest-"))
   const state = Path.join(dir, "state")
   Fs.mkdirSync(state, { mode: 0o700 })

@@ -3,7 +3,8 @@
  * (`npm pack`, as `npm publish` would) and installed into a fresh app whose `effect` is pinned to
  * another 3.22 patch than the repository's, with the README's own install command, from a
  * loopback registry that serves only the packed tarballs and what the lock file put in the npm
- * cache (offline). The app then type-checks a README-style program under `nodenext` and
+ * cache (offline); the packages that command leaves out (the optional ones) are installed beside it
+ * with their peers. The app then type-checks a README-style program under `nodenext` and
  * `bundler`, has one copy of `effect` and nothing native built, and runs an offline Claude Code
  * turn with plain `node` from `/`.
  *
@@ -117,9 +118,24 @@ describe("Tether installed into someone else's app", () => {
       Path.join(app, "package.json"),
       JSON.stringify({ name: "someone-elses-app", private: true, type: "module", dependencies: { effect: appEffect } })
     )
+    const readme = readmeInstall().map((spec) => (/^effect@/.test(spec) ? `effect@${appEffect}` : spec))
+    // The packages the README's first command leaves out (the optional ones, @tether/testing),
+    // with the peers they require at their declared ranges, as their own READMEs install them.
+    const named = new Set(readme.map((spec) => spec.replace(/(.)@.*$/, "$1")))
+    const others = workspaces.filter(({ manifest }) => !named.has(manifest.name))
+    const peers = new Map<string, string>()
+    for (const { manifest } of others) {
+      const meta = (manifest["peerDependenciesMeta"] ?? {}) as {
+        readonly [name: string]: { readonly optional?: boolean }
+      }
+      for (const [name, range] of Object.entries((manifest["peerDependencies"] ?? {}) as Record<string, string>)) {
+        if (!named.has(name) && meta[name]?.optional !== true) peers.set(name, range)
+      }
+    }
     installArgs = [
-      ...readmeInstall().map((spec) => (/^effect@/.test(spec) ? `effect@${appEffect}` : spec)),
-      "@tether/testing",
+      ...readme,
+      ...others.map(({ manifest }) => manifest.name),
+      ...Array.from(peers, ([name, range]) => `${name}@${range}`),
       `@types/node@${rootManifest.devDependencies["@types/node"]}`
     ]
     await checked("npm", ["install", ...npmFlags(registry.url), ...installArgs], { cwd: app, env: npmEnv })

@@ -191,6 +191,14 @@ export interface Turn {
    * and given to the driver's allow-list, for this turn only (see `ToolPolicy`).
    */
   readonly toolPolicy?: ToolPolicy.ToolPolicy
+  /**
+   * A thread turn's idempotency key, for hosts that may deliver one turn twice (a cluster
+   * redelivers a turn whose runner died before replying). The checkpoint commit records it
+   * (`ThreadRecord.turn`), and a turn whose `id` is the one the committed record carries fails with
+   * `TurnAlreadyCommitted` before anything starts: a redelivered turn never commits twice. Only the
+   * last committed turn is remembered. `agent.run` / `agent.stream` (no thread) ignore it.
+   */
+  readonly id?: string
 }
 
 /**

@@ -30,8 +30,10 @@ import * as internal from "./internal/threadStoreSql.js"
 
 /**
  * The `ThreadStore` on the `SqlClient` of the context. Runs its migrations on start (tables
- * prefixed `tether_`). Lease takeover and guarded commits are single atomic statements in
- * portable SQL, so the same layer works on SQLite and PostgreSQL. Fails with
+ * prefixed `tether_`; hosts starting together on an empty database are safe). Lease takeover and
+ * guarded commits are single atomic statements in portable SQL, so the same layer works on SQLite
+ * and PostgreSQL: of hosts acquiring one key at once exactly one wins, the others get
+ * `ThreadBusy`. Keys of any length (a long key is indexed by its digest). Fails with
  * `ThreadStoreError` when the migrations cannot run.
  *
  * @since 0.1.0

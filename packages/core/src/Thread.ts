@@ -43,14 +43,8 @@ import type * as Agent from "./Agent.js"
 import type { AgentClosed, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
-import type {
-  LeaseLost,
-  SupersededRecord,
-  ThreadAlreadyExists,
-  ThreadBusy,
-  ThreadRecord,
-  ThreadStoreError
-} from "./ThreadStore.js"
+import type { LeaseLost, SupersededRecord, ThreadAlreadyExists, ThreadBusy, ThreadStoreError } from "./ThreadStore.js"
+import { ThreadRecord } from "./ThreadStore.js"
 
 export {
   /**
@@ -82,12 +76,23 @@ export {
  *   fresh session, announced with its reason, the replaced record kept in the history; or `fail`
  *   with `ThreadIncompatible` / `ResumeRejected`, nothing started, the record kept.
  *
+ * - `onCommit`: runs right after each turn of this handle commits its checkpoint (before
+ *   `RunFinished`, while the turn still holds the thread's lease), for what must be recorded with
+ *   the commit: e.g. a cluster saves the turn's answer there, for a second delivery of the same
+ *   turn. The commit itself is interruptible (an agent's close never waits on a store); once it
+ *   has happened, `onCommit` runs uninterruptibly, even if the turn is being canceled. Its
+ *   failure is logged; the commit stands.
+ *
  * @since 0.1.0
  * @category models
  */
 export interface Options {
   readonly resumeOnly?: boolean
   readonly onUnresumable?: "restart" | "fail"
+  readonly onCommit?: (committed: {
+    readonly record: ThreadRecord
+    readonly result: Result
+  }) => Effect.Effect<void>
 }
 
 /**
@@ -171,6 +176,26 @@ export class ThreadClosed extends Schema.TaggedError<ThreadClosed>("@tether/core
 }
 
 /**
+ * The turn's `id` is the one the thread's committed record carries: that turn was already
+ * committed (e.g. by a runner that died before replying), so it is not run again. Nothing was
+ * started; `record` is the committed checkpoint.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class TurnAlreadyCommitted
+  extends Schema.TaggedError<TurnAlreadyCommitted>("@tether/core/TurnAlreadyCommitted")("TurnAlreadyCommitted", {
+    key: Schema.String,
+    turn: Schema.String,
+    record: ThreadRecord
+  })
+{
+  override get message(): string {
+    return `turn ${this.turn} of this thread is already committed`
+  }
+}
+
+/**
  * Tools without a `revision` cannot be used on a thread: a resumed session would silently
  * meet changed tool behaviour. Raised before any driver starts.
  *
@@ -203,6 +228,7 @@ export type RunFailure =
   | ThreadAlreadyExists
   | ResumeRejected
   | ThreadClosed
+  | TurnAlreadyCommitted
   | ThreadStoreError
 
 /**

@@ -1,15 +1,23 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
+import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { FakeCli } from "@tether/testing"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as Postgres from "./fixtures/postgres.js"
 import * as Threads from "./fixtures/threads.js"
 import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
 
-for (const [name, storeLayer] of Threads.stores) {
+// The thread contract on every store, PostgreSQL included (the run's throwaway server).
+const stores: ReadonlyArray<readonly [string, () => Layer.Layer<ThreadStore.ThreadStore>]> = [
+  ...Threads.stores,
+  ["postgres", () => SqlThreadStore.layer.pipe(Layer.provide(Postgres.layer()), Layer.orDie)]
+]
+
+for (const [name, storeLayer] of stores) {
   describe(`Thread (${name} store)`, () => {
     it.live("continue-or-start: the first turn starts a session, the next resumes the committed one", () =>
       withThreads(storeLayer, ({ agent, control }) =>
@@ -32,6 +40,50 @@ for (const [name, storeLayer] of Threads.stores) {
           expect(started).toMatchObject({ sessionId: first.session, resumed: true })
           expect(control.prepared[1]).toEqual({ _tag: "Resume", id: first.session })
           expect(yield* record(thread)).toMatchObject({ session: first.session, turns: 2 })
+        })))
+
+    it.live("onCommit runs after each commit, before RunFinished, and never for a failed turn", () =>
+      withThreads(storeLayer, ({ agent }) =>
+        Effect.gen(function*() {
+          const seen: Array<string> = []
+          const thread = yield* agent.thread("k", {
+            onCommit: ({ record: committed, result }) =>
+              Effect.sync(() => seen.push(`${committed.turns}:${committed.turn}:${result.text}`))
+          })
+          const events = yield* Stream.runCollect(
+            thread.stream({ input: text("one"), id: "t1" }).pipe(
+              Stream.tap((event) => Effect.sync(() => event._tag === "RunFinished" && seen.push("RunFinished")))
+            )
+          )
+          expect(Array.from(events).at(-1)?._tag).toBe("RunFinished")
+          expect(seen).toEqual(["1:t1:one", "RunFinished"])
+          yield* Effect.flip(thread.run(FakeCli.script({ op: "result", ok: false, error: "boom" })))
+          expect(seen).toEqual(["1:t1:one", "RunFinished"])
+          // A failing onCommit is logged; the commit stands.
+          const failing = yield* agent.thread("k", { onCommit: () => Effect.die("onCommit broke") })
+          yield* failing.run({ input: text("two"), id: "t2" })
+          expect(yield* record(thread)).toMatchObject({ turns: 2, turn: "t2" })
+        })))
+
+    it.live("a turn whose id the committed record carries is not run again (a redelivered turn)", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          yield* thread.run({ input: text("first"), id: "turn-1" })
+          const committed = yield* record(thread)
+          expect(committed).toMatchObject({ turns: 1, turn: "turn-1" })
+          const spawned = control.prepared.length
+          const again = yield* Effect.flip(thread.run({ input: text("first"), id: "turn-1" }))
+          expect(again).toMatchObject({ _tag: "TurnAlreadyCommitted", key: "k", turn: "turn-1" })
+          expect(control.prepared.length).toBe(spawned)
+          expect(yield* record(thread)).toEqual(committed)
+          yield* thread.run({ input: text("second"), id: "turn-2" })
+          expect(yield* record(thread)).toMatchObject({ turns: 2, turn: "turn-2" })
+          // A turn without an id always runs, and its commit carries none.
+          yield* thread.run(text("third"))
+          const third = yield* record(thread)
+          expect(third.turns).toBe(3)
+          expect(third.turn).toBeUndefined()
         })))
 
     it.live("keys are opaque strings: Unicode and NUL keys are stored and compared as given", () =>

@@ -1,18 +1,23 @@
+import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
 import * as SqlThreadStore from "@tether/core/SqlThreadStore"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as TestClock from "effect/TestClock"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Postgres from "./fixtures/postgres.js"
 
 const record = (key: string, session: string, turns = 1) =>
   new ThreadStore.ThreadRecord({ key, provider: "reference", session, fingerprint: "fp", turns, updatedAt: turns })
@@ -30,9 +35,12 @@ const sqliteLayer = () => {
   )
 }
 
+const postgresLayer = () => SqlThreadStore.layer.pipe(Layer.provide(Postgres.layer()), Layer.orDie)
+
 const stores: ReadonlyArray<readonly [string, () => Layer.Layer<ThreadStore.ThreadStore>]> = [
   ["memory", () => ThreadStore.layerMemory],
-  ["sqlite", sqliteLayer]
+  ["sqlite", sqliteLayer],
+  ["postgres", postgresLayer]
 ]
 
 for (const [name, makeLayer] of stores) {
@@ -86,6 +94,19 @@ for (const [name, makeLayer] of stores) {
           yield* TestClock.adjust("8 seconds")
           expect((yield* Effect.flip(store.acquire("k", "10 seconds")))._tag).toBe("ThreadBusy")
           yield* store.commit(lease, record("k", "s1"), "upsert")
+        })
+      ))
+
+    it.effect("the id of the committing turn is kept with the record, and cleared by a commit without one", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "s1"), turn: "turn-1" }), "upsert")
+          expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("turn-1")
+          yield* store.commit(lease, record("k", "s1", 2), "upsert")
+          const cleared = Option.getOrThrow(yield* store.get("k"))
+          expect(cleared.turn).toBeUndefined()
+          expect(cleared.turns).toBe(2)
         })
       ))
 
@@ -205,6 +226,26 @@ for (const [name, makeLayer] of stores) {
         })
       ))
 
+    it.effect("keys of thousands of characters (past PostgreSQL's index limit) are kept and told apart exactly", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const random = (length: number) =>
+            Array.from({ length }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919 + length) % 20000))).join("")
+          const long = random(3_000)
+          const twin = long.slice(0, -1) + "\ud800"
+          const lease = yield* store.acquire(long, "1 minute")
+          expect((yield* Effect.flip(store.acquire(long, "1 minute")))._tag).toBe("ThreadBusy")
+          yield* store.commit(lease, record(long, "s-long"), "insert")
+          const other = yield* store.acquire(twin, "1 minute")
+          yield* store.commit(other, record(twin, "s-twin"), "insert")
+          expect(Option.getOrThrow(yield* store.get(long))).toMatchObject({ key: long, session: "s-long" })
+          expect(Option.getOrThrow(yield* store.get(twin))).toMatchObject({ key: twin, session: "s-twin" })
+          yield* store.renew(lease, "1 minute")
+          yield* store.release(lease)
+          yield* store.release(yield* store.acquire(long, "1 minute"))
+        })
+      ))
+
     it.effect.prop(
       "any key round-trips exactly and never aliases another",
       [FastCheck.string({ unit: "binary", maxLength: 12 }), FastCheck.string({ unit: "binary", maxLength: 12 })],
@@ -223,35 +264,65 @@ for (const [name, makeLayer] of stores) {
   })
 }
 
-describe("ThreadStore (sqlite migrations)", () => {
-  it.effect("a database written before the history migration keeps its records and gains a history", () => {
+// Databases written by the first version (migration 1 only), on both SQL dialects.
+const sqlDialects: ReadonlyArray<readonly [string, () => Layer.Layer<SqlClient.SqlClient>]> = [
+  ["sqlite", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-store-"))
-    return Effect.gen(function*() {
-      const filename = Path.join(dir, "threads.db")
-      // The first schema, as the first release wrote it.
-      yield* Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE tether_migrations (migration_id INTEGER PRIMARY KEY NOT NULL,
-          created_at DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP, name VARCHAR(255) NOT NULL)`
-        yield* sql`INSERT INTO tether_migrations (migration_id, name) VALUES (1, 'tether_threads')`
-        yield* sql`CREATE TABLE tether_threads (key_hex TEXT PRIMARY KEY, provider TEXT NOT NULL,
-          session TEXT NOT NULL, fingerprint TEXT NOT NULL, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL)`
-        yield* sql`CREATE TABLE tether_thread_leases (key_hex TEXT PRIMARY KEY, holder TEXT NOT NULL,
-          expires_at BIGINT NOT NULL)`
-        yield* sql`INSERT INTO tether_threads VALUES ('006b', 'reference', 'old', 'fp', 3, 7)`
-      }).pipe(Effect.provide(SqliteClient.layer({ filename })), Effect.orDie)
-      yield* Effect.gen(function*() {
-        const store = yield* ThreadStore.ThreadStore
-        const old = Option.getOrThrow(yield* store.get("k"))
-        expect(old).toMatchObject({ key: "k", session: "old", turns: 3 })
-        expect(old.components).toBeUndefined()
-        const lease = yield* store.acquire("k", "1 minute")
-        yield* store.commit(lease, record("k", "new"), "upsert")
-        expect((yield* store.history("k")).map((entry) => entry.record)).toEqual([old])
-      }).pipe(Effect.provide(SqlThreadStore.layer.pipe(Layer.provide(SqliteClient.layer({ filename })), Layer.orDie)))
-    }).pipe(Effect.ensuring(Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))))
-  })
-})
+    return SqliteClient.layer({ filename: Path.join(dir, "threads.db") }).pipe(
+      Layer.orDie,
+      Layer.merge(
+        Layer.scopedDiscard(Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(dir, { recursive: true }))))
+      )
+    )
+  }],
+  ["postgres", () => Postgres.layer()]
+]
+for (const [name, sqlLayer] of sqlDialects) {
+  /** The first version's schema and one record under the key "k". */
+  const firstVersion = (session: string) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE tether_migrations (migration_id integer PRIMARY KEY NOT NULL, created_at TEXT, name TEXT)`
+      yield* sql`INSERT INTO tether_migrations (migration_id, created_at, name) VALUES (1, '2026-01-01', 'tether_threads')`
+      yield* sql`CREATE TABLE tether_threads (key_hex TEXT PRIMARY KEY, provider TEXT NOT NULL, session TEXT NOT NULL,
+        fingerprint TEXT NOT NULL, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL)`
+      yield* sql`CREATE TABLE tether_thread_leases (key_hex TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)`
+      yield* sql`INSERT INTO tether_threads VALUES ('006b', 'reference', ${session}, 'fp', 3, 7)`
+      return sql
+    })
+  const openStore = (sql: SqlClient.SqlClient) =>
+    Effect.provide(
+      ThreadStore.ThreadStore,
+      SqlThreadStore.layer.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql)))
+    )
+
+  it.live(`ThreadStore (${name}): a database written before the history migration keeps its records and gains a history`, () =>
+    Effect.gen(function*() {
+      const store = yield* openStore(yield* firstVersion("old"))
+      const old = Option.getOrThrow(yield* store.get("k"))
+      expect(old).toMatchObject({ key: "k", session: "old", turns: 3 })
+      expect(old.components).toBeUndefined()
+      const lease = yield* store.acquire("k", "1 minute")
+      yield* store.commit(lease, record("k", "new"), "upsert")
+      expect((yield* store.history("k")).map((entry) => entry.record)).toEqual([old])
+    }).pipe(Effect.provide(sqlLayer())))
+
+  it.live(`ThreadStore (${name}): a store created by the first version opens with its records intact`, () =>
+    Effect.gen(function*() {
+      const sql = yield* firstVersion("old-session")
+      // A 300-character key: its hex (1,200 characters) moves to the indexed form.
+      const long = "y".repeat(300)
+      yield* sql`INSERT INTO tether_threads VALUES (${"0079".repeat(300)}, 'reference', 'long-session', 'fp', 1, 8)`
+      const store = yield* openStore(sql)
+      const old = Option.getOrThrow(yield* store.get("k"))
+      expect(old).toMatchObject({ key: "k", session: "old-session", turns: 3, updatedAt: 7 })
+      expect(old.turn).toBeUndefined()
+      expect(Option.getOrThrow(yield* store.get(long))).toMatchObject({ key: long, session: "long-session", turns: 1 })
+      const lease = yield* store.acquire("k", "1 minute")
+      yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "s2", 4), turn: "t4" }), "upsert")
+      expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("t4")
+    }).pipe(Effect.provide(sqlLayer())))
+}
 
 describe("ThreadStore (sqlite across processes)", () => {
   it("a record written by one host process is read by the next", () => {
@@ -278,4 +349,60 @@ describe("ThreadStore (sqlite across processes)", () => {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
   })
+})
+
+describe("ThreadStore (postgres, one store per host)", () => {
+  const hosts = 20
+  // Each host has its own store on its own connection, as separate host processes would.
+  const startHosts = (url: string, count = hosts) =>
+    Effect.forEach(
+      Array.from({ length: count }, (_, i) => i),
+      () =>
+        Effect.map(
+          Layer.build(
+            SqlThreadStore.layer.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
+          ),
+          (context) => Context.get(context, ThreadStore.ThreadStore)
+        ),
+      { concurrency: "unbounded" }
+    )
+
+  it.live("20 hosts starting at once on an empty database all come up (the migrations race)", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Postgres.schema
+      const stores = yield* startHosts(url)
+      expect(stores.length).toBe(hosts)
+      const lease = yield* stores[7]!.acquire("k", "1 minute")
+      yield* stores[7]!.commit(lease, record("k", "s1"), "insert")
+      expect(Option.getOrThrow(yield* stores[13]!.get("k")).session).toBe("s1")
+    }).pipe(Effect.scoped))
+
+  it.live("20 hosts acquiring one key at once: exactly one wins each round, the others get ThreadBusy", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Postgres.schema
+      const stores = yield* startHosts(url)
+      const race = (key: string) =>
+        Effect.forEach(stores, (store) => Effect.either(store.acquire(key, "1 minute")), { concurrency: "unbounded" })
+      for (let round = 0; round < 10; round++) {
+        // Even rounds race for a fresh key; odd rounds race to take over an expired lease.
+        const key = `round-${round}`
+        if (round % 2 === 1) {
+          yield* stores[round]!.acquire(key, "1 millis")
+          yield* Effect.sleep("5 millis")
+        }
+        const outcomes = yield* race(key)
+        const winners = outcomes.filter(Either.isRight)
+        expect(winners.length).toBe(1)
+        expect(outcomes.filter(Either.isLeft).map((outcome) => outcome.left._tag)).toEqual(
+          Array.from({ length: hosts - 1 }, () => "ThreadBusy")
+        )
+        // Only the winner's lease commits.
+        const winner = stores[outcomes.findIndex(Either.isRight)]!
+        yield* winner.commit(winners[0]!.right, record(key, `s${round}`), "insert")
+        const loser = stores[outcomes.findIndex(Either.isLeft)]!
+        const forged = yield* Effect.flip(loser.commit({ key, holder: "forged" }, record(key, "forged"), "upsert"))
+        expect(forged._tag).toBe("LeaseLost")
+        expect(Option.getOrThrow(yield* loser.get(key)).session).toBe(`s${round}`)
+      }
+    }).pipe(Effect.scoped))
 })

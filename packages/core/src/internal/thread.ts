@@ -206,47 +206,56 @@ export const open = (
         ...(reason === undefined ? {} : { reason })
       })
 
-    const plan: Effect.Effect<
+    const plan = (turnId: string | undefined): Effect.Effect<
       Plan,
-      ThreadAlreadyExists | Thread.ThreadNotFound | Thread.ThreadIncompatible | ThreadStoreError
-    > = Effect.gen(function*() {
-      const record = yield* host.store.get(key)
-      if (pendingFork !== undefined) {
-        if (Option.isSome(record)) return yield* new ThreadAlreadyExists({ key })
-        const source = pendingFork
+      | ThreadAlreadyExists
+      | Thread.ThreadNotFound
+      | Thread.ThreadIncompatible
+      | Thread.TurnAlreadyCommitted
+      | ThreadStoreError
+    > =>
+      Effect.gen(function*() {
+        const record = yield* host.store.get(key)
+        // Checked under the lease: a turn that committed before its runner died is not run again.
+        if (turnId !== undefined && Option.isSome(record) && record.value.turn === turnId) {
+          return yield* new Thread.TurnAlreadyCommitted({ key, turn: turnId, record: record.value })
+        }
+        if (pendingFork !== undefined) {
+          if (Option.isSome(record)) return yield* new ThreadAlreadyExists({ key })
+          const source = pendingFork
+          return {
+            session: { _tag: "Fork", from: source.session, id: randomUUID() },
+            mode: "insert",
+            turns: source.turns,
+            opening: opening("forked", source)
+          } satisfies Plan
+        }
+        if (Option.isNone(record)) {
+          if (resumeOnly) return yield* new Thread.ThreadNotFound({ key })
+          return {
+            session: { _tag: "New", id: randomUUID() },
+            mode: "upsert",
+            turns: 0,
+            opening: opening("started")
+          } satisfies Plan
+        }
+        const incompatible = incompatibility(host, record.value)
+        if (incompatible !== undefined) {
+          if (strict) return yield* new Thread.ThreadIncompatible({ key, ...incompatible })
+          return {
+            session: { _tag: "New", id: randomUUID() },
+            mode: "upsert",
+            turns: 0,
+            opening: opening("restarted", record.value, new Incompatible({ components: incompatible.components }))
+          } satisfies Plan
+        }
         return {
-          session: { _tag: "Fork", from: source.session, id: randomUUID() },
-          mode: "insert",
-          turns: source.turns,
-          opening: opening("forked", source)
-        } satisfies Plan
-      }
-      if (Option.isNone(record)) {
-        if (resumeOnly) return yield* new Thread.ThreadNotFound({ key })
-        return {
-          session: { _tag: "New", id: randomUUID() },
+          session: { _tag: "Resume", id: record.value.session },
           mode: "upsert",
-          turns: 0,
-          opening: opening("started")
+          turns: record.value.turns,
+          opening: opening("resumed", record.value)
         } satisfies Plan
-      }
-      const incompatible = incompatibility(host, record.value)
-      if (incompatible !== undefined) {
-        if (strict) return yield* new Thread.ThreadIncompatible({ key, ...incompatible })
-        return {
-          session: { _tag: "New", id: randomUUID() },
-          mode: "upsert",
-          turns: 0,
-          opening: opening("restarted", record.value, new Incompatible({ components: incompatible.components }))
-        } satisfies Plan
-      }
-      return {
-        session: { _tag: "Resume", id: record.value.session },
-        mode: "upsert",
-        turns: record.value.turns,
-        opening: opening("resumed", record.value)
-      } satisfies Plan
-    })
+      })
 
     const attempt = (lease: Lease, turn: Agent.Input, plan: Plan) =>
       Stream.unwrap(Effect.gen(function*() {
@@ -268,29 +277,39 @@ export const open = (
             // The session's files first: a host that dies before the commit keeps the previous
             // record, and a committed record always points at a saved session.
             yield* host.sessions.save(session)
-            const now = yield* Clock.currentTimeMillis
-            yield* host.store.commit(
-              lease,
-              new ThreadRecord({
-                key,
-                provider: host.provider,
-                session,
-                fingerprint: host.fingerprint,
-                components: host.components,
-                turns: plan.turns + 1,
-                updatedAt: now
-              }),
-              plan.mode
-            ).pipe(
+            const record = new ThreadRecord({
+              key,
+              provider: host.provider,
+              session,
+              fingerprint: host.fingerprint,
+              components: host.components,
+              turns: plan.turns + 1,
+              updatedAt: yield* Clock.currentTimeMillis,
+              ...(typeof turn === "string" || turn.id === undefined ? {} : { turn: turn.id })
+            })
+            yield* host.store.commit(lease, record, plan.mode).pipe(
               // Certainly not committed: a fresh session's saved files belong to no record.
               Effect.tapError((error) =>
                 error._tag !== "ThreadStoreError" && plan.session._tag !== "Resume"
                   ? Effect.ignore(host.sessions.drop([session]))
                   : Effect.void
               ),
-              // The commit is interruptible (the agent's close must not wait on a store): once
-              // the store has committed, the fork is done even if the turn is then canceled.
-              Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.sync(() => (pendingFork = undefined)) : Effect.void)
+              // The commit is interruptible (the agent's close must not wait on a store). Once the
+              // store has committed, what goes with the commit happens even if the turn is then
+              // canceled: the fork is done, and `onCommit` records what the host keeps with it.
+              Effect.onExit((exit) =>
+                Exit.isSuccess(exit)
+                  ? Effect.sync(() => (pendingFork = undefined)).pipe(
+                    Effect.zipRight(
+                      options.onCommit === undefined ? Effect.void : options.onCommit({ record, result }).pipe(
+                        Effect.catchAllCause((cause) =>
+                          Effect.logWarning("a thread's onCommit failed; the commit stands", cause)
+                        )
+                      )
+                    )
+                  )
+                  : Effect.void
+              )
             )
           })
         const admitted = (admittedFiber: Fiber.RuntimeFiber<Result, RunError>) =>
@@ -329,7 +348,7 @@ export const open = (
         // The previous turn's CLI may still be exiting (writing its session): resume after it.
         const exiting = host.exiting.get(key)
         if (exiting !== undefined) yield* Deferred.await(exiting)
-        const first = yield* plan
+        const first = yield* plan(typeof turn === "string" ? undefined : turn.id)
         if (closed) return yield* new Thread.ThreadClosed({ key })
         const runs = attempt(lease, turn, first).pipe(
           Stream.catchAll((error): Stream.Stream<Event.Event, Thread.RunFailure> => {

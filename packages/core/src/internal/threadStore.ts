@@ -36,6 +36,8 @@ export class ThreadRecord extends Schema.Class<ThreadRecord>("@tether/core/Threa
   components: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
   /** Committed turns on this thread. */
   turns: Schema.Number,
+  /** The `id` of the turn that committed this record, when it had one (see `Agent.Turn.id`). */
+  turn: Schema.optional(Schema.String),
   /** Epoch milliseconds of the commit. */
   updatedAt: Schema.Number
 }) {}

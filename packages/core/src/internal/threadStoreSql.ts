@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Crypto from "node:crypto"
 import {
   type Lease,
   LeaseLost,
@@ -28,6 +29,19 @@ export const encodeKey = (key: string): string => {
   for (let i = 0; i < key.length; i++) out += key.charCodeAt(i).toString(16).padStart(4, "0")
   return out
 }
+
+/**
+ * The indexed form of a key: its hex, or for a key whose hex is longer than `maxIndexedHex`
+ * (PostgreSQL refuses btree entries over 2704 bytes) `#` and the SHA-256 of the hex (`#` is not
+ * a hex digit, so the two forms never meet). Such a record keeps its full hex in `key_long`.
+ *
+ * @internal
+ */
+export const maxIndexedHex = 1024
+
+/** @internal */
+export const indexedKey = (hex: string): string =>
+  hex.length <= maxIndexedHex ? hex : `#${Crypto.createHash("sha256").update(hex).digest("hex")}`
 
 /** @internal */
 export const decodeKey = (hex: string): string => {
@@ -68,17 +82,40 @@ const migrations = Migrator.fromRecord({
       superseded_at BIGINT NOT NULL,
       PRIMARY KEY (key_hex, session, updated_at)
     )`
+  }),
+  // The id of the turn that committed a record (a redelivered turn never commits twice).
+  "3_tether_thread_turn": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_threads ADD COLUMN turn_id TEXT`
+  }),
+  // Long keys move to their indexed form (only SQLite could store them before), history included.
+  "4_tether_long_keys": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_threads ADD COLUMN key_long TEXT`
+    yield* sql`ALTER TABLE tether_thread_history ADD COLUMN key_long TEXT`
+    for (const table of ["tether_threads", "tether_thread_history", "tether_thread_leases"] as const) {
+      const rows = yield* sql<{ readonly key_hex: string }>`SELECT DISTINCT key_hex FROM ${sql(table)}
+        WHERE length(key_hex) > ${maxIndexedHex}`
+      for (const { key_hex } of rows) {
+        yield* table === "tether_thread_leases"
+          ? sql`UPDATE tether_thread_leases SET key_hex = ${indexedKey(key_hex)} WHERE key_hex = ${key_hex}`
+          : sql`UPDATE ${sql(table)} SET key_hex = ${indexedKey(key_hex)}, key_long = ${key_hex}
+              WHERE key_hex = ${key_hex}`
+      }
+    }
   })
 })
 
 interface RecordRow {
   readonly key_hex: string
+  readonly key_long: string | null
   readonly provider: string
   readonly session: string
   readonly fingerprint: string
   readonly components: string | null
   readonly turns: number | bigint
   readonly updated_at: number | bigint
+  readonly turn_id: string | null
 }
 
 interface HistoryRow extends RecordRow {
@@ -97,13 +134,14 @@ interface LeaseRow {
 // A row this store wrote decodes; anything else is a store failure (caught where it is called).
 const toRecord = (row: RecordRow) =>
   new ThreadRecord({
-    key: decodeKey(row.key_hex),
+    key: decodeKey(row.key_long ?? row.key_hex),
     provider: row.provider,
     session: row.session,
     fingerprint: row.fingerprint,
     ...(row.components === null ? {} : { components: decodeComponents(row.components) }),
     turns: Number(row.turns),
-    updatedAt: Number(row.updated_at)
+    updatedAt: Number(row.updated_at),
+    ...(row.turn_id === null ? {} : { turn: row.turn_id })
   })
 
 const toSuperseded = (row: HistoryRow) =>
@@ -116,6 +154,10 @@ const decodeRows = <R, A>(operation: string, rows: ReadonlyArray<R>, f: (row: R)
 export const makeSql = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* Migrator.make({})({ loader: migrations, table: "tether_migrations" }).pipe(
+    // Hosts starting together on an empty PostgreSQL database race to create the migrations
+    // table (the Migrator checks for it, then creates it outside its lock): the losers fail
+    // once and find it on the next attempt, where the Migrator's table lock serializes the rest.
+    Effect.retry({ times: 3 }),
     Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
   )
   const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
@@ -126,7 +168,7 @@ export const makeSql = Effect.gen(function*() {
     )
   const held = (lease: Lease, now: number) =>
     Effect.map(
-      leaseOf(encodeKey(lease.key)),
+      leaseOf(indexedKey(encodeKey(lease.key))),
       Option.match({
         onNone: () => false,
         onSome: (row) => row.holder === lease.holder && Number(row.expires_at) > now
@@ -135,7 +177,7 @@ export const makeSql = Effect.gen(function*() {
 
   return ThreadStore.of({
     get: (key) =>
-      sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${encodeKey(key)}`.pipe(
+      sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${indexedKey(encodeKey(key))}`.pipe(
         Effect.mapError(storeError("get")),
         Effect.flatMap((rows) => decodeRows("get", rows, toRecord)),
         Effect.map((records) => Option.fromNullable(records[0]))
@@ -143,7 +185,7 @@ export const makeSql = Effect.gen(function*() {
     acquire: (key, ttl) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(key)
+        const keyHex = indexedKey(encodeKey(key))
         const holder = crypto.randomUUID()
         const expiresAt = now + Duration.toMillis(ttl)
         // One statement takes a free or expired lease and leaves a live one alone.
@@ -165,7 +207,7 @@ export const makeSql = Effect.gen(function*() {
     renew: (lease, ttl) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(lease.key)
+        const keyHex = indexedKey(encodeKey(lease.key))
         const expiresAt = now + Duration.toMillis(ttl)
         yield* sql`UPDATE tether_thread_leases SET expires_at = ${expiresAt}
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now}`
@@ -178,46 +220,55 @@ export const makeSql = Effect.gen(function*() {
         Effect.flatMap((ok) => ok ? Effect.void : Effect.fail(new LeaseLost({ key: lease.key })))
       ),
     release: (lease) =>
-      sql`DELETE FROM tether_thread_leases WHERE key_hex = ${encodeKey(lease.key)} AND holder = ${lease.holder}`.pipe(
+      sql`DELETE FROM tether_thread_leases WHERE key_hex = ${
+        indexedKey(encodeKey(lease.key))
+      } AND holder = ${lease.holder}`.pipe(
         Effect.asVoid,
         Effect.mapError(storeError("release"))
       ),
     commit: (lease, record, mode) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(lease.key)
+        const fullHex = encodeKey(lease.key)
+        const keyHex = indexedKey(fullHex)
+        const keyLong = keyHex === fullHex ? null : fullHex
         const components = record.components === undefined ? null : encodeComponents(record.components)
         const values =
-          sql`${keyHex}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${components}, ${record.turns}, ${record.updatedAt}`
+          sql`${keyHex}, ${keyLong}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${components}, ${record.turns}, ${record.updatedAt}, ${
+            record.turn ?? null
+          }`
         // Every write is guarded by the lease in the same statement: a lost lease writes nothing.
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         if (mode === "insert") {
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, components, turns, updated_at)
+          yield* sql`INSERT INTO tether_threads
+              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO NOTHING`
         } else {
           // A record of another conversation is kept in the history before it is replaced.
           yield* sql`INSERT INTO tether_thread_history
-              (key_hex, provider, session, fingerprint, components, turns, updated_at, superseded_at)
-            SELECT key_hex, provider, session, fingerprint, components, turns, updated_at, ${now}
+              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, superseded_at)
+            SELECT key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, ${now}
             FROM tether_threads
             WHERE key_hex = ${keyHex} AND ${guard}
               AND (session <> ${record.session} OR fingerprint <> ${record.fingerprint}
                 OR provider <> ${record.provider})
             ON CONFLICT (key_hex, session, updated_at) DO NOTHING`
-          yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, components, turns, updated_at)
+          yield* sql`INSERT INTO tether_threads
+              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO UPDATE SET provider = excluded.provider, session = excluded.session,
               fingerprint = excluded.fingerprint, components = excluded.components, turns = excluded.turns,
-              updated_at = excluded.updated_at`
+              updated_at = excluded.updated_at, turn_id = excluded.turn_id`
         }
         if (!(yield* held(lease, now))) return "lost" as const
         const rows = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
         const row = rows[0]
         const written = row !== undefined && row.session === record.session &&
           row.fingerprint === record.fingerprint && Number(row.updated_at) === record.updatedAt &&
-          Number(row.turns) === record.turns && row.provider === record.provider
+          Number(row.turns) === record.turns && row.provider === record.provider &&
+          row.turn_id === (record.turn ?? null)
         return written ? "ok" as const : "exists" as const
       }).pipe(
         sql.withTransaction,
@@ -231,7 +282,7 @@ export const makeSql = Effect.gen(function*() {
         )
       ),
     history: (key) =>
-      sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${encodeKey(key)}
+      sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${indexedKey(encodeKey(key))}
         ORDER BY superseded_at DESC, updated_at DESC`.pipe(
         Effect.mapError(storeError("history")),
         Effect.flatMap((rows) => decodeRows("history", rows, toSuperseded))
@@ -240,7 +291,7 @@ export const makeSql = Effect.gen(function*() {
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const where = sql.and([
-          ...(options.key === undefined ? [] : [sql`key_hex = ${encodeKey(options.key)}`]),
+          ...(options.key === undefined ? [] : [sql`key_hex = ${indexedKey(encodeKey(options.key))}`]),
           ...(options.supersededBefore === undefined ? [] : [sql`superseded_at < ${options.supersededBefore}`])
         ])
         const rows = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE ${where}`
@@ -255,7 +306,7 @@ export const makeSql = Effect.gen(function*() {
     delete: (lease) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        const keyHex = encodeKey(lease.key)
+        const keyHex = indexedKey(encodeKey(lease.key))
         if (!(yield* held(lease, now))) return undefined
         const current = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
         const history = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${keyHex}

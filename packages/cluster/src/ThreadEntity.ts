@@ -1,0 +1,345 @@
+/**
+ * Threads as `@effect/cluster` entities: one entity per thread key, sharded across the runner
+ * processes of a fleet (see `Runner` for the transports).
+ *
+ * - The entity is the thread's single writer: one turn at a time (a second concurrent turn fails
+ *   fast with `ThreadBusy`), run by an agent the entity builds on its runner from the layer's
+ *   `Agent.Options` and closes when it stops (idle, shard moved, `close`). Each runner owns its
+ *   gateway, clones and CLIs; nothing of them crosses runners.
+ * - Turns stay fenced by the `ThreadStore` lease and guarded commit, because a turn is delivered
+ *   at least once: a turn in flight on a runner that dies is delivered again to the survivor
+ *   that takes the thread over. The survivor waits out the dead runner's lease (up to
+ *   `takeover.timeout`), resumes the last committed checkpoint, and commits once. A turn that had
+ *   committed before its runner died is not run again (`TurnAlreadyCommitted`: each turn carries
+ *   an id, see `Agent.Turn.id`).
+ * - Each runner reaps what dead runners on its machine left (their CLI processes, found by
+ *   marker, and their clones under the profile's clone root), at start and every `reap.interval`.
+ * - Keys are the host's opaque strings; entity ids are derived from them (any key fits).
+ *
+ * @example
+ * ```ts
+ * // On each runner:
+ * const RunnerLive = ThreadEntity.layer({ agent: { driver, definition, workspace } }).pipe(
+ *   Layer.provide(Runner.layerSocket({ address: { host: "10.0.0.7", port: 34431 } })),
+ *   Layer.provide(SqlThreadStore.layer),
+ *   Layer.provide([IssueToolsLive, Gateway.layer(), NodeContext.layer]),
+ *   Layer.provide(PgClient.layer({ url: Redacted.make(databaseUrl) }))
+ * )
+ * // On any member (a runner, or a host with Runner.layerClient):
+ * const threads = yield* ThreadEntity.client()
+ * const result = yield* threads.thread("tenant-42/issue-123").run("Triage ISSUE-42.")
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { AlreadyProcessingMessage, MailboxFull, PersistenceError } from "@effect/cluster/ClusterError"
+import * as ClusterSchema from "@effect/cluster/ClusterSchema"
+import * as Entity from "@effect/cluster/Entity"
+import type * as Sharding from "@effect/cluster/Sharding"
+import * as Rpc from "@effect/rpc/Rpc"
+import type * as Agent from "@tether/core/Agent"
+import { AgentClosed, AgentConfigError, InvalidTurn, RunError, UnsupportedCapability } from "@tether/core/AgentError"
+import * as Event from "@tether/core/Event"
+import { Result } from "@tether/core/Result"
+import {
+  ResumeRejected,
+  ThreadClosed,
+  ThreadIncompatible,
+  ThreadNotFound,
+  ToolRevisionMissing,
+  TurnAlreadyCommitted
+} from "@tether/core/Thread"
+import { ThreadAlreadyExists, ThreadBusy, ThreadRecord, ThreadStoreError } from "@tether/core/ThreadStore"
+import type * as ThreadStore from "@tether/core/ThreadStore"
+import type * as Toolkit from "@tether/tool/Toolkit"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type * as Stream from "effect/Stream"
+import * as internalClient from "./internal/client.js"
+import * as internal from "./internal/entity.js"
+import * as entityId from "./internal/entityId.js"
+
+/**
+ * `send` found no running turn on the thread.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class NoActiveTurn extends Schema.TaggedError<NoActiveTurn>("@tether/cluster/NoActiveTurn")("NoActiveTurn", {
+  key: Schema.String
+}) {
+  override get message(): string {
+    return "the thread has no running turn"
+  }
+}
+
+/**
+ * A call to a thread got no answer within its timeout (e.g. its runner died and no survivor has
+ * taken the thread over yet). The call was canceled: a canceled turn commits nothing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ThreadCallTimeout
+  extends Schema.TaggedError<ThreadCallTimeout>("@tether/cluster/ThreadCallTimeout")("ThreadCallTimeout", {
+    key: Schema.String,
+    operation: Schema.Literal("run", "stream", "send", "snapshot", "close"),
+    millis: Schema.Number
+  })
+{
+  override get message(): string {
+    return `${this.operation} on the thread got no answer within ${this.millis} ms`
+  }
+}
+
+/**
+ * What `send` did with the input: `injected` into the running turn, or `queued` for after it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Delivery extends Schema.Class<Delivery>("@tether/cluster/Delivery")({
+  runId: Schema.String,
+  mode: Schema.Literal("injected", "queued")
+}) {}
+
+/**
+ * Why a turn failed on its runner: every failure of `agent.thread(key)` and `thread.run`, and
+ * `AgentConfigError` when the runner could not build the thread's agent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const TurnFailure = Schema.Union(
+  RunError,
+  AgentClosed,
+  AgentConfigError,
+  InvalidTurn,
+  UnsupportedCapability,
+  ToolRevisionMissing,
+  ThreadBusy,
+  ThreadNotFound,
+  ThreadIncompatible,
+  ThreadAlreadyExists,
+  ResumeRejected,
+  ThreadClosed,
+  TurnAlreadyCommitted,
+  ThreadStoreError
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TurnFailure = typeof TurnFailure.Type
+
+/**
+ * Why a call did not reach its thread or got no answer: its timeout, or `@effect/cluster`'s own
+ * failures (the entity's mailbox is full, the message is a duplicate in flight, the message
+ * storage failed).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type CallFailure = ThreadCallTimeout | MailboxFull | AlreadyProcessingMessage | PersistenceError
+
+const ToolPolicy = Schema.Struct({
+  allow: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
+  deny: Schema.optionalWith(Schema.Array(Schema.String), { exact: true })
+})
+
+/**
+ * One turn on the wire: the thread's key, the turn's id (its idempotency key), the turn.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const TurnRequest = Schema.Struct({
+  key: Schema.String,
+  id: Schema.String,
+  input: Schema.String,
+  model: Schema.optionalWith(Schema.String, { exact: true }),
+  toolPolicy: Schema.optionalWith(ToolPolicy, { exact: true }),
+  resumeOnly: Schema.optionalWith(Schema.Boolean, { exact: true })
+})
+
+/**
+ * Runs a turn and returns its `Result`. Persisted: stored before it is delivered, so a survivor
+ * runs it when the thread's runner dies before answering.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const Run = Rpc.make("Run", { payload: TurnRequest, success: Result, error: TurnFailure }).annotate(
+  ClusterSchema.Persisted,
+  true
+)
+
+/**
+ * Runs a turn and streams its events. Not persisted: when the runner dies the call is sent again
+ * to the thread's next runner, so the stream carries the dead runner's partial run (no
+ * `RunFinished`) followed by the survivor's complete one, each with its own `runId`.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const RunStream = Rpc.make("RunStream", {
+  payload: TurnRequest,
+  success: Event.Event,
+  error: TurnFailure,
+  stream: true
+})
+
+/**
+ * Delivers input into the running turn. The core has no live sessions yet (DESIGN §12): with no
+ * running turn it fails with `NoActiveTurn`, during one with `UnsupportedCapability`.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const Send = Rpc.make("Send", {
+  payload: { key: Schema.String, input: Schema.String },
+  success: Delivery,
+  error: Schema.Union(NoActiveTurn, UnsupportedCapability)
+})
+
+/**
+ * The committed checkpoint, if any (read from the `ThreadStore`).
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const Snapshot = Rpc.make("Snapshot", {
+  payload: { key: Schema.String },
+  success: Schema.Option(ThreadRecord),
+  error: ThreadStoreError
+})
+
+/**
+ * Cancels the running turn (it fails with `ThreadClosed`) and closes the thread's agent on its
+ * runner (processes, clone, gateway registration). The record stays; a later turn starts again.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const Close = Rpc.make("Close", { payload: { key: Schema.String } })
+
+/**
+ * The entity: one per thread key.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Snapshot, Close])
+
+/**
+ * The entity id of a thread key: the key itself, JSON-escaped (no NUL, no lone surrogate), or
+ * a digest of it when that would not fit the cluster's 255-character ids. Distinct keys never
+ * share an id.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const entityIdOf: (key: string) => string = entityId.entityIdOf
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface LayerOptions<Tools extends Toolkit.Any> {
+  /**
+   * Each thread's agent on its runner. The profile must be a cloning selection (a `dedicated`
+   * profile serves one agent). For threads to resume on another runner, every runner must build
+   * the same fingerprint (same workspace path, definition, model, profile source) and reach the
+   * profile's session store (`Profile.cloneFrom(source, root, { sessions })` on shared storage).
+   */
+  readonly agent: Agent.Options<Tools>
+  /**
+   * How long a turn waits for a previous runner's lease on its thread to expire (default: the
+   * lease TTL plus 5 s), and how often it tries (default: a tenth of the TTL, 100 ms to 1 s).
+   */
+  readonly takeover?: { readonly timeout?: Duration.DurationInput; readonly interval?: Duration.DurationInput }
+  /** How often the runner reaps what dead runners on its machine left (default 1 min). */
+  readonly reap?: { readonly interval?: Duration.DurationInput }
+  /** An entity idle this long stops and closes its agent (default: the runner's `entityMaxIdleTime`). */
+  readonly maxIdleTime?: Duration.DurationInput
+}
+
+/**
+ * Registers the entity on this runner. At start it builds one agent from the options and closes
+ * it (bad options fail the runner here, not at the first turn) and reaps dead runners' leftovers.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: <Tools extends Toolkit.Any>(
+  options: LayerOptions<Tools>
+) => Layer.Layer<
+  never,
+  AgentConfigError | UnsupportedCapability,
+  | Sharding.Sharding
+  | ThreadStore.ThreadStore
+  | Exclude<Agent.Requirements, Scope.Scope>
+  | Toolkit.HandlerServices<Tools>
+> = internal.layer
+
+/**
+ * `run` options.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RunOptions {
+  /** Never start a fresh session (as `agent.thread(key, { resumeOnly: true })`). */
+  readonly resumeOnly?: boolean
+  /** This call's timeout (default: the client's `turnTimeout`). */
+  readonly timeout?: Duration.DurationInput
+}
+
+/**
+ * A thread reached through the cluster: what a host calls instead of `agent.thread(key)`.
+ * `run` / `stream` take the same turns (a turn without an `id` gets a random one). Every call
+ * carries a timeout and fails with `ThreadCallTimeout` when it expires.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RemoteThread {
+  readonly key: string
+  readonly run: (turn: Agent.Input, options?: RunOptions) => Effect.Effect<Result, TurnFailure | CallFailure>
+  readonly stream: (turn: Agent.Input, options?: RunOptions) => Stream.Stream<Event.Event, TurnFailure | CallFailure>
+  readonly send: (input: string) => Effect.Effect<Delivery, NoActiveTurn | UnsupportedCapability | CallFailure>
+  readonly snapshot: Effect.Effect<Option.Option<ThreadRecord>, ThreadStoreError | CallFailure>
+  readonly close: Effect.Effect<void, CallFailure>
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Client {
+  readonly thread: (key: string) => RemoteThread
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ClientOptions {
+  /** Timeout of `send`, `snapshot` and `close` (default 30 s). */
+  readonly timeout?: Duration.DurationInput
+  /** Timeout of `run` and `stream` (default 10 min). */
+  readonly turnTimeout?: Duration.DurationInput
+}
+
+/**
+ * The client of the thread entities, on any member of the cluster.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const client: (options?: ClientOptions) => Effect.Effect<Client, never, Sharding.Sharding> = internalClient.make

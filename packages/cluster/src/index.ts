@@ -1,0 +1,2 @@
+export * as Runner from "./Runner.js"
+export * as ThreadEntity from "./ThreadEntity.js"
