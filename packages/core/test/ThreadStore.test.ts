@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -375,6 +376,78 @@ describe("ThreadStore (postgres, one store per host)", () => {
       const lease = yield* stores[7]!.acquire("k", "1 minute")
       yield* stores[7]!.commit(lease, record("k", "s1"), "insert")
       expect(Option.getOrThrow(yield* stores[13]!.get("k")).session).toBe("s1")
+    }).pipe(Effect.scoped))
+
+  it.live("a takeover between the statements of a delete or a commit never leaves it half done (READ COMMITTED)", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Postgres.schema
+      const [a, b] = (yield* startHosts(url, 2)) as [ThreadStore.ThreadStore["Type"], ThreadStore.ThreadStore["Type"]]
+      const sql = Context.get(
+        yield* Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 }).pipe(Layer.orDie)),
+        SqlClient.SqlClient
+      )
+      // Host A's statement on `table` sleeps 3 s; its lease (2 s) expires meanwhile and host B,
+      // whose acquire takes an expired lease, comes for the key 2.5 s after A's acquire.
+      const slow = (table: string, event: "DELETE" | "INSERT") =>
+        Effect.gen(function*() {
+          yield* sql.unsafe(`CREATE OR REPLACE FUNCTION tether_test_slow() RETURNS trigger LANGUAGE plpgsql AS
+            $$ BEGIN PERFORM pg_sleep(3); RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END; END $$`)
+          yield* sql.unsafe(`DROP TRIGGER IF EXISTS tether_test_slow ON tether_threads`)
+          yield* sql.unsafe(`DROP TRIGGER IF EXISTS tether_test_slow ON tether_thread_history`)
+          yield* sql.unsafe(`CREATE TRIGGER tether_test_slow BEFORE ${event} ON ${table}
+            FOR EACH ROW EXECUTE FUNCTION tether_test_slow()`)
+        })
+      const race = <A, E>(operation: (lease: ThreadStore.Lease) => Effect.Effect<A, E>) =>
+        Effect.gen(function*() {
+          const lease = yield* a.acquire("k", "2 seconds")
+          const running = yield* Effect.fork(Effect.either(operation(lease)))
+          yield* Effect.sleep("2500 millis")
+          const taken = yield* b.acquire("k", "1 minute")
+          const outcome = yield* Fiber.join(running)
+          yield* b.release(taken)
+          return outcome
+        })
+      const setup = Effect.gen(function*() {
+        const lease = yield* a.acquire("k", "1 minute")
+        yield* a.commit(lease, record("k", "s1", 1), "upsert")
+        yield* a.commit(lease, record("k", "s2", 2), "upsert")
+        yield* a.release(lease)
+      })
+      const state = Effect.gen(function*() {
+        return {
+          current: Option.map(yield* a.get("k"), (r) => r.session),
+          history: (yield* a.history("k")).map((entry) => entry.record.session)
+        }
+      })
+
+      // A delete: the record and its history go together, or neither does.
+      yield* setup
+      yield* slow("tether_threads", "DELETE")
+      const deleted = yield* race((lease) => a.delete(lease))
+      const afterDelete = yield* state
+      if (Either.isRight(deleted)) {
+        expect(deleted.right.map((r) => r.session)).toEqual(["s2", "s1"])
+        expect(afterDelete).toEqual({ current: Option.none(), history: [] })
+      } else {
+        expect(deleted.left._tag).toBe("LeaseLost")
+        expect(afterDelete).toEqual({ current: Option.some("s2"), history: ["s1"] })
+      }
+
+      // A commit of another session: the replaced record moves to the history only with the commit.
+      yield* sql.unsafe(`DELETE FROM tether_thread_history`)
+      yield* sql.unsafe(`DROP TRIGGER IF EXISTS tether_test_slow ON tether_threads`)
+      yield* sql.unsafe(`DELETE FROM tether_threads`)
+      yield* setup
+      yield* sql.unsafe(`DELETE FROM tether_thread_history`)
+      yield* slow("tether_thread_history", "INSERT")
+      const committed = yield* race((lease) => a.commit(lease, record("k", "s3", 3), "upsert"))
+      const afterCommit = yield* state
+      if (Either.isRight(committed)) {
+        expect(afterCommit).toEqual({ current: Option.some("s3"), history: ["s2"] })
+      } else {
+        expect(committed.left._tag).toBe("LeaseLost")
+        expect(afterCommit).toEqual({ current: Option.some("s2"), history: [] })
+      }
     }).pipe(Effect.scoped))
 
   it.live("20 hosts acquiring one key at once: exactly one wins each round, the others get ThreadBusy", () =>

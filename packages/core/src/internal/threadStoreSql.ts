@@ -175,6 +175,14 @@ export const makeSql = Effect.gen(function*() {
       })
     )
 
+  // Locks the lease row while the lease is held (a no-op update takes the row lock, released when
+  // the transaction ends), then says whether it is held.
+  const lock = (keyHex: string, lease: Lease, now: number) =>
+    sql`UPDATE tether_thread_leases SET holder = holder
+      WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now}`.pipe(
+      Effect.zipRight(held(lease, now))
+    )
+
   return ThreadStore.of({
     get: (key) =>
       sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${indexedKey(encodeKey(key))}`.pipe(
@@ -232,12 +240,16 @@ export const makeSql = Effect.gen(function*() {
         const fullHex = encodeKey(lease.key)
         const keyHex = indexedKey(fullHex)
         const keyLong = keyHex === fullHex ? null : fullHex
+        // The lease row is locked first (PostgreSQL keeps the lock until the transaction ends;
+        // SQLite serializes writers): under READ COMMITTED a takeover committed between two of the
+        // statements below could otherwise leave half of them done.
+        if (!(yield* lock(keyHex, lease, now))) return "lost" as const
         const components = record.components === undefined ? null : encodeComponents(record.components)
         const values =
           sql`${keyHex}, ${keyLong}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${components}, ${record.turns}, ${record.updatedAt}, ${
             record.turn ?? null
           }`
-        // Every write is guarded by the lease in the same statement: a lost lease writes nothing.
+        // Every write is guarded by the lease in the same statement as well: a lost lease writes nothing.
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         if (mode === "insert") {
@@ -307,7 +319,9 @@ export const makeSql = Effect.gen(function*() {
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const keyHex = indexedKey(encodeKey(lease.key))
-        if (!(yield* held(lease, now))) return undefined
+        // The lease row is locked first: the statements below then all see this lease, so a
+        // takeover committed meanwhile (PostgreSQL, READ COMMITTED) cannot leave half of them done.
+        if (!(yield* lock(keyHex, lease, now))) return undefined
         const current = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
         const history = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${keyHex}
           ORDER BY superseded_at DESC, updated_at DESC`
