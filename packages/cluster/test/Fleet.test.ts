@@ -120,6 +120,18 @@ describe("a fleet of runner processes on PostgreSQL", () => {
             threads.thread(key).run(turn)
           const committed = (key: string) => Effect.map(threads.thread(key).snapshot, Option.getOrThrow)
 
+          // Both runners hold shards (PostgreSQL advisory locks, one lock connection each) before
+          // the first round: a runner that registered a moment later gets its share only at the
+          // next rebalance, and a round started before that lands on one runner.
+          const locks = yield* SqlClient.SqlClient
+          const holders = locks<{ readonly n: number | string }>`SELECT count(DISTINCT pid) AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND granted
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+          yield* waitUntil(
+            "both runners to hold shards",
+            Effect.map(Effect.orDie(holders), (rows) => Number(rows[0]?.n) >= 2)
+          )
+
           // Round 1: every thread starts, spread over the two runners.
           const first = new Map<string, Result.Result>()
           yield* Effect.forEach(
