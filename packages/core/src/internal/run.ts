@@ -490,6 +490,9 @@ export const execute = (
         }
         return result
       }
+      // A thread turn's result, a failure too, comes once its CLI has exited (bounded by the exit
+      // grace), as the thread's next turn waits for it anyway; a plain run's does not wait.
+      if (request.commit !== undefined) yield* settle(running)
       return yield* fail({
         reason: "ProviderFailed",
         detail: state.terminal.error ?? "the provider reported a failure"
