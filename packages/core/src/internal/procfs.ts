@@ -109,22 +109,34 @@ export const findMarked = (marker: string): Effect.Effect<ReadonlyArray<number>>
     return found
   })
 
+/** Whether `pid` is gone or a zombie (a killed process is not gone the moment `kill` returns). */
+const dead = (pid: number): boolean => {
+  const fields = statFields(pid)
+  return fields === undefined || fields[0] === "Z" || fields[0] === "X"
+}
+
 /**
- * SIGKILLs every live process carrying `marker` (the second sweep of the ordered close).
- * Returns the pids that were signalled.
+ * SIGKILLs every live process carrying `marker` (the second sweep of the ordered close), then
+ * waits (bounded: 2 s) until each is gone, so that nothing marked is still running once the
+ * sweep is over, however loaded the machine. Returns the pids that were signalled.
  *
  * @internal
  */
 export const reapMarked = (marker: string): Effect.Effect<ReadonlyArray<number>> =>
-  Effect.map(findMarked(marker), (pids) =>
-    pids.filter((pid) => {
+  Effect.gen(function*() {
+    const signalled = (yield* findMarked(marker)).filter((pid) => {
       try {
         NodeProcess.kill(pid, "SIGKILL")
         return true
       } catch {
         return false
       }
-    }))
+    })
+    for (let waited = 0; waited < 2_000 && !signalled.every(dead); waited += 10) {
+      yield* Effect.sleep("10 millis")
+    }
+    return signalled
+  })
 
 const markerValues = (): Array<{ readonly pid: number; readonly value: string }> => {
   const prefix = Buffer.from(`${markerVariable}=`)
