@@ -205,6 +205,12 @@ export interface Turn {
    * and given to the driver's allow-list, for this turn only (see `ToolPolicy`).
    */
   readonly toolPolicy?: ToolPolicy.ToolPolicy
+  /**
+   * Cancels the run when it completes, while the consumer keeps reading: the run ends with
+   * `RunFinished(canceled)` and then fails with `RunError` reason `Canceled`, as when the
+   * consumer stops (e.g. a server cancelling a run whose events it still forwards).
+   */
+  readonly cancel?: Effect.Effect<void>
 }
 
 /**

@@ -300,6 +300,8 @@ export const make = (
             : FiberSet.run(runs, Run.execute(context, request, emitter))
         )
         yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
+        // The run's fiber is interrupted, not the consumer: its RunFinished(canceled) still arrives.
+        if (turn.cancel !== undefined) yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
         return Stream.fromQueue(queue).pipe(Stream.flattenTake)
       })).pipe(Stream.withSpan("Agent.stream"))
 
