@@ -21,6 +21,7 @@ export default defineWorkspace([
   project("profile"),
   project("core", { timeout: 120_000 }),
   project("drivers", { timeout: 180_000 }),
+  project("http", { timeout: 120_000 }),
   project("testing", { timeout: 120_000 }),
   {
     resolve: { conditions: ["@tether/source"] },

@@ -301,7 +301,9 @@ export const make = (
         )
         yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
         // The run's fiber is interrupted, not the consumer: its RunFinished(canceled) still arrives.
-        if (turn.cancel !== undefined) yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
+        if (turn.cancel !== undefined) {
+          yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
+        }
         return Stream.fromQueue(queue).pipe(Stream.flattenTake)
       })).pipe(Stream.withSpan("Agent.stream"))
 
