@@ -295,6 +295,7 @@ export const make = <Tools extends Toolkit.Any>(
   Effect.gen(function*() {
     const untyped = options as unknown as Options<never>
     yield* internal.validate(untyped)
+    yield* Effect.annotateCurrentSpan("agent.provider", options.driver.name)
     const validated = yield* DefinitionInternal.validate(options.definition, {
       driver: options.driver.name,
       capabilities: options.driver.capabilities,

@@ -107,7 +107,9 @@ export class Gateway extends Context.Tag("@tether/gateway/Gateway")<Gateway, {
  *
  * Each call is logged through the Effect logger as one `tool call` line annotated with
  * `tool`, `outcome`, `code` and `durationMs` (never a token, header or argument value), inside
- * a `Gateway.call` span.
+ * a `Gateway.call` span with the attributes `tool.name`, `tool.outcome` and `tool.code` (nothing
+ * else). That span is a child of the span that was current where the calling token was minted
+ * (`register` or `restrict`): core mints each run's credential inside the run's span.
  *
  * @since 0.1.0
  * @category constructors

@@ -38,6 +38,7 @@ import * as Run from "./run.js"
 import * as Thread from "./thread.js"
 import { makeMemory, ThreadStore } from "./threadStore.js"
 import * as ToolPolicy from "./toolPolicy.js"
+import * as Tracing from "./tracing.js"
 
 /** @internal */
 export const hostedKey = "tether"
@@ -249,7 +250,10 @@ export const make = (
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
     // Threads' event streams end after the runs were canceled (their RunFinished(canceled) included).
     const close = (timeout: Duration.DurationInput) =>
-      Effect.zipRight(fence, closer.close(timeout)).pipe(Effect.ensuring(Deferred.succeed(agentClosed, undefined)))
+      Effect.zipRight(fence, closer.close(timeout)).pipe(
+        Effect.ensuring(Deferred.succeed(agentClosed, undefined)),
+        Effect.withSpan("Agent.close", { attributes: { "agent.id": id, "agent.provider": driver.name } })
+      )
     yield* Effect.addFinalizer(() =>
       close(closeTimeout).pipe(
         Effect.catchAll((error) => Effect.logWarning(error.message))
@@ -279,25 +283,34 @@ export const make = (
             })
           }
         }
-        // A per-turn policy: a narrower credential for this run only, revoked when it ends.
-        const credential = turn.toolPolicy === undefined
-          ? undefined
-          : yield* registration.restrict(ToolPolicy.effective(tools, turn.toolPolicy))
+        const span = yield* Tracing.startRun({ runId, provider: driver.name, model, threadKey: hooks?.key })
+        // The run's own credential (narrowed by a per-turn policy), revoked when it ends. Minted
+        // in the run's span: the gateway traces the calls made with it as the run's children.
+        const credential = yield* registration.restrict(
+          turn.toolPolicy === undefined ? tools : ToolPolicy.effective(tools, turn.toolPolicy)
+        ).pipe(Effect.withParentSpan(span))
         const request: Run.Request = {
           runId,
           prompt: turn.input,
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
-          ...(credential === undefined ? {} : { tools: credential.tools, token: credential.token }),
+          tools: credential.tools,
+          token: credential.token,
           ...(hooks === undefined ? {} : { commit: hooks.commit, reaped: hooks.reaped })
         }
         const fiber = yield* admission.withPermits(1)(
           fenced
             ? Effect.zipRight(
               hooks === undefined ? Effect.void : Deferred.succeed(hooks.reaped, undefined),
-              Effect.fail(closed)
+              Effect.zipRight(Tracing.endRun(span, Exit.fail(closed)), Effect.fail(closed))
             )
-            : FiberSet.run(runs, Run.execute(context, request, emitter))
+            : FiberSet.run(
+              runs,
+              Run.execute(context, request, emitter).pipe(
+                Effect.withParentSpan(span),
+                Effect.onExit((exit) => Tracing.endRun(span, exit))
+              )
+            )
         )
         yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
         // The run's fiber is interrupted, not the consumer: its RunFinished(canceled) still arrives.
@@ -352,7 +365,7 @@ export const make = (
           ),
         run,
         stream: (input) => stream(input),
-        close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout).pipe(Effect.withSpan("Agent.close"))
+        close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout)
       } satisfies Agent.Agent
     )
   })

@@ -24,6 +24,8 @@ import type { CommitMode, Lease, ThreadStore, ThreadStoreError } from "./threadS
 
 /** What a thread's turn hands to the agent's run. @internal */
 export interface Hooks {
+  /** The thread's key (traced only as a keyed hash). */
+  readonly key: string
   readonly session: Driver.SessionRequest
   /** Runs after a clean terminal record, before `RunFinished`; a failure fails the run. */
   readonly commit: (result: Result) => Effect.Effect<void, { readonly message: string }>
@@ -163,7 +165,7 @@ export const open = (
               ),
               Effect.tap(() => Effect.sync(() => (pendingFork = undefined)))
             )
-        return host.stream(turn, { session: plan.session, commit, reaped })
+        return host.stream(turn, { key, session: plan.session, commit, reaped })
       }))
 
     const stream = (turn: Agent.Input): Stream.Stream<Event.Event, Thread.RunFailure> =>
