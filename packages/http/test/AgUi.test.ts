@@ -95,6 +95,15 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })("AG-UI through @a
       expect(yield* Harness.markedProcesses(tether.marker)).toEqual([])
     }))
 
+  it.effect("authentication runs before the body is read", () =>
+    Effect.gen(function*() {
+      const { origin } = yield* Fixture
+      const answer = yield* Effect.promise(() =>
+        fetch(`${origin}/agent/agui`, { method: "POST", headers: { "content-type": "application/json" }, body: "{" })
+      )
+      expect(answer.status).toBe(401)
+    }))
+
   it.effect("an aborted client cancels the run: nothing is left", () =>
     Effect.gen(function*() {
       const { agent: tether, origin } = yield* Fixture

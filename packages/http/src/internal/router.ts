@@ -88,13 +88,15 @@ export const make = <Principal, R>(
     const byKey = new Map<string, Runs.Entry>()
     const readers = { idle, grace, timers: fibers }
 
-    const authorize = (key: string | undefined) =>
-      Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const access = yield* options.authorize(request).pipe(Effect.mapError(() => Failure.unauthorized))
-        if (key === undefined || !access.threads(key)) return yield* Failure.notFound
-        return access
-      })
+    const authenticate = Effect.flatMap(
+      HttpServerRequest.HttpServerRequest,
+      (request) => options.authorize(request).pipe(Effect.mapError(() => Failure.unauthorized))
+    )
+
+    const allowed = (access: AgentHttp.Access<Principal>, key: string | undefined) =>
+      key === undefined || !access.threads(key) ? Failure.notFound : Effect.void
+
+    const authorize = (key: string | undefined) => Effect.tap(authenticate, (access) => allowed(access, key))
 
     const readJson = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -300,8 +302,10 @@ export const make = <Principal, R>(
 
     const postAgUi = handle(Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
+      // Authentication first; the thread key is in the body.
+      const access = yield* authenticate
       const body = yield* decode(AgUiBody, yield* readJson)
-      const access = yield* authorize(body.threadId)
+      yield* allowed(access, body.threadId)
       const last = body.messages[body.messages.length - 1]
       const input = last?.role === "user" ? contentText(last.content) : undefined
       if (input === undefined) return yield* Failure.invalidRequest
