@@ -22,6 +22,7 @@ export default defineWorkspace([
   project("profile"),
   project("core", { timeout: 120_000, postgres: true }),
   project("drivers", { timeout: 180_000 }),
+  project("http", { timeout: 120_000 }),
   project("testing", { timeout: 120_000 }),
   project("cluster", { timeout: 120_000, postgres: true }),
   {

@@ -5,6 +5,7 @@
  *   npm run demo                       Claude Code from node_modules, offline (scripted model)
  *   npm run demo -- --driver codex     Codex, offline          (--driver gemini: Gemini CLI)
  *   npm run demo -- --live             your own installed, logged-in CLI and its real model
+ *   npm run demo -- --web              the same kind of agent behind a web page (examples/web/)
  *
  * Offline, the CLI is the real one pinned in node_modules; only the model is scripted: a
  * loopback server speaking the provider's API (`@tether/testing`). The CLI discovers the host
@@ -178,6 +179,11 @@ const main = Effect.gen(function*() {
   Logger.withMinimumLogLevel(LogLevel.Warning) // the gateway logs each tool call at Info
 )
 
-// runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
-// close: processes stopped, clone removed, token revoked) before the process exits.
-NodeRuntime.runMain(main)
+if (process.argv.includes("--web")) {
+  // The web example's server runs when its module loads (it prints the page's URL).
+  void import("./web/server.js")
+} else {
+  // runMain: SIGINT / SIGTERM interrupt the program, so every scope closes (the agent's ordered
+  // close: processes stopped, clone removed, token revoked) before the process exits.
+  NodeRuntime.runMain(main)
+}

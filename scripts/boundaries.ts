@@ -12,6 +12,7 @@ export const allowedImports: Readonly<Record<string, ReadonlyArray<string>>> = {
   profile: [],
   core: ["tool", "gateway", "profile"],
   drivers: ["core", "profile"],
+  http: ["core"],
   testing: ["tool", "gateway", "profile", "core", "drivers"],
   cluster: ["tool", "profile", "core"]
 }

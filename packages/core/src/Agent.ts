@@ -199,6 +199,12 @@ export interface Turn {
    * last committed turn is remembered. `agent.run` / `agent.stream` (no thread) ignore it.
    */
   readonly id?: string
+  /**
+   * Cancels the run when it completes, while the consumer keeps reading: the run ends with
+   * `RunFinished(canceled)` and then fails with `RunError` reason `Canceled`, as when the
+   * consumer stops (e.g. a server cancelling a run whose events it still forwards).
+   */
+  readonly cancel?: Effect.Effect<void>
 }
 
 /**

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Agent, AgentError } from "@tether/core"
+import { Agent, AgentError, type Event } from "@tether/core"
 import { Gateway } from "@tether/gateway"
 import { FakeCli, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
@@ -232,6 +233,30 @@ describe("Agent through the fake CLI", () => {
         expect(collected[collected.length - 1]).toBe("RunFinished")
         const after = yield* Effect.flip(agent.run("late"))
         expect(after._tag).toBe("AgentClosed")
+      }), { processes: { killGrace: "200 millis" } }))
+
+  it.live("a turn's cancel ends the run while its consumer reads RunFinished(canceled); the process is gone", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        const cancel = yield* Deferred.make<void>()
+        const collected: Array<Event.Event> = []
+        const consumer = yield* agent.stream({
+          input: FakeCli.script({ op: "text", text: "before" }, { op: "hang" }),
+          cancel: Deferred.await(cancel)
+        }).pipe(
+          Stream.runForEach((event) => Effect.sync(() => collected.push(event))),
+          Effect.flip,
+          Effect.fork
+        )
+        while (!collected.some((event) => event._tag === "Notice")) yield* Effect.sleep("20 millis")
+        yield* Deferred.succeed(cancel, undefined)
+        const error = yield* Fiber.join(consumer)
+        expect(error._tag === "RunError" && error.reason).toBe("Canceled")
+        const last = collected[collected.length - 1]!
+        expect(last._tag === "RunFinished" && last.outcome).toBe("canceled")
+        expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+        // The agent stays open: the next turn runs.
+        expect((yield* agent.run(FakeCli.script({ op: "result", text: "next" }))).text).toBe("next")
       }), { processes: { killGrace: "200 millis" } }))
 
   it.live("a consumer that stops early cancels the run and its process", () =>

@@ -186,9 +186,12 @@ export class Gateway extends Context.Tag("@tether/gateway/Gateway")<Gateway, {
  *
  * Each call is logged through the Effect logger as one `tool call` line annotated with
  * `tool`, `outcome`, `code` and `durationMs` (never a token, header or argument value), inside
- * a `Gateway.call` span. A request with `Expect: 100-continue` is answered `100 Continue` only
- * after its shape, its credential and its declared size passed; a refused credential gets 401
- * with `WWW-Authenticate: Bearer error="invalid_token"`.
+ * a `Gateway.call` span with the attributes `tool.name`, `tool.outcome` and `tool.code` (nothing
+ * else). That span is a child of the span that was current where the calling credential was
+ * minted (`register` or `credential`): core mints each process's credential inside its run's
+ * span. A request with `Expect: 100-continue` is answered `100 Continue` only after its shape,
+ * its credential and its declared size passed; a refused credential gets 401 with
+ * `WWW-Authenticate: Bearer error="invalid_token"`.
  *
  * @since 0.1.0
  * @category constructors

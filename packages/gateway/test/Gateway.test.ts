@@ -317,6 +317,34 @@ describe("Logging and secrets", () => {
       expect(result.structuredContent).toEqual({ name: "Gateway.call", tool: "echo" })
     })))
 
+  it.live("a call's Gateway.call span is a child of the span where its credential was minted", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const { executor: base } = yield* makeExecutor("a")
+      const registration = yield* gateway.register({
+        catalog: base.catalog,
+        execute: () =>
+          Effect.currentSpan.pipe(
+            Effect.map((span): Catalog.Outcome => {
+              const parent = span.parent._tag === "Some" && span.parent.value._tag === "Span"
+                ? span.parent.value.name
+                : "none"
+              return { _tag: "Success", structuredContent: { parent }, text: parent }
+            }),
+            Effect.orDie
+          )
+      })
+      remember(registration.token)
+      const credential = yield* registration.credential({ tools: ["echo"] }).pipe(Effect.withSpan("a run"))
+      remember(credential.token)
+      const viaCredential = yield* connect(registration.url, credential.token)
+      const viaRegistration = yield* connect(registration.url, registration.token)
+      const call = (client: typeof viaCredential) =>
+        Effect.promise(() => client.callTool({ name: "echo", arguments: { text: "x" } }))
+      expect((yield* call(viaCredential)).structuredContent).toEqual({ parent: "a run" })
+      expect((yield* call(viaRegistration)).structuredContent).toEqual({ parent: "Gateway.register" })
+    })))
+
   it.live("the token never appears in the string, JSON or inspected form of exported objects", () =>
     live(Effect.gen(function*() {
       const gateway = yield* Gateway.make()

@@ -39,6 +39,7 @@ import * as Run from "./run.js"
 import * as Thread from "./thread.js"
 import { makeMemory, ThreadStore } from "./threadStore.js"
 import * as ToolPolicy from "./toolPolicy.js"
+import * as Tracing from "./tracing.js"
 
 /** @internal */
 export const hostedKey = "tether"
@@ -85,6 +86,7 @@ export const make = (
 > =>
   Effect.gen(function*() {
     yield* validate(options)
+    yield* Effect.annotateCurrentSpan("agent.provider", options.driver.name)
     const validated = yield* Definition.validate(options.definition, {
       driver: options.driver.name,
       capabilities: options.driver.capabilities,
@@ -292,7 +294,10 @@ export const assemble = (
       { name: "revoke-registration", run: revokeRegistration }
     ])
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
-    const close = (timeout: Duration.DurationInput) => Effect.zipRight(fence, closer.close(timeout))
+    const close = (timeout: Duration.DurationInput) =>
+      Effect.zipRight(fence, closer.close(timeout)).pipe(
+        Effect.withSpan("Agent.close", { attributes: { "agent.id": id, "agent.provider": driver.name } })
+      )
     yield* Effect.addFinalizer(() =>
       close(closeTimeout).pipe(
         Effect.catchAll((error) => Effect.logWarning(error.message))
@@ -324,6 +329,9 @@ export const assemble = (
             })
           }
         }
+        // The run's span: the run executes in it, and the credential its process gets at spawn is
+        // minted in it, so the gateway traces that process's tool calls as the run's children.
+        const span = yield* Tracing.startRun({ runId, provider: driver.name, model, threadKey: hooks?.threadKey })
         // A per-turn policy narrows what this run's process credential lists and calls.
         const request: Run.Request = {
           runId,
@@ -342,12 +350,22 @@ export const assemble = (
           fenced
             ? Effect.zipRight(
               hooks === undefined ? Effect.void : Deferred.succeed(hooks.reaped, undefined),
-              Effect.fail(closed)
+              Effect.zipRight(Tracing.endRun(span, Exit.fail(closed)), Effect.fail(closed))
             )
-            : FiberSet.run(runs, Run.execute(context, request, emitter))
+            : FiberSet.run(
+              runs,
+              Run.execute(context, request, emitter).pipe(
+                Effect.withParentSpan(span),
+                Effect.onExit((exit) => Tracing.endRun(span, exit))
+              )
+            )
         )
         yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
         if (hooks !== undefined) yield* hooks.admitted(fiber)
+        // The run's fiber is interrupted, not the consumer: its RunFinished(canceled) still arrives.
+        if (turn.cancel !== undefined) {
+          yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
+        }
         return Stream.fromQueue(queue).pipe(Stream.flattenTake)
       })).pipe(Stream.withSpan("Agent.stream"))
 
@@ -401,7 +419,7 @@ export const assemble = (
         pruneThreads: (pruneOptions) => Thread.pruneAll(threadHost, pruneOptions),
         run,
         stream: (input) => stream(input),
-        close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout).pipe(Effect.withSpan("Agent.close"))
+        close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout)
       } satisfies Agent.Agent
     )
   })

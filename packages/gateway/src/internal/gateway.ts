@@ -11,8 +11,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as Http from "node:http"
 import type { Socket } from "node:net"
@@ -124,7 +126,8 @@ const callEffect = (
   redactor: Redactor,
   name: string,
   input: unknown,
-  state: CallState
+  state: CallState,
+  parent: Option.Option<Tracer.AnySpan>
 ) =>
   Effect.suspend(() => {
     const started = performance.now()
@@ -140,7 +143,12 @@ const callEffect = (
     return executor.execute(name, input, { deadline: limits.handlerDeadline }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("tool execution defect", cause).pipe(Effect.as(internalError))),
       Effect.map((outcome) => outputSize(outcome) > limits.maxOutputBytes ? invalidOutput : outcome),
-      Effect.tap((outcome) => log(outcome._tag.toLowerCase(), outcomeCode(outcome))),
+      Effect.tap((outcome) =>
+        Effect.zipRight(
+          log(outcome._tag.toLowerCase(), outcomeCode(outcome)),
+          Effect.annotateCurrentSpan({ "tool.outcome": outcome._tag.toLowerCase(), "tool.code": outcomeCode(outcome) })
+        )
+      ),
       Effect.onInterrupt(() =>
         state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
       ),
@@ -148,7 +156,9 @@ const callEffect = (
       // A model that saw a token (a shell printed the environment) can pass it as an argument,
       // and a handler's failure may quote its input: the host's log never gets it.
       redactor.logs,
-      Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false })
+      Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false }),
+      // A child of the span that was current where the calling credential was minted (a run's).
+      (call) => Option.isSome(parent) ? Effect.withParentSpan(call, parent.value) : call
     )
   })
 
@@ -384,10 +394,15 @@ export const make = (options: Options = {}): Effect.Effect<
         yield* Effect.addFinalizer(() => Effect.sync(() => owner.open = false))
         const deadlineMs = Duration.toMillis(limits.handlerDeadline)
 
-        const call = (name: string, input: unknown, signal: AbortSignal): Promise<CallToolResult> =>
+        const call = (
+          name: string,
+          input: unknown,
+          signal: AbortSignal,
+          parent: Option.Option<Tracer.AnySpan>
+        ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             const state: CallState = { interruptedBy: "cancel" }
-            const fiber = run(callEffect(executor, limits, redactor, name, input, state))
+            const fiber = run(callEffect(executor, limits, redactor, name, input, state, parent))
             let settled = false
             const settle = (answer: () => void, interrupt: boolean) => {
               if (settled) return
@@ -412,21 +427,26 @@ export const make = (options: Options = {}): Effect.Effect<
           })
 
         const declared = new Map(executor.catalog.descriptors.map((d) => [d.name, declaredKeys(d.inputSchema)]))
-        const handlersFor = (names: ReadonlySet<string>, injected: ReadonlyArray<string>): Mcp.Handlers => ({
+        const handlersFor = (
+          names: ReadonlySet<string>,
+          injected: ReadonlyArray<string>,
+          parent: Option.Option<Tracer.AnySpan>
+        ): Mcp.Handlers => ({
           tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
           has: (name) => names.has(name),
           call: injected.length === 0
-            ? call
-            : (name, input, signal) => call(name, withoutInjected(injected, declared.get(name)!, input), signal)
+            ? (name, input, signal) => call(name, input, signal, parent)
+            : (name, input, signal) => call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent)
         })
 
+        // The span current at minting is where the credential's calls are traced.
         const issue = (names: ReadonlySet<string>, injected: ReadonlyArray<string>) =>
           Effect.acquireRelease(
-            Effect.sync(() => {
+            Effect.map(Effect.serviceOption(Tracer.ParentSpan), (parent) => {
               const token = newToken()
               const digest = digestOf(token)
               const key = digest.toString("base64")
-              tokens.set(key, { digest, owner, handlers: handlersFor(names, injected) })
+              tokens.set(key, { digest, owner, handlers: handlersFor(names, injected, parent) })
               known.add(token)
               knownList = [...known]
               return { token: Redacted.make(token), key }

@@ -1,0 +1,96 @@
+/**
+ * The span of each run: what it ran on and how it ended, never content (no prompt, text, tool
+ * argument, token or thread key).
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as Option from "effect/Option"
+import type * as Tracer from "effect/Tracer"
+import { createHmac, randomBytes } from "node:crypto"
+import type { RunError } from "../AgentError.js"
+import type { Result } from "../Result.js"
+
+// Keyed per host process: a hash correlates a thread's runs in traces, but cannot be checked
+// against a guessed key outside the process.
+const secret = randomBytes(32)
+
+/** A thread key as a span attribute: HMAC-SHA-256 under a per-process key, 32 hex digits. @internal */
+export const threadKeyHash = (key: string): string =>
+  // UTF-16 code units: distinct keys (lone surrogates included) never collide by encoding.
+  createHmac("sha256", secret).update(Buffer.from(key, "utf16le")).digest("hex").slice(0, 32)
+
+/** @internal */
+export const startRun = (attributes: {
+  readonly runId: string
+  readonly provider: string
+  readonly model: string | undefined
+  readonly threadKey: string | undefined
+}): Effect.Effect<Tracer.Span> =>
+  Effect.makeSpan("Run.execute", {
+    kind: "internal",
+    captureStackTrace: false,
+    attributes: {
+      "run.id": attributes.runId,
+      "run.provider": attributes.provider,
+      ...(attributes.model === undefined ? {} : { "run.model": attributes.model }),
+      ...(attributes.threadKey === undefined ? {} : { "thread.key_hash": threadKeyHash(attributes.threadKey) })
+    }
+  })
+
+/**
+ * Ends the run's span with its outcome, reported model and token counts. The span's own exit is
+ * content-free: a failure carries only the `RunError` reason (a provider's error text stays out of
+ * traces), a cancellation is an interruption.
+ *
+ * @internal
+ */
+export const endRun = (
+  span: Tracer.Span,
+  exit: Exit.Exit<Result, RunError | { readonly _tag: string }>
+): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeNanos, (now) =>
+    Effect.sync(() => {
+      let outcome: "success" | "failure" | "canceled" = "success"
+      let reason: string | undefined
+      let result: Result | undefined
+      if (Exit.isSuccess(exit)) result = exit.value
+      else {
+        const first = Option.getOrUndefined(Cause.failureOption(exit.cause))
+        if (first !== undefined && first._tag === "RunError") {
+          const runError = first as RunError
+          reason = runError.reason
+          result = runError.result
+          outcome = reason === "Canceled" ? "canceled" : "failure"
+        } else if (first !== undefined) {
+          reason = first._tag
+          outcome = "failure"
+        } else if (Cause.isDie(exit.cause)) {
+          // A bug in a driver or in core (the run's RunFinished says `Defect`).
+          reason = "Defect"
+          outcome = "failure"
+        } else outcome = "canceled"
+      }
+      span.attribute("run.outcome", outcome)
+      if (reason !== undefined) span.attribute("run.reason", reason)
+      if (result?.model !== undefined) span.attribute("run.model", result.model)
+      const usage = result?.usage
+      if (usage?.inputTokens !== undefined) span.attribute("run.usage.input_tokens", usage.inputTokens)
+      if (usage?.outputTokens !== undefined) span.attribute("run.usage.output_tokens", usage.outputTokens)
+      if (usage?.cachedInputTokens !== undefined) {
+        span.attribute("run.usage.cached_input_tokens", usage.cachedInputTokens)
+      }
+      if (usage?.reasoningTokens !== undefined) span.attribute("run.usage.reasoning_tokens", usage.reasoningTokens)
+      span.end(
+        now,
+        outcome === "success"
+          ? Exit.void
+          : outcome === "canceled"
+          ? Exit.interrupt(FiberId.none)
+          : Exit.fail(new Error(`run failed: ${reason}`))
+      )
+    }))

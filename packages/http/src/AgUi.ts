@@ -1,0 +1,51 @@
+/**
+ * Tether events as AG-UI events (the official `@ag-ui/core` types), as `AgentHttp`'s `POST /agui`
+ * sends them:
+ *
+ * - the first `RunStarted` → `RUN_STARTED` (with the AG-UI thread and run ids);
+ * - `TextDelta`s → `TEXT_MESSAGE_START`, `TEXT_MESSAGE_CONTENT` per delta, and the assistant
+ *   `Message` that completes them → `TEXT_MESSAGE_END` (a message that arrives whole gets all three);
+ * - `ToolCall` start → `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the input as JSON), `TOOL_CALL_END`;
+ *   its end → `TOOL_CALL_RESULT` (the output as text; a rejection or error carries
+ *   `metadata.tether.isError`);
+ * - the last `RunFinished` → `RUN_FINISHED` (outcome `success` with the final text as `result`
+ *   and the token usage, or `cancelled`), or `RUN_ERROR` (code: the `RunError` reason, a fixed
+ *   message) when the run failed or its stream ended without one.
+ *
+ * Other events (sessions, processes, usage, notices, reasoning) have no AG-UI counterpart here.
+ *
+ * @since 0.1.0
+ */
+import type { BaseEvent } from "@ag-ui/core"
+import type * as Event from "@tether/core/Event"
+import * as Stream from "effect/Stream"
+import * as internal from "./internal/agui.js"
+
+/**
+ * The AG-UI ids a run is reported under (the ones the AG-UI client sent).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Ids {
+  readonly threadId: string
+  readonly runId: string
+}
+
+/**
+ * A run's Tether events as AG-UI events. A failure of the source ends the stream with
+ * `RUN_ERROR` (or, after a `RunFinished`, with what that `RunFinished` said); it never fails.
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const fromEvents =
+  (ids: Ids) => <E, R>(events: Stream.Stream<Event.Event, E, R>): Stream.Stream<BaseEvent, never, R> =>
+    Stream.suspend(() => {
+      const mapper = internal.makeMapper(ids)
+      return events.pipe(
+        Stream.mapConcat(mapper.onEvent),
+        Stream.catchAllCause(() => Stream.empty),
+        Stream.concat(Stream.suspend(() => Stream.fromIterable(mapper.onEnd())))
+      )
+    })

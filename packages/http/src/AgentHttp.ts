@@ -1,0 +1,134 @@
+/**
+ * An agent served over HTTP: an `@effect/platform` `HttpRouter` the host mounts in its own
+ * router (e.g. `HttpRouter.mount("/agent", router)`), with the host's authorization first.
+ *
+ * Routes (relative to where the router is mounted; `:key` is the host's thread key, URL-encoded):
+ *
+ * - `POST /threads/:key/turns`, body `{ "input": string, "resumeOnly"?: boolean }` as
+ *   `application/json`: runs a turn on the thread and answers `200 text/event-stream`, one SSE
+ *   event per Tether event: `id` the event's `sequence`, `event` its `_tag`, `data` its JSON wire
+ *   form (see `toWire`). Comments (`: heartbeat`) keep an idle stream alive. The stream ends after
+ *   the run's `RunFinished` (a rejected resume retried fresh carries two runs; the second's ids
+ *   continue after the first's). The run belongs to the router, not to the connection: a client
+ *   that disconnects may reconnect within the grace; once no client has been reading for
+ *   `reconnectGrace`, the run is canceled (its process stopped, nothing left).
+ * - `GET /threads/:key/runs/:run/events` with `Last-Event-ID`: the same stream again, replaying
+ *   the events after that id from the run's bounded buffer (`replay` events), then live.
+ *   Answers `410` when some of the missed events were already evicted; works until `retention`
+ *   after the run's end.
+ * - `DELETE /threads/:key/runs/:run`: cancels the run; answers `204` once it has ended (its
+ *   readers get `RunFinished` with outcome `canceled`).
+ * - `GET /threads/:key`: the thread's snapshot `{ key, provider?, turns, updatedAt?, run? }`
+ *   (`run`: the id of its running turn, for a client that reconnects after a reload).
+ * - `POST /agui`: the AG-UI protocol (`RunAgentInput` in, AG-UI events out as SSE, encoded
+ *   with `@ag-ui/encoder`); `threadId` is the thread key, the last message (the user's) is the
+ *   turn's input. See `AgUi` for the mapping.
+ *
+ * Every route runs `authorize` first. Failures are JSON `{ "error": { "code", "message" } }` with
+ * fixed texts (never an echo of the request): `401 unauthorized`; `404 not_found` for a thread the
+ * principal may not use, exactly as for a missing thread or run; `400 invalid_json` /
+ * `invalid_request` / `invalid_last_event_id`; `413 body_too_large`; `415 unsupported_media_type`
+ * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
+ * thread_busy` (a turn already runs on the thread: `ThreadBusy`) or `thread_incompatible`; `410
+ * events_expired`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
+ *
+ * @since 0.1.0
+ */
+import type * as HttpRouter from "@effect/platform/HttpRouter"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as Agent from "@tether/core/Agent"
+import type * as Event from "@tether/core/Event"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as internal from "./internal/router.js"
+import * as Wire from "./internal/wire.js"
+
+/**
+ * Who is calling and which thread keys they may use. `threads` answers for the key as it appears
+ * in the request (decoded); a key it refuses is answered exactly like a missing thread.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Access<Principal> {
+  readonly principal: Principal
+  readonly threads: (key: string) => boolean
+}
+
+/**
+ * The request is not authenticated (answered `401`, with a fixed body).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>("@tether/http/Unauthorized")("Unauthorized", {}) {
+  override get message(): string {
+    return "authentication required"
+  }
+}
+
+/**
+ * What a turn is built from: the caller's access, the thread key and the input they sent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TurnRequest<Principal> {
+  readonly access: Access<Principal>
+  readonly key: string
+  readonly input: string
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Principal, R> {
+  readonly agent: Agent.Agent
+  /**
+   * Required: authenticates the request and says which thread keys its principal may use. Runs
+   * before anything else on every route; there is no unauthenticated default.
+   */
+  readonly authorize: (
+    request: HttpServerRequest.HttpServerRequest
+  ) => Effect.Effect<Access<Principal>, Unauthorized, R>
+  /**
+   * The turn run for a request (default `{ input }`): where the host sets the principal's tool
+   * policy or model. Clients never choose them.
+   */
+  readonly turn?: (request: TurnRequest<Principal>) => Agent.Turn
+  /** Largest accepted request body (default 1 MiB); larger ones get `413`. */
+  readonly maxBodyBytes?: number
+  /** How long a stream may stay silent before a heartbeat comment (default 15 seconds). */
+  readonly heartbeat?: Duration.DurationInput
+  /** Events kept per run for reconnects (default 1024). */
+  readonly replay?: number
+  /** How long a run outlives its last reader before it is canceled (default 5 seconds). */
+  readonly reconnectGrace?: Duration.DurationInput
+  /** How long a finished run's events stay available for a reconnect (default 30 seconds). */
+  readonly retention?: Duration.DurationInput
+}
+
+/**
+ * Builds the router. Its runs belong to the current scope: closing the scope cancels them and
+ * ends their event streams. Build it inside the HTTP server's lifetime (after the server is
+ * acquired), so the server's graceful close does not wait for streams of runs still going.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const router: <Principal, R>(
+  options: Options<Principal, R>
+) => Effect.Effect<HttpRouter.HttpRouter<never, R>, never, Scope.Scope> = internal.make
+
+/**
+ * An event's JSON as sent to clients: the event encoded with its Schema, without what stays with
+ * the host — the instructions (in `RunStarted` and the result), the provider's raw output (its
+ * byte counts are kept) and notices' raw records.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const toWire: (event: Event.Event) => unknown = Wire.toWire

@@ -1,0 +1,2 @@
+export * as AgentHttp from "./AgentHttp.js"
+export * as AgUi from "./AgUi.js"

@@ -1,0 +1,338 @@
+/**
+ * The router: authorization, request decoding, runs owned by the router's scope, SSE and AG-UI
+ * responses.
+ *
+ * @internal
+ */
+import type { BaseEvent } from "@ag-ui/core"
+import { EventEncoder } from "@ag-ui/encoder"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as Agent from "@tether/core/Agent"
+import type * as Thread from "@tether/core/Thread"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type * as AgentHttp from "../AgentHttp.js"
+import * as AgUi from "./agui.js"
+import * as Failure from "./failure.js"
+import type { HttpFailure } from "./failure.js"
+import * as Runs from "./runs.js"
+import * as Wire from "./wire.js"
+
+const TurnBody = Schema.Struct({
+  input: Schema.String,
+  resumeOnly: Schema.optional(Schema.Boolean)
+})
+
+const AgUiBody = Schema.Struct({
+  threadId: Schema.String,
+  runId: Schema.String,
+  messages: Schema.Array(Schema.Struct({ role: Schema.String, content: Schema.optional(Schema.Unknown) }))
+})
+
+const encoder = new TextEncoder()
+
+/** Why a thread could not be opened or a turn could not start, as HTTP. */
+const startFailure = (error: unknown): HttpFailure | undefined => {
+  switch ((error as { readonly _tag?: unknown } | undefined)?._tag) {
+    case "ThreadBusy":
+      return Failure.threadBusy
+    case "ThreadNotFound":
+      return Failure.notFound
+    case "ThreadIncompatible":
+    case "ThreadAlreadyExists":
+      return Failure.threadIncompatible
+    case "AgentClosed":
+    case "ThreadClosed":
+      return Failure.agentClosed
+    default:
+      return undefined
+  }
+}
+
+/** The text of an AG-UI message's content: a string, or its text parts joined. */
+const contentText = (content: unknown): string | undefined => {
+  if (typeof content === "string") return content
+  if (!Array.isArray(content)) return undefined
+  const parts = content.flatMap((part: unknown) =>
+    typeof part === "object" && part !== null && (part as { readonly type?: unknown }).type === "text" &&
+      typeof (part as { readonly text?: unknown }).text === "string"
+      ? [(part as { readonly text: string }).text]
+      : []
+  )
+  return parts.length === 0 ? undefined : parts.join("\n")
+}
+
+/** @internal */
+export const make = <Principal, R>(
+  options: AgentHttp.Options<Principal, R>
+): Effect.Effect<HttpRouter.HttpRouter<never, R>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const agent = options.agent
+    const maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024
+    const idle = Duration.decode(options.heartbeat ?? "15 seconds")
+    const replay = Math.max(1, options.replay ?? 1024)
+    const grace = Duration.decode(options.reconnectGrace ?? "5 seconds")
+    const retention = Duration.decode(options.retention ?? "30 seconds")
+    // Runs, their retention and the reconnect timers belong to the router's scope.
+    const fibers = yield* FiberSet.make<void, never>()
+    const byRun = new Map<string, Runs.Entry>()
+    const byKey = new Map<string, Runs.Entry>()
+    const readers = { idle, grace, timers: fibers }
+
+    const authenticate = Effect.flatMap(
+      HttpServerRequest.HttpServerRequest,
+      (request) => options.authorize(request).pipe(Effect.mapError(() => Failure.unauthorized))
+    )
+
+    const allowed = (access: AgentHttp.Access<Principal>, key: string | undefined) =>
+      key === undefined || !access.threads(key) ? Failure.notFound : Effect.void
+
+    const authorize = (key: string | undefined) => Effect.tap(authenticate, (access) => allowed(access, key))
+
+    const readJson = Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const type = request.headers["content-type"] ?? ""
+      if (!/^application\/json\s*(;|$)/i.test(type)) return yield* Failure.unsupportedMediaType
+      const declared = request.headers["content-length"]
+      if (declared !== undefined && Number(declared) > maxBodyBytes) return yield* Failure.bodyTooLarge
+      // Past the limit the body is still read (and dropped) up to a hard cap, so the client gets
+      // its 413 rather than a reset; beyond the cap the connection is dropped.
+      const hardCap = maxBodyBytes + Math.max(maxBodyBytes, 64 * 1024)
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      yield* request.stream.pipe(
+        Stream.mapError(() => Failure.invalidRequest),
+        Stream.runForEach((chunk) => {
+          size += chunk.length
+          if (size > hardCap) return Failure.bodyTooLarge
+          if (size <= maxBodyBytes) chunks.push(chunk)
+          return Effect.void
+        })
+      )
+      if (size > maxBodyBytes) return yield* Failure.bodyTooLarge
+      const text = Buffer.concat(chunks).toString("utf8")
+      return yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => Failure.invalidJson })
+    })
+
+    const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown) =>
+      Schema.decodeUnknown(schema)(value).pipe(Effect.mapError(() => Failure.invalidRequest))
+
+    const consume = (
+      thread: Thread.Thread,
+      turn: Agent.Turn,
+      entry: Runs.Entry,
+      started: Deferred.Deferred<string, HttpFailure>
+    ) =>
+      thread.stream(turn).pipe(
+        Stream.runForEach((event) =>
+          Effect.zipRight(
+            Runs.publish(entry, event),
+            event._tag === "RunStarted"
+              ? Effect.zipRight(
+                Effect.sync(() => {
+                  byRun.set(event.runId, entry)
+                  byKey.set(entry.key, entry)
+                }),
+                Deferred.succeed(started, event.runId)
+              )
+              : Effect.void
+          )
+        ),
+        Effect.catchAllCause((cause) =>
+          Effect.gen(function*() {
+            if (!(yield* Deferred.isDone(started))) {
+              const failure = Option.flatMap(
+                Cause.failureOption(cause),
+                (error) => Option.fromNullable(startFailure(error))
+              )
+              if (Option.isNone(failure) && !Cause.isInterruptedOnly(cause)) {
+                yield* Effect.logWarning("a turn could not start", Cause.squash(cause))
+              }
+              yield* Deferred.fail(started, Option.getOrElse(failure, () => Failure.internalError))
+            } else if (!entry.sawFinished) {
+              yield* Effect.logWarning("a run's events ended without RunFinished", Cause.squash(cause))
+              yield* Runs.publish(entry, undefined)
+            }
+            // A run that ended with RunFinished and then its RunError: the stream already told it.
+          })
+        ),
+        Effect.ensuring(Effect.gen(function*() {
+          yield* Deferred.fail(started, Failure.agentClosed)
+          yield* Runs.end(entry)
+          if (byKey.get(entry.key) === entry) byKey.delete(entry.key)
+          yield* thread.close
+        })),
+        Effect.zipRight(Effect.sleep(retention)),
+        Effect.ensuring(Effect.sync(() => {
+          for (const runId of entry.runIds) if (byRun.get(runId) === entry) byRun.delete(runId)
+        }))
+      )
+
+    /** Opens the thread and starts the turn; succeeds once the run has started. */
+    const start = (access: AgentHttp.Access<Principal>, key: string, input: string, resumeOnly: boolean) =>
+      Effect.gen(function*() {
+        const thread = yield* agent.thread(key, resumeOnly ? { resumeOnly: true } : {}).pipe(
+          Effect.catchAll((error) => {
+            const failure = startFailure(error)
+            return failure === undefined
+              ? Effect.zipRight(Effect.logWarning("a thread could not be opened", error), Failure.internalError)
+              : Effect.fail(failure)
+          })
+        )
+        const entry = yield* Runs.makeEntry(key, replay)
+        const started = yield* Deferred.make<string, HttpFailure>()
+        const turn: Agent.Turn = {
+          ...(options.turn?.({ access, key, input }) ?? { input }),
+          cancel: Deferred.await(entry.cancel)
+        }
+        yield* FiberSet.run(fibers, consume(thread, turn, entry, started))
+        yield* Deferred.await(started).pipe(Effect.onInterrupt(() => Deferred.succeed(entry.cancel, undefined)))
+        // Whoever asked may be gone before reading: the run then ends after the grace.
+        yield* Runs.watch(entry, readers)
+        return entry
+      })
+
+    const sse = (body: Stream.Stream<string>) =>
+      HttpServerResponse.stream(body.pipe(Stream.map((text) => encoder.encode(text))), {
+        contentType: "text/event-stream",
+        headers: Wire.headers
+      })
+
+    const tetherEvents = (entry: Runs.Entry, after: number) =>
+      sse(
+        Runs.subscribe(entry, after, readers).pipe(
+          Stream.map((item) => {
+            switch (item._tag) {
+              case "Heartbeat":
+                return Wire.heartbeat
+              case "Expired":
+                return Wire.frame(undefined, "error", Failure.body(Failure.eventsExpired).error)
+              case "Frame":
+                return item.frame.event === undefined
+                  ? Wire.frame(item.frame.id, "error", Failure.body(Failure.internalError).error)
+                  : Wire.frame(item.frame.id, item.frame.event._tag, Wire.toWire(item.frame.event))
+            }
+          })
+        )
+      )
+
+    const handle = <E, R2>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, HttpFailure | E, R2>) =>
+      effect.pipe(
+        Effect.catchAllCause((cause) => {
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure) && failure.value instanceof Failure.HttpFailure) {
+            return Effect.succeed(Failure.respond(failure.value))
+          }
+          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+          return Effect.logError("request failed", cause).pipe(Effect.as(Failure.respond(Failure.internalError)))
+        })
+      )
+
+    const keyParam = Effect.map(HttpRouter.params, (params) => params["key"])
+
+    const postTurn = handle(Effect.gen(function*() {
+      const key = yield* keyParam
+      const access = yield* authorize(key)
+      const body = yield* decode(TurnBody, yield* readJson)
+      const entry = yield* start(access, key!, body.input, body.resumeOnly === true)
+      return tetherEvents(entry, -1)
+    }))
+
+    /** The run `:run` of the thread `:key`, if the caller may use that thread. */
+    const findRun = Effect.gen(function*() {
+      const params = yield* HttpRouter.params
+      yield* authorize(params["key"])
+      const entry = params["run"] === undefined ? undefined : byRun.get(params["run"])
+      if (entry === undefined || entry.key !== params["key"]) return yield* Failure.notFound
+      return entry
+    })
+
+    const getEvents = handle(Effect.gen(function*() {
+      const entry = yield* findRun
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const header = request.headers["last-event-id"]
+      if (header === undefined) return tetherEvents(entry, -1)
+      if (!/^[0-9]{1,15}$/.test(header.trim())) return yield* Failure.invalidLastEventId
+      const after = Number(header.trim())
+      if (Runs.expired(entry, after)) return yield* Failure.eventsExpired
+      return tetherEvents(entry, after)
+    }))
+
+    const deleteRun = handle(Effect.gen(function*() {
+      const entry = yield* findRun
+      yield* Deferred.succeed(entry.cancel, undefined)
+      yield* Deferred.await(entry.finished)
+      return HttpServerResponse.empty({ status: 204 })
+    }))
+
+    const getThread = handle(Effect.gen(function*() {
+      const key = yield* keyParam
+      yield* authorize(key)
+      const thread = yield* agent.thread(key!).pipe(
+        Effect.catchAll((error) => Effect.fail(startFailure(error) ?? Failure.internalError))
+      )
+      const record = yield* thread.snapshot.pipe(
+        Effect.ensuring(thread.close),
+        Effect.catchAll((error) =>
+          Effect.zipRight(Effect.logWarning("a snapshot failed", error), Failure.internalError)
+        )
+      )
+      const running = byKey.get(key!)
+      const run = running === undefined || running.done ? undefined : running.runIds.values().next().value
+      if (Option.isNone(record) && run === undefined) return yield* Failure.notFound
+      return HttpServerResponse.unsafeJson({
+        key,
+        turns: Option.match(record, { onNone: () => 0, onSome: (r) => r.turns }),
+        ...Option.match(record, {
+          onNone: () => ({}),
+          onSome: (r) => ({ provider: r.provider, updatedAt: r.updatedAt })
+        }),
+        ...(run === undefined ? {} : { run })
+      })
+    }))
+
+    const postAgUi = handle(Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      // Authentication first; the thread key is in the body.
+      const access = yield* authenticate
+      const body = yield* decode(AgUiBody, yield* readJson)
+      yield* allowed(access, body.threadId)
+      const last = body.messages[body.messages.length - 1]
+      const input = last?.role === "user" ? contentText(last.content) : undefined
+      if (input === undefined) return yield* Failure.invalidRequest
+      const entry = yield* start(access, body.threadId, input, false)
+      const mapper = AgUi.makeMapper({ threadId: body.threadId, runId: body.runId })
+      const agUi = new EventEncoder(
+        request.headers["accept"] === undefined ? {} : { accept: request.headers["accept"] }
+      )
+      const events: Stream.Stream<string> = Runs.subscribe(entry, -1, readers).pipe(
+        Stream.mapConcat((item): ReadonlyArray<BaseEvent | string> =>
+          item._tag === "Heartbeat"
+            ? [Wire.heartbeat]
+            : item._tag === "Frame" && item.frame.event !== undefined
+            ? mapper.onEvent(item.frame.event)
+            : []
+        ),
+        Stream.concat(Stream.suspend(() => Stream.fromIterable(mapper.onEnd()))),
+        Stream.map((event) => typeof event === "string" ? event : agUi.encodeSSE(event))
+      )
+      return sse(events)
+    }))
+
+    return HttpRouter.empty.pipe(
+      HttpRouter.post("/threads/:key/turns", postTurn),
+      HttpRouter.get("/threads/:key", getThread),
+      HttpRouter.get("/threads/:key/runs/:run/events", getEvents),
+      HttpRouter.del("/threads/:key/runs/:run", deleteRun),
+      HttpRouter.post("/agui", postAgUi)
+    ) as HttpRouter.HttpRouter<never, R>
+  })

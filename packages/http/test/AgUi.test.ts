@@ -1,0 +1,180 @@
+/**
+ * The AG-UI endpoint, driven by the official `@ag-ui/client` (`HttpAgent`, which also verifies
+ * the event sequence), in front of the real Claude Code CLI (offline).
+ */
+import { type BaseEvent, EventType, HttpAgent } from "@ag-ui/client"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Event, Result } from "@tether/core"
+import { AgUi } from "@tether/http"
+import { Harness } from "@tether/testing"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { randomUUID } from "node:crypto"
+import { Fixture, layer as fixture } from "./support.js"
+
+const agentFor = (origin: string, threadId: string, text: string, authorization = "Bearer alice") =>
+  new HttpAgent({
+    url: `${origin}/agent/agui`,
+    headers: { authorization },
+    threadId,
+    initialMessages: [{ id: randomUUID(), role: "user", content: text }]
+  })
+
+const run = (agent: HttpAgent) =>
+  Effect.promise(async () => {
+    const seen: Array<BaseEvent> = []
+    const outcome = await agent.runAgent({ runId: randomUUID() }, {
+      onEvent: ({ event }) => {
+        seen.push(event)
+      }
+    }).then((result) => ({ ok: true as const, result }), (error: unknown) => ({ ok: false as const, error }))
+    return { seen, outcome }
+  })
+
+layer(fixture, { excludeTestServices: true, timeout: 60_000 })("AG-UI through @ag-ui/client", (it) => {
+  it.effect("a turn arrives as RUN_STARTED, text messages, a tool call with its result, RUN_FINISHED", () =>
+    Effect.gen(function*() {
+      const { origin } = yield* Fixture
+      const agent = agentFor(origin, "alice/agui", "Is ISSUE-42 open?")
+      const { seen, outcome } = yield* run(agent)
+      expect(outcome.ok).toBe(true)
+      const types = seen.map((event) => event.type)
+      expect(types[0]).toBe(EventType.RUN_STARTED)
+      expect(types[types.length - 1]).toBe(EventType.RUN_FINISHED)
+      const calls = types.filter((type) => type.startsWith("TOOL_CALL"))
+      expect(calls).toEqual([
+        EventType.TOOL_CALL_START,
+        EventType.TOOL_CALL_ARGS,
+        EventType.TOOL_CALL_END,
+        EventType.TOOL_CALL_RESULT
+      ])
+      expect(types).toContain(EventType.TEXT_MESSAGE_START)
+      expect(types).toContain(EventType.TEXT_MESSAGE_CONTENT)
+      expect(types).toContain(EventType.TEXT_MESSAGE_END)
+      const start = seen.find((event) => event.type === EventType.TOOL_CALL_START) as unknown as {
+        readonly toolCallName: string
+      }
+      expect(start.toolCallName).toBe("lookup_issue")
+      const args = seen.find((event) => event.type === EventType.TOOL_CALL_ARGS) as unknown as {
+        readonly delta: string
+      }
+      expect(JSON.parse(args.delta)).toEqual({ key: "ISSUE-42" })
+      const finished = seen.at(-1) as unknown as {
+        readonly threadId: string
+        readonly result: string
+        readonly usage: ReadonlyArray<{ readonly provider: string }>
+      }
+      expect(finished.threadId).toBe("alice/agui")
+      expect(finished.result).toBe("ISSUE-42 is open.")
+      expect(finished.usage[0]!.provider).toBe("claude")
+      // The client assembled the conversation: the tool's result and the final answer.
+      const messages = agent.messages
+      const tool = messages.find((message) => message.role === "tool")
+      expect(String(tool?.content)).toContain("open")
+      expect(messages.at(-1)).toMatchObject({ role: "assistant", content: "ISSUE-42 is open." })
+    }))
+
+  it.effect("a provider failure is RUN_ERROR with the RunError reason and a fixed message", () =>
+    Effect.gen(function*() {
+      const { origin } = yield* Fixture
+      const { seen } = yield* run(agentFor(origin, "alice/agui-fail", "[fail] now"))
+      const last = seen.at(-1) as unknown as { readonly type: string; readonly code: string; readonly message: string }
+      expect(last.type).toBe(EventType.RUN_ERROR)
+      expect(last.code).toBe("ProviderFailed")
+      expect(last.message).toBe("The model provider reported a failure.")
+    }))
+
+  it.effect("a thread the principal may not use is refused before anything runs", () =>
+    Effect.gen(function*() {
+      const { agent: tether, origin } = yield* Fixture
+      const { outcome, seen } = yield* run(agentFor(origin, "bob/agui", "Is ISSUE-42 open?"))
+      expect(outcome.ok).toBe(false)
+      expect(String((outcome as { readonly error: unknown }).error)).toContain("HTTP 404")
+      expect(seen).toEqual([])
+      expect(yield* Harness.markedProcesses(tether.marker)).toEqual([])
+    }))
+
+  it.effect("authentication runs before the body is read", () =>
+    Effect.gen(function*() {
+      const { origin } = yield* Fixture
+      const answer = yield* Effect.promise(() =>
+        fetch(`${origin}/agent/agui`, { method: "POST", headers: { "content-type": "application/json" }, body: "{" })
+      )
+      expect(answer.status).toBe(401)
+    }))
+
+  it.effect("an aborted client cancels the run: nothing is left", () =>
+    Effect.gen(function*() {
+      const { agent: tether, origin } = yield* Fixture
+      const agent = agentFor(origin, "alice/agui-abort", "[hang] wait")
+      const running = agent.runAgent({ runId: randomUUID() }).catch(() => undefined)
+      // The CLI is up and waiting for the model: now the client goes away.
+      while ((yield* Harness.markedProcesses(tether.marker)).length === 0) yield* Effect.sleep("50 millis")
+      agent.abortRun()
+      yield* Effect.promise(() => running)
+      let left = yield* Harness.markedProcesses(tether.marker)
+      for (let i = 0; i < 100 && left.length > 0; i++) {
+        yield* Effect.sleep("50 millis")
+        left = yield* Harness.markedProcesses(tether.marker)
+      }
+      expect(left).toEqual([])
+    }))
+})
+
+describe("AgUi.fromEvents", () => {
+  const base = { runId: "r", time: 1 }
+  const result = new Result.Result({
+    runId: "r",
+    provider: "p",
+    text: "whole",
+    transcript: [],
+    raw: new Result.Raw({ stdout: "", stderr: "", stdoutBytes: 0, stderrBytes: 0 }),
+    effectiveTools: [],
+    instructions: ""
+  })
+
+  it.effect("a message that arrives whole, and a retried run, make one well-formed AG-UI run", () =>
+    Effect.gen(function*() {
+      const tether = [
+        new Event.RunStarted({ ...base, sequence: 0, provider: "p", effectiveTools: [], instructions: "" }),
+        new Event.RunFinished({
+          ...base,
+          sequence: 1,
+          outcome: "failure",
+          durationMs: 1,
+          reason: "ProtocolError",
+          result
+        }),
+        new Event.RunStarted({ ...base, sequence: 0, provider: "p", effectiveTools: [], instructions: "" }),
+        new Event.Message({ ...base, sequence: 1, role: "assistant", text: "whole" }),
+        new Event.RunFinished({ ...base, sequence: 2, outcome: "success", durationMs: 1, result })
+      ]
+      const out = yield* Stream.fromIterable(tether).pipe(
+        AgUi.fromEvents({ threadId: "t", runId: "a" }),
+        Stream.runCollect
+      )
+      expect(Chunk.toReadonlyArray(out).map((event) => event.type)).toEqual([
+        EventType.RUN_STARTED,
+        EventType.TEXT_MESSAGE_START,
+        EventType.TEXT_MESSAGE_CONTENT,
+        EventType.TEXT_MESSAGE_END,
+        EventType.RUN_FINISHED
+      ])
+    }))
+
+  it.effect("a source that fails before RunFinished ends with RUN_ERROR, not a failure", () =>
+    Effect.gen(function*() {
+      const out = yield* Stream.make(
+        new Event.RunStarted({ ...base, sequence: 0, provider: "p", effectiveTools: [], instructions: "" }),
+        new Event.TextDelta({ ...base, sequence: 1, text: "par" })
+      ).pipe(Stream.concat(Stream.fail("broken")), AgUi.fromEvents({ threadId: "t", runId: "a" }), Stream.runCollect)
+      expect(Chunk.toReadonlyArray(out).map((event) => event.type)).toEqual([
+        EventType.RUN_STARTED,
+        EventType.TEXT_MESSAGE_START,
+        EventType.TEXT_MESSAGE_CONTENT,
+        EventType.TEXT_MESSAGE_END,
+        EventType.RUN_ERROR
+      ])
+    }))
+})

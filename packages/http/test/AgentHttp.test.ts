@@ -1,0 +1,322 @@
+/**
+ * `AgentHttp.router` in a real server on 127.0.0.1 in front of the real Claude Code CLI
+ * (offline, the scripted Anthropic server as the model), read with `fetch` as a browser would.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { AgentHttp } from "@tether/http"
+import { Harness } from "@tether/testing"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Scope from "effect/Scope"
+import * as Http from "node:http"
+import { authorize, events, Fixture, layer as fixture, parseFrames, readUntil } from "./support.js"
+
+const alice = { authorization: "Bearer alice" }
+const json = { "content-type": "application/json" }
+
+const request = (path: string, init: RequestInit = {}) =>
+  Effect.flatMap(Fixture, ({ origin }) => Effect.promise(() => fetch(`${origin}${path}`, init)))
+
+const postTurn = (key: string, body: unknown, headers: Record<string, string> = alice, signal?: AbortSignal) =>
+  request(`/agent/threads/${encodeURIComponent(key)}/turns`, {
+    method: "POST",
+    headers: { ...json, ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    ...(signal === undefined ? {} : { signal })
+  })
+
+const readAll = (response: Response) => Effect.promise(() => readUntil(response))
+
+const errorOf = (response: Response) =>
+  Effect.promise(async () => ({ status: response.status, body: await response.text() }))
+
+/** Raw HTTP, to send what `fetch` will not (a body larger than declared, chunked bodies). */
+const raw = (options: Http.RequestOptions, body: Buffer) =>
+  Effect.flatMap(Fixture, ({ origin }) =>
+    Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
+      const url = new URL(origin)
+      const req = Http.request({ host: url.hostname, port: url.port, ...options }, (res) => {
+        let text = ""
+        res.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")))
+        res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, body: text })))
+      })
+      req.on("error", () => resume(Effect.succeed({ status: 0, body: "" })))
+      req.end(body)
+    }))
+
+/** Polls until no process of the agent is left (a canceled run's CLI is stopped in the background). */
+const noProcessLeft = Effect.gen(function*() {
+  const { agent } = yield* Fixture
+  for (let i = 0; i < 100; i++) {
+    if ((yield* Harness.markedProcesses(agent.marker)).length === 0) return true
+    yield* Effect.sleep("50 millis")
+  }
+  return false
+})
+
+layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
+  "AgentHttp over a real server and the real Claude CLI",
+  (it) => {
+    it.effect("a turn streams one SSE event per Tether event: id = sequence, ends after RunFinished", () =>
+      Effect.gen(function*() {
+        const response = yield* postTurn("alice/first", { input: "Is ISSUE-42 open?" })
+        expect(response.status).toBe(200)
+        expect(response.headers.get("content-type")).toBe("text/event-stream")
+        const frames = events(yield* readAll(response))
+        const tags = frames.map((frame) => frame.event)
+        expect(tags[0]).toBe("RunStarted")
+        expect(tags[tags.length - 1]).toBe("RunFinished")
+        expect(tags.filter((tag) => tag === "RunFinished")).toHaveLength(1)
+        for (const frame of frames) {
+          expect(frame.event).toBe(frame.data._tag)
+          expect(frame.id).toBe(String(frame.data.sequence))
+        }
+        const calls = frames.filter((frame) => frame.event === "ToolCall").map((frame) => frame.data)
+        expect(calls.map((call) => [call.phase, call.name, call.source])).toEqual([
+          ["start", "lookup_issue", "host"],
+          ["end", "lookup_issue", "host"]
+        ])
+        expect(calls[0].input).toEqual({ key: "ISSUE-42" })
+        expect(JSON.stringify(calls[1].output)).toContain("open")
+        const finished = frames[frames.length - 1]!.data
+        expect(finished.outcome).toBe("success")
+        expect(finished.result.text).toBe("ISSUE-42 is open.")
+        // What stays with the host: instructions and the provider's raw output.
+        expect(frames[0]!.data.instructions).toBeUndefined()
+        expect(finished.result.instructions).toBeUndefined()
+        expect(Object.keys(finished.result.raw).sort()).toEqual(["stderrBytes", "stdoutBytes"])
+        expect(JSON.stringify(frames)).not.toContain("You triage issues")
+      }))
+
+    it.effect("GET a thread's snapshot after a turn; a missing or foreign thread is the same 404", () =>
+      Effect.gen(function*() {
+        const snapshot = yield* request("/agent/threads/alice%2Ffirst", { headers: alice })
+        expect(snapshot.status).toBe(200)
+        expect(yield* Effect.promise(() => snapshot.json())).toMatchObject({
+          key: "alice/first",
+          provider: "claude",
+          turns: 1
+        })
+        const missing = yield* errorOf(yield* request("/agent/threads/alice%2Fnever", { headers: alice }))
+        const foreign = yield* errorOf(
+          yield* request("/agent/threads/alice%2Ffirst", { headers: { authorization: "Bearer bob" } })
+        )
+        expect(missing.status).toBe(404)
+        expect(foreign).toEqual(missing)
+        const anonymous = yield* errorOf(yield* request("/agent/threads/alice%2Ffirst"))
+        expect(anonymous.status).toBe(401)
+        const forged = yield* errorOf(
+          yield* request("/agent/threads/alice%2Ffirst", { headers: { authorization: "Bearer mallory" } })
+        )
+        expect(forged).toEqual(anonymous)
+      }))
+
+    it.effect("Last-Event-ID replays exactly the missed events of the run; a bad id is 400", () =>
+      Effect.gen(function*() {
+        const original = events(yield* readAll(yield* postTurn("alice/replay", { input: "Is ISSUE-42 open?" })))
+        const runId = original[0]!.data.runId as string
+        const path = `/agent/threads/alice%2Freplay/runs/${runId}/events`
+        const cut = original.findIndex((frame) => frame.event === "ToolCall")
+        const lastSeen = original[cut]!.id!
+        const replayed = events(
+          yield* readAll(yield* request(path, { headers: { ...alice, "last-event-id": lastSeen } }))
+        )
+        expect(replayed.map((frame) => frame.id)).toEqual(original.slice(cut + 1).map((frame) => frame.id))
+        expect(replayed.map((frame) => frame.data)).toEqual(original.slice(cut + 1).map((frame) => frame.data))
+        const whole = events(yield* readAll(yield* request(path, { headers: alice })))
+        expect(whole.map((frame) => frame.id)).toEqual(original.map((frame) => frame.id))
+        const bad = yield* errorOf(yield* request(path, { headers: { ...alice, "last-event-id": "seven" } }))
+        expect(bad.status).toBe(400)
+        expect(bad.body).not.toContain("seven")
+        // Another principal, or another thread's path, cannot see the run.
+        const foreign = yield* errorOf(yield* request(path, { headers: { authorization: "Bearer bob" } }))
+        expect(foreign.status).toBe(404)
+        const elsewhere = yield* errorOf(
+          yield* request(`/agent/threads/alice%2Ffirst/runs/${runId}/events`, { headers: alice })
+        )
+        expect(elsewhere).toEqual(foreign)
+      }))
+
+    it.effect("a reconnect after the buffer dropped the missed events is 410", () =>
+      Effect.gen(function*() {
+        const { origin } = yield* Fixture
+        const response = yield* Effect.promise(() =>
+          fetch(`${origin}/small/threads/alice%2Fsmall/turns`, {
+            method: "POST",
+            headers: { ...json, ...alice },
+            body: JSON.stringify({ input: "Is ISSUE-42 open?" })
+          })
+        )
+        const original = events(yield* readAll(response))
+        expect(original.length).toBeGreaterThan(3)
+        const path = `/small/threads/alice%2Fsmall/runs/${original[0]!.data.runId}/events`
+        const expired = yield* errorOf(yield* request(path, { headers: { ...alice, "last-event-id": "0" } }))
+        expect(expired.status).toBe(410)
+        const tail = events(
+          yield* readAll(
+            yield* request(path, { headers: { ...alice, "last-event-id": original[original.length - 2]!.id! } })
+          )
+        )
+        expect(tail.map((frame) => frame.event)).toEqual(["RunFinished"])
+      }))
+
+    it.effect("an idle stream carries heartbeat comments", () =>
+      Effect.gen(function*() {
+        const frames = yield* readAll(yield* postTurn("alice/slow", { input: "[slow] take your time" }))
+        expect(frames.some((frame) => frame.comment === "heartbeat")).toBe(true)
+        expect(events(frames).at(-1)!.data.result.text).toBe("slow answer")
+      }))
+
+    it.effect("a second concurrent turn is 409 thread_busy; DELETE cancels the run, which ends with RunFinished(canceled)", () =>
+      Effect.gen(function*() {
+        const response = yield* postTurn("alice/busy", { input: "[hang] wait" })
+        expect(response.status).toBe(200)
+        const reading = yield* Effect.fork(readAll(response))
+        const second = yield* errorOf(yield* postTurn("alice/busy", { input: "again" }))
+        expect(second.status).toBe(409)
+        expect(JSON.parse(second.body)).toEqual({
+          error: { code: "thread_busy", message: "A turn is already running on this thread." }
+        })
+        const current = yield* request("/agent/threads/alice%2Fbusy", { headers: alice })
+        const snapshot = yield* Effect.promise(() => current.json() as Promise<{ readonly run?: string }>)
+        const runId = snapshot.run as string
+        expect(typeof runId).toBe("string")
+        const deleted = yield* request(`/agent/threads/alice%2Fbusy/runs/${runId}`, {
+          method: "DELETE",
+          headers: alice
+        })
+        expect(deleted.status).toBe(204)
+        const frames = events(yield* Fiber.join(reading))
+        const finished = frames.at(-1)!
+        expect(finished.event).toBe("RunFinished")
+        expect(finished.data.outcome).toBe("canceled")
+        expect(yield* noProcessLeft).toBe(true)
+        // The thread is free again.
+        const after = events(yield* readAll(yield* postTurn("alice/busy", { input: "Is ISSUE-42 open?" })))
+        expect(after.at(-1)!.data.outcome).toBe("success")
+      }))
+
+    it.effect("a client that disconnects mid-run: after the grace the run is canceled and nothing is left", () =>
+      Effect.gen(function*() {
+        const abort = new AbortController()
+        const response = yield* postTurn("alice/gone", { input: "[hang] wait" }, alice, abort.signal)
+        const seen = yield* Effect.promise(() => readUntil(response, (frame) => frame.event === "ProcessStarted"))
+        const runId = seen[0]!.data.runId as string
+        abort.abort()
+        // Within the grace a reconnect still finds the running run…
+        const path = `/agent/threads/alice%2Fgone/runs/${runId}/events`
+        const again = yield* request(path, { headers: { ...alice, "last-event-id": seen.at(-1)!.id! } })
+        expect(again.status).toBe(200)
+        const resumed = yield* Effect.promise(() => readUntil(again, (frame) => frame.comment === "heartbeat"))
+        expect(events(resumed).map((frame) => frame.event)).not.toContain("RunStarted")
+        // …and once the last reader has gone for the grace, the run is canceled.
+        const snapshotRun = Effect.flatMap(
+          request("/agent/threads/alice%2Fgone", { headers: alice }),
+          (r) =>
+            Effect.promise(() =>
+              r.status === 404
+                ? Promise.resolve(undefined)
+                : (r.json() as Promise<{ readonly run?: string }>).then((s) => s.run)
+            )
+        )
+        let run: unknown = runId
+        for (let i = 0; i < 100 && run !== undefined; i++) {
+          yield* Effect.sleep("50 millis")
+          run = yield* snapshotRun
+        }
+        expect(run).toBeUndefined()
+        expect(yield* noProcessLeft).toBe(true)
+        const ended = events(yield* readAll(yield* request(path, { headers: alice })))
+        expect(ended.at(-1)!.data.outcome).toBe("canceled")
+      }))
+
+    it.effect("bad input gets a clear status and a fixed body that never echoes the request", () =>
+      Effect.gen(function*() {
+        const marker = "ECHO-MARKER-4d2c"
+        const malformed = yield* errorOf(yield* postTurn("alice/bad", `{"input": "${marker}"`))
+        expect(malformed.status).toBe(400)
+        expect(JSON.parse(malformed.body).error.code).toBe("invalid_json")
+        const shape = yield* errorOf(yield* postTurn("alice/bad", { inputs: marker }))
+        expect(shape.status).toBe(400)
+        expect(JSON.parse(shape.body).error.code).toBe("invalid_request")
+        const form = yield* errorOf(
+          yield* postTurn("alice/bad", `input=${marker}`, { ...alice, "content-type": "text/plain" })
+        )
+        expect(form.status).toBe(415)
+        const large = yield* errorOf(yield* postTurn("alice/bad", { input: marker.repeat(1000) }))
+        expect(large.status).toBe(413)
+        // A chunked body (no declared length) is cut at the limit too.
+        const chunked = yield* raw({
+          method: "POST",
+          path: "/agent/threads/alice%2Fbad/turns",
+          headers: { ...alice, ...json, "transfer-encoding": "chunked" }
+        }, Buffer.from(JSON.stringify({ input: marker.repeat(1000) })))
+        expect(chunked.status).toBe(413)
+        const unknown = yield* errorOf(yield* postTurn("alice/never", { input: marker, resumeOnly: true }))
+        expect(unknown.status).toBe(404)
+        const foreign = yield* errorOf(yield* postTurn("bob/x", { input: marker }))
+        expect(foreign).toEqual(unknown)
+        const anonymous = yield* errorOf(yield* postTurn("alice/bad", { input: marker }, {}))
+        expect(anonymous.status).toBe(401)
+        for (const answer of [malformed, shape, form, large, chunked, unknown, foreign, anonymous]) {
+          expect(answer.body).not.toContain(marker)
+          expect(answer.body).not.toContain("alice")
+        }
+        // Nothing ran: the thread has no record and no process is left.
+        expect((yield* request("/agent/threads/alice%2Fbad", { headers: alice })).status).toBe(404)
+        expect(yield* noProcessLeft).toBe(true)
+      }))
+
+    it.effect("closing the router's scope cancels its runs and ends their streams", () =>
+      Effect.gen(function*() {
+        const { agent } = yield* Fixture
+        const scope = yield* Scope.make()
+        const origin = yield* Effect.gen(function*() {
+          // The router inside the server's lifetime: closing cancels the runs, so the server's
+          // close does not wait for their open event streams.
+          const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
+          yield* server.serve(yield* AgentHttp.router({ agent, authorize }))
+          return `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
+        }).pipe(Scope.extend(scope))
+        const response = yield* Effect.promise(() =>
+          fetch(`${origin}/threads/alice%2Fclosing/turns`, {
+            method: "POST",
+            headers: { ...json, ...alice },
+            body: JSON.stringify({ input: "[hang] wait" })
+          })
+        )
+        const reader = response.body!.getReader()
+        const decoder = new TextDecoder()
+        let text = ""
+        while (!text.includes("event: ProcessStarted")) {
+          text += decoder.decode((yield* Effect.promise(() => reader.read())).value)
+        }
+        yield* Scope.close(scope, Exit.void)
+        // The stream ends (the connection closes) and the CLI is gone.
+        for (;;) {
+          const chunk = yield* Effect.promise(() => reader.read().catch(() => ({ done: true, value: undefined })))
+          if (chunk.done) break
+        }
+        expect(yield* noProcessLeft).toBe(true)
+      }))
+
+    it.effect("a provider failure streams RunFinished(failure) and the stream still ends cleanly", () =>
+      Effect.gen(function*() {
+        const frames = events(yield* readAll(yield* postTurn("alice/fail", { input: "[fail] now" })))
+        const finished = frames.at(-1)!
+        expect(finished.event).toBe("RunFinished")
+        expect(finished.data.outcome).toBe("failure")
+      }))
+  }
+)
+
+describe("parseFrames", () => {
+  it("reads ids, events, data and comments", () => {
+    expect(parseFrames("id: 3\nevent: TextDelta\ndata: {\"a\":1}\n\n: heartbeat\n\n")).toEqual([
+      { id: "3", event: "TextDelta", data: { a: 1 }, comment: undefined },
+      { id: undefined, event: undefined, data: undefined, comment: "heartbeat" }
+    ])
+  })
+})

@@ -1,0 +1,121 @@
+/**
+ * Tracing through `@effect/opentelemetry` (NodeSdk with an in-memory exporter) of a real offline
+ * Claude Code turn on a thread, with one host tool call: the span tree is Agent.make, the run
+ * (Run.execute) with the tool call (Gateway.call) as its child, Agent.close; the attributes say
+ * what ran and how it ended, and no attribute, event or status carries a secret or a value.
+ */
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import { describe, expect, it } from "@effect/vitest"
+import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Agent } from "@tether/core"
+import { Claude } from "@tether/drivers"
+import { AnthropicServer, Harness } from "@tether/testing"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+
+const argument = "ARGUMENT-VALUE-81c4"
+const output = "OUTPUT-VALUE-2f9e"
+const prompt = "PROMPT-TEXT-77ab: look it up"
+const key = "tenant-9/THREAD-KEY-5d10"
+const instructions = "INSTRUCTIONS-TEXT-a3f0"
+const apiKey = "sk-ant-API-KEY-90be"
+
+const LookupIssue = Tool.make("lookup_issue", {
+  description: "Look up one issue by key.",
+  input: { key: Schema.String },
+  output: Schema.Struct({ title: Schema.String }),
+  revision: "lookup_issue/v1"
+})
+const Tools = Toolkit.make(LookupIssue)
+const ToolsLive = Tools.toLayer({ lookup_issue: ({ key }) => Effect.succeed({ title: `${output} for ${key}` }) })
+
+const everyText = (span: ReadableSpan): ReadonlyArray<string> => [
+  span.name,
+  ...Object.entries(span.attributes).flatMap(([name, value]) => [name, String(value)]),
+  ...span.events.flatMap((event) => [
+    event.name,
+    ...Object.entries(event.attributes ?? {}).flatMap(([name, value]) => [name, String(value)])
+  ]),
+  span.status.message ?? ""
+]
+
+describe("tracing", () => {
+  it.live("a thread turn with a tool call: run → tool call, with attributes and no content", () => {
+    const exporter = new InMemorySpanExporter()
+    const observed: Array<Harness.Observed> = []
+    return Effect.gen(function*() {
+      yield* Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          respond: AnthropicServer.roundTrip(
+            () =>
+              AnthropicServer.callTool("lookup_issue", { key: argument }, {
+                usage: { inputTokens: 21, outputTokens: 4 }
+              }),
+            () => AnthropicServer.reply("done", { usage: { inputTokens: 40, outputTokens: 6 } })
+          )
+        })
+        const sandbox = yield* Harness.sandbox
+        const agent = yield* Agent.make({
+          driver: Claude.driver({
+            env: {
+              ANTHROPIC_BASE_URL: server.url,
+              ANTHROPIC_API_KEY: Redacted.make(apiKey),
+              CLAUDE_CODE_MAX_RETRIES: "0"
+            }
+          }),
+          definition: { instructions, skills: [], tools: Tools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        const thread = yield* agent.thread(key)
+        const result = yield* thread.run(prompt)
+        expect(result.text).toBe("done")
+        expect(result.transcript.some((entry) => entry._tag === "ToolCall")).toBe(true)
+      }).pipe(Effect.scoped)
+
+      const spans = exporter.getFinishedSpans()
+      const byName = (name: string) => spans.filter((span) => span.name === name)
+      const [run] = byName("Run.execute")
+      const [call] = byName("Gateway.call")
+      expect(byName("Run.execute")).toHaveLength(1)
+      expect(byName("Gateway.call")).toHaveLength(1)
+      expect(byName("Agent.make")).toHaveLength(1)
+      expect(byName("Agent.close")).toHaveLength(1)
+
+      // The tool call is the run's child, in the same trace.
+      expect(call!.parentSpanContext?.spanId).toBe(run!.spanContext().spanId)
+      expect(call!.spanContext().traceId).toBe(run!.spanContext().traceId)
+
+      expect(run!.attributes).toMatchObject({
+        "run.provider": "claude",
+        "run.outcome": "success",
+        "run.usage.input_tokens": 61,
+        "run.usage.output_tokens": 10
+      })
+      expect(run!.attributes["run.id"]).toMatch(/^[0-9a-f-]{36}$/)
+      expect(typeof run!.attributes["run.model"]).toBe("string")
+      expect(run!.attributes["thread.key_hash"]).toMatch(/^[0-9a-f]{32}$/)
+      expect(call!.attributes).toEqual({ "tool.name": "lookup_issue", "tool.outcome": "success", "tool.code": "ok" })
+      expect(byName("Agent.make")[0]!.attributes["agent.provider"]).toBe("claude")
+      expect(byName("Agent.close")[0]!.attributes["agent.provider"]).toBe("claude")
+
+      // No content and no secret anywhere: names, attributes, events, statuses.
+      const texts = spans.flatMap(everyText)
+      const tokens = observed.map((registration) => Redacted.value(registration.token))
+      for (const forbidden of [argument, output, prompt, key, "THREAD-KEY", instructions, apiKey, ...tokens]) {
+        expect(texts.filter((text) => text.includes(forbidden)), forbidden).toEqual([])
+      }
+      // Nor any gateway token: they are 43 base64url characters.
+      expect(texts.filter((text) => /[A-Za-z0-9_-]{43}/.test(text))).toEqual([])
+    }).pipe(
+      Effect.provide([ToolsLive, Harness.recordingLayer(observed)]),
+      Effect.provide(NodeSdk.layer(() => ({
+        resource: { serviceName: "tether-test" },
+        spanProcessor: new SimpleSpanProcessor(exporter)
+      })))
+    )
+  }, 120_000)
+})
