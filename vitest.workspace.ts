@@ -22,6 +22,7 @@ export default defineWorkspace([
   project("core", { timeout: 120_000 }),
   project("drivers", { timeout: 180_000 }),
   project("testing", { timeout: 120_000 }),
+  project("ai", { timeout: 120_000 }),
   {
     resolve: { conditions: ["@tether/source"] },
     ssr: { resolve: { conditions: ["@tether/source"] } },

@@ -12,7 +12,8 @@ export const allowedImports: Readonly<Record<string, ReadonlyArray<string>>> = {
   profile: [],
   core: ["tool", "gateway", "profile"],
   drivers: ["core", "profile"],
-  testing: ["tool", "gateway", "profile", "core", "drivers"]
+  testing: ["tool", "gateway", "profile", "core", "drivers"],
+  ai: ["tool", "gateway", "profile", "core"]
 }
 
 export interface SourceFile {

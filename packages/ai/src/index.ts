@@ -1,0 +1,1 @@
+export * as AiToolkit from "./AiToolkit.js"
