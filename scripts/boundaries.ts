@@ -13,7 +13,7 @@ export const allowedImports: Readonly<Record<string, ReadonlyArray<string>>> = {
   core: ["tool", "gateway", "profile"],
   drivers: ["core", "profile"],
   testing: ["tool", "gateway", "profile", "core", "drivers"],
-  ai: ["tool", "gateway", "profile", "core"]
+  ai: ["tool", "core"]
 }
 
 export interface SourceFile {
