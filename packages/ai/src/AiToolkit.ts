@@ -202,11 +202,3 @@ export const rejectFailure = <T extends AiTool.Any>(
   (tool as unknown as {
     readonly annotate: <I, S>(tag: Context.Tag<I, S>, value: S) => T
   }).annotate(internal.Rejection, mapping as internal.RejectionMapping)
-
-/**
- * The Tether definition an @effect/ai tool is served under (computed once per tool object).
- *
- * @since 0.1.0
- * @category constructors
- */
-export const adapt: <T extends AiTool.Any>(tool: T) => Adapted<T> = internal.adapt as never

@@ -97,12 +97,14 @@ export class UnsupportedRequest extends Schema.TaggedError<UnsupportedRequest>("
  * What every call's agent is built from: `Agent.Options` without the per-call parts. The
  * definition is optional (default: no instructions, no tools) and its tools are served on every
  * call beside the call's own toolkit. Events are always delivered without drops, so streamed
- * text is complete.
+ * text is complete; no thread is used, so there are no thread options.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<Tools extends Toolkit.Any> extends Omit<Agent.Options<Tools>, "definition" | "events"> {
+export interface Options<Tools extends Toolkit.Any>
+  extends Omit<Agent.Options<Tools>, "definition" | "events" | "threads">
+{
   readonly definition?: {
     readonly instructions?: string
     readonly skills?: ReadonlyArray<Skill.Skill>
