@@ -161,7 +161,9 @@ export const merge: <const Toolkits extends ReadonlyArray<Toolkit.Any | AiToolki
  * The Tether handler services of an @effect/ai toolkit's tools, built from its @effect/ai
  * handler services (`aiToolkit.toLayer(...)`, which this layer requires) and the services its
  * tools declare with `dependencies`. Each handler runs in the context the @effect/ai handlers
- * were built in, merged under this layer's, as @effect/ai runs them.
+ * were built in, merged under this layer's, as @effect/ai runs them. Fails with
+ * `ToolDefinitionError` (`MissingHandler`) when the toolkit holds a provider-defined tool its
+ * provider runs; a handler absent from the context is reported by the agent (`MissingHandler`).
  *
  * @since 0.1.0
  * @category layers
