@@ -148,9 +148,9 @@ export interface Owned {
 
 /** @internal */
 export const describeOwner = (toolkit: unknown, index: number): string =>
-  Toolkit.isToolkit(toolkit)
-    ? `toolkits[${index}] (a Tether toolkit)`
-    : `toolkits[${index}] (an @effect/ai toolkit)`
+  `toolkits[${index}] (${
+    Toolkit.isToolkit(toolkit) ? "a Tether toolkit" : isAiToolkit(toolkit) ? "an @effect/ai toolkit" : "not a toolkit"
+  })`
 
 /**
  * One Tether toolkit with the tools of all of them, validated (the catalog is built): a name
@@ -170,7 +170,7 @@ export const merge = (owned: ReadonlyArray<Owned>): Effect.Effect<Toolkit.Any, T
         : yield* new Tool.ToolDefinitionError({
           tool: "",
           reason: "InvalidSchema",
-          detail: `${owner} is neither a Tether toolkit nor an @effect/ai toolkit`
+          detail: `${owner}: pass Tether toolkits (Toolkit.make) or @effect/ai toolkits (Toolkit.make of @effect/ai)`
         })
       for (const tool of list) {
         const previous = owners.get(tool.name)
