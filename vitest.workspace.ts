@@ -25,6 +25,7 @@ export default defineWorkspace([
   project("http", { timeout: 120_000 }),
   project("testing", { timeout: 120_000 }),
   project("cluster", { timeout: 120_000, postgres: true }),
+  project("ai", { timeout: 120_000 }),
   {
     resolve: { conditions: ["@tether/source"] },
     ssr: { resolve: { conditions: ["@tether/source"] } },

@@ -14,7 +14,8 @@ export const allowedImports: Readonly<Record<string, ReadonlyArray<string>>> = {
   drivers: ["core", "profile"],
   http: ["core"],
   testing: ["tool", "gateway", "profile", "core", "drivers"],
-  cluster: ["tool", "profile", "core"]
+  cluster: ["tool", "profile", "core"],
+  ai: ["tool", "core"]
 }
 
 export interface SourceFile {

@@ -34,6 +34,9 @@ export interface StepUsage {
  *   (so `callTool("lookup")` calls `mcp__<server>__lookup`).
  * - `Fail`: the HTTP status with the API's error body `{"type":"error","error":{type,message}}`.
  * - `Delayed`: `step`, answered after `millis` (real time) — a model that keeps a turn busy.
+ * - `Pieces`: an assistant message with one text block streamed as one delta per piece,
+ *   `between` running before every piece after the first (a sleep, or a gate the test opens):
+ *   the response is written piece by piece, so a consumer can prove it sees deltas early.
  *
  * @since 0.1.0
  * @category models
@@ -50,6 +53,12 @@ export type Step =
   }
   | { readonly _tag: "Fail"; readonly status: number; readonly message: string }
   | { readonly _tag: "Delayed"; readonly millis: number; readonly step: Step }
+  | {
+    readonly _tag: "Pieces"
+    readonly pieces: ReadonlyArray<string>
+    readonly between: Effect.Effect<void>
+    readonly usage: StepUsage | undefined
+  }
 
 /**
  * Reply with `text`.
@@ -62,6 +71,18 @@ export const reply = (text: string, options?: { readonly usage?: StepUsage }): S
   text,
   usage: options?.usage
 })
+
+/**
+ * Reply with the text `pieces.join("")`, streamed one delta per piece; `between` runs before
+ * every piece after the first (e.g. `Effect.sleep("50 millis")` or `Deferred.await(gate)`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const replyInPieces = (
+  pieces: ReadonlyArray<string>,
+  options: { readonly between: Effect.Effect<void>; readonly usage?: StepUsage }
+): Step => ({ _tag: "Pieces", pieces, between: options.between, usage: options.usage })
 
 /**
  * Call tool `name` with `input` (see `Step` for how the name is resolved).

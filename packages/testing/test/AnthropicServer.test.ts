@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { AnthropicServer } from "@tether/testing"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 
 interface SseEvent {
   readonly event: string
@@ -152,6 +154,37 @@ describe("AnthropicServer", () => {
         ["assistant", `tool_use mcp__s__echo {"text":"x"}`],
         ["user", "ECHO:x"]
       ])
+    }))
+
+  it.scopedLive("a reply in pieces is written piece by piece: the first delta is readable before the gate opens", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const server = yield* AnthropicServer.make({
+        script: [AnthropicServer.replyInPieces(["Hel", "lo ", "there"], { between: Deferred.await(gate) })]
+      })
+      const { before, body } = yield* Effect.promise(async () => {
+        const response = await fetch(`${server.url}/v1/messages`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(request("hi"))
+        })
+        const reader = response.body!.getReader()
+        const decoder = new TextDecoder()
+        let before = ""
+        // Reads until the first delta: the server is blocked on the gate, so all of this came early.
+        while (!before.includes("text_delta")) before += decoder.decode((await reader.read()).value)
+        Deferred.unsafeDone(gate, Exit.void)
+        let body = before
+        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+          body += decoder.decode(chunk.value)
+        }
+        return { before, body }
+      })
+      expect(parseSse(before).filter((e) => e.event === "content_block_delta")).toHaveLength(1)
+      expect(before).not.toContain("message_stop")
+      const deltas = parseSse(body).filter((e) => e.event === "content_block_delta")
+      expect(deltas.map((e) => (e.data["delta"] as { text: string }).text)).toEqual(["Hel", "lo ", "there"])
+      expect(parseSse(body).at(-1)?.event).toBe("message_stop")
     }))
 
   it.scopedLive("a delayed step is recorded at once and answered after its delay", () =>

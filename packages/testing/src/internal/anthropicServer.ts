@@ -91,15 +91,19 @@ const sse = (type: string, data: unknown): string => `event: ${type}\ndata: ${JS
 const usageOf = (usage: StepUsage | undefined, text: string): StepUsage =>
   usage ?? { inputTokens: 10, outputTokens: Math.max(1, Math.ceil(text.length / 4)) }
 
-/** The SSE body of one successful streamed message. */
-const streamBody = (
-  step: Extract<Step, { _tag: "Text" | "ToolUse" }>,
+/**
+ * The SSE events of one successful streamed message; with `Pieces`, each text piece is one
+ * delta event and the events before each later piece are a separate group (the writer runs
+ * `between` before every group but the first).
+ */
+const streamEvents = (
+  step: Extract<Step, { _tag: "Text" | "ToolUse" | "Pieces" }>,
   messageId: string,
   toolId: string,
   model: string,
   request: MessagesRequest
-): string => {
-  const text = step._tag === "Text" ? step.text : step.text
+): Array<Array<string>> => {
+  const text = step._tag === "Pieces" ? step.pieces.join("") : step.text
   const usage = usageOf(step.usage, `${text ?? ""}${step._tag === "ToolUse" ? JSON.stringify(step.input) : ""}`)
   const events: Array<string> = [
     sse("message_start", {
@@ -122,26 +126,33 @@ const streamBody = (
     }),
     sse("ping", { type: "ping" })
   ]
+  const groups: Array<Array<string>> = [events]
   let index = 0
   if (text !== undefined) {
     events.push(
       sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } })
     )
-    for (const piece of chunks(text, 8)) {
-      events.push(
-        sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } })
-      )
+    const pieces = step._tag === "Pieces" ? step.pieces : chunks(text, 8)
+    for (const [n, piece] of pieces.entries()) {
+      const delta = sse("content_block_delta", {
+        type: "content_block_delta",
+        index,
+        delta: { type: "text_delta", text: piece }
+      })
+      if (step._tag === "Pieces" && n > 0) groups.push([delta])
+      else groups.at(-1)!.push(delta)
     }
-    events.push(sse("content_block_stop", { type: "content_block_stop", index }))
+    groups.at(-1)!.push(sse("content_block_stop", { type: "content_block_stop", index }))
     index++
   }
+  const tail = groups.at(-1)!
   if (step._tag === "ToolUse") {
-    events.push(sse("content_block_start", {
+    tail.push(sse("content_block_start", {
       type: "content_block_start",
       index,
       content_block: { type: "tool_use", id: toolId, name: resolveToolName(step.name, request), input: {} }
     }))
-    events.push(
+    tail.push(
       sse("content_block_delta", {
         type: "content_block_delta",
         index,
@@ -149,7 +160,7 @@ const streamBody = (
       })
     )
     for (const piece of chunks(JSON.stringify(step.input ?? {}), 16)) {
-      events.push(
+      tail.push(
         sse("content_block_delta", {
           type: "content_block_delta",
           index,
@@ -157,15 +168,15 @@ const streamBody = (
         })
       )
     }
-    events.push(sse("content_block_stop", { type: "content_block_stop", index }))
+    tail.push(sse("content_block_stop", { type: "content_block_stop", index }))
   }
-  events.push(sse("message_delta", {
+  tail.push(sse("message_delta", {
     type: "message_delta",
     delta: { stop_reason: step._tag === "ToolUse" ? "tool_use" : "end_turn", stop_sequence: null },
     usage: { output_tokens: usage.outputTokens }
   }))
-  events.push(sse("message_stop", { type: "message_stop" }))
-  return events.join("")
+  tail.push(sse("message_stop", { type: "message_stop" }))
+  return groups
 }
 
 const headerRecord = (req: Http.IncomingMessage): RecordedRequest["headers"] => ({ ...req.headers })
@@ -235,7 +246,12 @@ export const make = (options: Options = {}): Effect.Effect<AnthropicServer, Anth
           "cache-control": "no-cache",
           "request-id": `req_${n}`
         })
-        res.end(streamBody(step, `msg_scripted${n}`, id, model, request))
+        const groups = streamEvents(step, `msg_scripted${n}`, id, model, request)
+        for (const [index, group] of groups.entries()) {
+          if (index > 0 && step._tag === "Pieces") yield* step.between
+          res.write(group.join(""))
+        }
+        res.end()
       })
 
     const server = Http.createServer()

@@ -1,0 +1,2 @@
+export * as AiToolkit from "./AiToolkit.js"
+export * as TetherLanguageModel from "./TetherLanguageModel.js"

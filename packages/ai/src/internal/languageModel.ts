@@ -1,0 +1,144 @@
+/**
+ * The `LanguageModel` provider: each call builds one agent from the layer's options plus the
+ * call's toolkit, runs one turn and maps its events to response parts.
+ *
+ * @internal
+ */
+import * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import type * as Response from "@effect/ai/Response"
+import type * as AiTool from "@effect/ai/Tool"
+import * as Agent from "@tether/core/Agent"
+import type * as Tool from "@tether/tool/Tool"
+import * as Toolkit from "@tether/tool/Toolkit"
+import * as Chunk from "effect/Chunk"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { Options } from "../TetherLanguageModel.js"
+import { UnsupportedRequest } from "../TetherLanguageModel.js"
+import * as AiToolkit from "./aiToolkit.js"
+import * as Parts from "./parts.js"
+import * as Prompt from "./prompt.js"
+
+/** @internal */
+export const LanguageModelTag = LanguageModel.LanguageModel
+
+type Method = "generateText" | "streamText" | "generateObject"
+
+const moduleName = "TetherLanguageModel"
+
+// Failures the request itself causes are `MalformedInput`; a run that fails is `UnknownError`.
+const requestErrors: ReadonlySet<string> = new Set([
+  "UnsupportedRequest",
+  "ToolDefinitionError",
+  "AgentConfigError",
+  "UnsupportedCapability",
+  "InvalidTurn"
+])
+
+const toAiError = (method: Method) => (error: unknown): AiError.AiError => {
+  if (AiError.isAiError(error)) return error
+  const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
+  const description = error instanceof Error ? error.message : String(error)
+  const fields = { module: moduleName, method, description, cause: error }
+  return typeof tag === "string" && requestErrors.has(tag)
+    ? new AiError.MalformedInput(fields)
+    : new AiError.UnknownError(fields)
+}
+
+// Tether's structured output (`runAs`, DESIGN §14) has not landed. A JSON response format is
+// refused here, before any agent is built; switching means running the turn with `runAs` and
+// emitting the decoded value's JSON as the response's text part.
+const structuredOutput = (options: LanguageModel.ProviderOptions): Effect.Effect<never, UnsupportedRequest> =>
+  Effect.fail(
+    new UnsupportedRequest({
+      reason: "StructuredOutput",
+      detail: `generateObject (${
+        options.responseFormat.type === "json" ? options.responseFormat.objectName : "json"
+      }) needs Tether's structured output, which is not available yet; use generateText and decode its text`
+    })
+  )
+
+/** The call's toolkit as the tool choice allows it. */
+const callToolkit = (
+  options: LanguageModel.ProviderOptions
+): Either.Either<AiToolkit.AiToolkitLike | undefined, UnsupportedRequest> => {
+  const choice = options.toolChoice
+  if (choice === "none" || options.tools.length === 0) return Either.right(undefined)
+  if (choice === "required" || (typeof choice === "object" && ("tool" in choice || choice.mode === "required"))) {
+    return Either.left(
+      new UnsupportedRequest({
+        reason: "ToolChoice",
+        detail: "a coding-agent CLI decides on its own whether to call a tool; use \"auto\", \"none\" or { oneOf }"
+      })
+    )
+  }
+  const tools: Record<string, AiTool.Any> = {}
+  for (const tool of options.tools) tools[tool.name] = tool
+  return Either.right({ tools })
+}
+
+const toolInfos = (toolkit: AiToolkit.AiToolkitLike | undefined): ReadonlyMap<string, Parts.ToolInfo> =>
+  new Map(
+    Object.values(toolkit?.tools ?? {}).map((tool) => {
+      const adapted = AiToolkit.adapt(tool) as Tool.Any
+      return [adapted.name, Parts.toolInfo(adapted.outputSchema)] as const
+    })
+  )
+
+/** @internal */
+export const make = (options: Options<Toolkit.Any>) =>
+  Effect.gen(function*() {
+    const { definition, ...agentOptions } = options
+    const ownTools = definition?.tools ?? Toolkit.empty
+    yield* Toolkit.catalog(ownTools)
+    // The services every call's agent needs, as this model was built with them (not the
+    // layer's scope: each call's agent lives in the call's own scope).
+    const services = Context.omit(Scope.Scope)(yield* Effect.context<never>()) as Context.Context<never>
+
+    const stream = (
+      method: Method,
+      providerOptions: LanguageModel.ProviderOptions
+    ): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          if (providerOptions.responseFormat.type === "json") return yield* structuredOutput(providerOptions)
+          const toolkit = yield* callToolkit(providerOptions)
+          const rendered = yield* Prompt.render(providerOptions.prompt)
+          const tools = yield* AiToolkit.merge([
+            { toolkit: ownTools, owner: "the agent definition's tools" },
+            ...(toolkit === undefined ? [] : [{ toolkit, owner: `the toolkit passed to ${method}` }])
+          ])
+          // The toolkit's handler services are in the caller's context, as @effect/ai's own
+          // tool call resolution expects them.
+          const handlers = toolkit === undefined
+            ? Context.empty()
+            : yield* AiToolkit.handlerContext(toolkit, yield* Effect.context<never>())
+          const instructions = [definition?.instructions ?? "", ...rendered.system]
+            .filter((text) => text.length > 0)
+            .join("\n\n")
+          const agent = yield* (Agent.make({
+            ...agentOptions,
+            definition: { instructions, skills: definition?.skills ?? [], mcp: definition?.mcp ?? [], tools },
+            events: { blocking: true }
+          }) as Effect.Effect<Agent.Agent, unknown, Scope.Scope>).pipe(
+            Effect.provide(Context.merge(services, handlers))
+          )
+          const state = Parts.initial(toolInfos(toolkit))
+          return agent.stream(rendered.input).pipe(Stream.mapConcat((event) => Parts.step(state, event)))
+        })
+      ).pipe(Stream.mapError(toAiError(method)))
+
+    return yield* LanguageModel.make({
+      generateText: (providerOptions) =>
+        stream(providerOptions.responseFormat.type === "json" ? "generateObject" : "generateText", providerOptions)
+          .pipe(
+            Stream.runCollect,
+            Effect.map((parts) => Parts.collect(Chunk.toReadonlyArray(parts)))
+          ),
+      streamText: (providerOptions) => stream("streamText", providerOptions)
+    })
+  }).pipe(Effect.withSpan("TetherLanguageModel.make"))

@@ -1,0 +1,278 @@
+/**
+ * A Tether run's events as @effect/ai response parts (encoded, as a provider returns them).
+ *
+ * @internal
+ */
+import type * as Response from "@effect/ai/Response"
+import type * as Event from "@tether/core/Event"
+import type * as Result from "@tether/core/Result"
+import * as Either from "effect/Either"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Schema from "effect/Schema"
+import type * as AST from "effect/SchemaAST"
+
+/** What the mapping knows about one tool of the call's @effect/ai toolkit. @internal */
+export interface ToolInfo {
+  /** The tool's output is sent as `{ result: value }` (its encoded side is not a JSON object). */
+  readonly wrapped: boolean
+  /** `true` for an encoded result of the tool's `success` Schema. */
+  readonly isEncodedSuccess: (u: unknown) => boolean
+}
+
+// Tether sends an output whose JSON Schema is not an object inside a `result` envelope; the
+// rule is the tool catalog's, applied to the same inferred schema.
+const isObjectOutput = (ast: AST.AST): boolean => {
+  if (ast._tag === "TypeLiteral" && ast.propertySignatures.length === 0 && ast.indexSignatures.length === 0) {
+    return true
+  }
+  try {
+    const schema = JSONSchema.fromAST(ast, {
+      definitions: {},
+      target: "jsonSchema2020-12",
+      topLevelReferenceStrategy: "skip"
+    }) as { readonly type?: unknown }
+    return schema.type === "object"
+  } catch {
+    return false
+  }
+}
+
+/** @internal */
+export const toolInfo = (output: Schema.Schema.Any): ToolInfo => ({
+  wrapped: !isObjectOutput(output.ast),
+  isEncodedSuccess: Schema.is(Schema.encodedSchema(output as Schema.Schema.AnyNoContext))
+})
+
+/** A tool call of the toolkit that did not produce a result part. @internal */
+export interface FailedToolCall {
+  readonly id: string
+  readonly name: string
+  /** What the CLI reported as the call's output (the message the model saw). */
+  readonly output: unknown
+}
+
+/** @internal */
+export interface State {
+  readonly tools: ReadonlyMap<string, ToolInfo>
+  text: string | undefined
+  reasoning: string | undefined
+  blocks: number
+  readonly calls: Map<string, string>
+  readonly failed: Array<FailedToolCall>
+}
+
+/** @internal */
+export const initial = (tools: ReadonlyMap<string, ToolInfo>): State => ({
+  tools,
+  text: undefined,
+  reasoning: undefined,
+  blocks: 0,
+  calls: new Map(),
+  failed: []
+})
+
+const closeText = (state: State, out: Array<Response.StreamPartEncoded>): void => {
+  if (state.text !== undefined) out.push({ type: "text-end", id: state.text })
+  state.text = undefined
+}
+
+const closeReasoning = (state: State, out: Array<Response.StreamPartEncoded>): void => {
+  if (state.reasoning !== undefined) out.push({ type: "reasoning-end", id: state.reasoning })
+  state.reasoning = undefined
+}
+
+const openText = (state: State, runId: string, out: Array<Response.StreamPartEncoded>): string => {
+  closeReasoning(state, out)
+  if (state.text === undefined) {
+    state.text = `${runId}/${state.blocks++}`
+    out.push({ type: "text-start", id: state.text })
+  }
+  return state.text
+}
+
+const openReasoning = (state: State, runId: string, out: Array<Response.StreamPartEncoded>): string => {
+  closeText(state, out)
+  if (state.reasoning === undefined) {
+    state.reasoning = `${runId}/${state.blocks++}`
+    out.push({ type: "reasoning-start", id: state.reasoning })
+  }
+  return state.reasoning
+}
+
+// CLIs report a tool's output as its structured content or as the text the model read.
+const encodedOutput = (output: unknown, info: ToolInfo): Either.Either<unknown, undefined> => {
+  let value = output
+  if (typeof value === "string") {
+    try {
+      value = JSON.parse(value)
+    } catch {
+      return Either.left(undefined)
+    }
+  }
+  if (info.wrapped) {
+    if (typeof value !== "object" || value === null || !("result" in value)) return Either.left(undefined)
+    value = (value as { readonly result: unknown }).result
+  }
+  return info.isEncodedSuccess(value) ? Either.right(value) : Either.left(undefined)
+}
+
+const usageOf = (usage: Result.Usage | undefined): Response.FinishPartEncoded["usage"] => {
+  const input = usage?.inputTokens
+  const output = usage?.outputTokens
+  return {
+    inputTokens: input,
+    outputTokens: output,
+    totalTokens: input !== undefined && output !== undefined ? input + output : undefined,
+    ...(usage?.reasoningTokens !== undefined ? { reasoningTokens: usage.reasoningTokens } : {}),
+    ...(usage?.cachedInputTokens !== undefined ? { cachedInputTokens: usage.cachedInputTokens } : {})
+  }
+}
+
+/**
+ * The parts one event maps to. Text and reasoning deltas open a block that the next other
+ * part closes; an assistant `Message` closes the open text block, or is the whole block when
+ * no delta preceded it. A toolkit tool's call is a provider-executed `tool-call`; its
+ * successful end a `tool-result` with the encoded output; a failed call gets no result part
+ * and is listed under `metadata.tether.failedToolCalls` of the finish part. Calls of other
+ * tools (the agent's own, the CLI's built-ins) are not parts: @effect/ai decodes only the
+ * toolkit's. `RunFinished` with a success is the `finish` part with the run's usage; any
+ * other ending produces nothing (the stream fails or is interrupted).
+ *
+ * @internal
+ */
+export const step = (state: State, event: Event.Event): Array<Response.StreamPartEncoded> => {
+  const out: Array<Response.StreamPartEncoded> = []
+  switch (event._tag) {
+    case "RunStarted": {
+      out.push({
+        type: "response-metadata",
+        id: event.runId,
+        ...(event.model !== undefined ? { modelId: event.model } : {}),
+        timestamp: new Date(event.time).toISOString()
+      })
+      break
+    }
+    case "TextDelta": {
+      if (event.text.length > 0) {
+        out.push({ type: "text-delta", id: openText(state, event.runId, out), delta: event.text })
+      }
+      break
+    }
+    case "ReasoningDelta": {
+      if (event.text.length > 0) {
+        out.push({ type: "reasoning-delta", id: openReasoning(state, event.runId, out), delta: event.text })
+      }
+      break
+    }
+    case "Message": {
+      if (event.role !== "assistant") break
+      if (state.text === undefined && event.text.length > 0) {
+        out.push({ type: "text-delta", id: openText(state, event.runId, out), delta: event.text })
+      }
+      closeText(state, out)
+      break
+    }
+    case "ToolCall": {
+      const info = event.source === "host" ? state.tools.get(event.name) : undefined
+      if (info === undefined) break
+      closeText(state, out)
+      closeReasoning(state, out)
+      if (event.phase === "start") {
+        state.calls.set(event.callId, event.name)
+        out.push({
+          type: "tool-call",
+          id: event.callId,
+          name: event.name,
+          params: event.input ?? {},
+          providerExecuted: true
+        })
+        break
+      }
+      if (!state.calls.has(event.callId)) break
+      state.calls.delete(event.callId)
+      const encoded = event.isError === true ? Either.left(undefined) : encodedOutput(event.output, info)
+      if (Either.isRight(encoded)) {
+        out.push({
+          type: "tool-result",
+          id: event.callId,
+          name: event.name,
+          result: encoded.right,
+          isFailure: false,
+          providerExecuted: true
+        })
+      } else {
+        state.failed.push({ id: event.callId, name: event.name, output: event.output })
+      }
+      break
+    }
+    case "RunFinished": {
+      closeText(state, out)
+      closeReasoning(state, out)
+      if (event.outcome !== "success") break
+      const result = event.result
+      out.push({
+        type: "finish",
+        reason: "stop",
+        usage: usageOf(result.usage),
+        metadata: {
+          tether: {
+            runId: result.runId,
+            provider: result.provider,
+            model: result.model,
+            session: result.session,
+            failedToolCalls: [...state.failed]
+          }
+        }
+      })
+      break
+    }
+    default:
+      break
+  }
+  return out
+}
+
+/**
+ * The non-streaming parts of a streamed response: each text or reasoning block joined into one
+ * part, every other part as it came.
+ *
+ * @internal
+ */
+export const collect = (parts: Iterable<Response.StreamPartEncoded>): Array<Response.PartEncoded> => {
+  const out: Array<Response.PartEncoded> = []
+  const open = new Map<string, { readonly index: number; readonly texts: Array<string> }>()
+  for (const part of parts) {
+    switch (part.type) {
+      case "text-start":
+      case "reasoning-start": {
+        open.set(part.id, { index: out.length, texts: [] })
+        out.push({ type: part.type === "text-start" ? "text" : "reasoning", text: "" })
+        break
+      }
+      case "text-delta":
+      case "reasoning-delta": {
+        open.get(part.id)?.texts.push(part.delta)
+        break
+      }
+      case "text-end":
+      case "reasoning-end": {
+        const block = open.get(part.id)
+        if (block !== undefined) {
+          const done = out[block.index] as { readonly type: "text" | "reasoning" }
+          out[block.index] = { type: done.type, text: block.texts.join("") }
+          open.delete(part.id)
+        }
+        break
+      }
+      case "response-metadata":
+      case "tool-call":
+      case "tool-result":
+      case "finish":
+        out.push(part)
+        break
+      default:
+        break
+    }
+  }
+  return out
+}

@@ -1,0 +1,268 @@
+/**
+ * TetherLanguageModel through @effect/ai's own API on the reference driver (a real process that
+ * replays scripted driver outputs): the prompt rendering, the mapping of events to response
+ * parts, and the requests it refuses before any process starts.
+ */
+import * as AiError from "@effect/ai/AiError"
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Prompt from "@effect/ai/Prompt"
+import * as AiTool from "@effect/ai/Tool"
+import * as AiTools from "@effect/ai/Toolkit"
+import { describe, expect, it } from "@effect/vitest"
+import { TetherLanguageModel } from "@tether/ai"
+import type { Driver } from "@tether/core"
+import { Harness, Reference } from "@tether/testing"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { agentProcesses } from "./fixtures/processes.js"
+
+const Count = AiTool.make("count", {
+  description: "Counts the letters of a word.",
+  parameters: { word: Schema.String },
+  success: Schema.Number
+})
+const Words = AiTools.make(Count)
+const WordsLive = Words.toLayer({ count: ({ word }) => Effect.succeed(word.length) })
+
+const LookupIssue = Tool.make("lookup_issue", {
+  description: "Look up one issue by key.",
+  input: { key: Schema.String },
+  output: Schema.Struct({ title: Schema.String })
+})
+const IssueTools = Toolkit.make(LookupIssue)
+const IssueToolsLive = IssueTools.toLayer({ lookup_issue: ({ key }) => Effect.succeed({ title: key }) })
+
+const terminal = (text: string): Driver.Output => ({
+  _tag: "Terminal",
+  ok: true,
+  text,
+  usage: { inputTokens: 12, outputTokens: 5, reasoningTokens: 2 },
+  model: "reference-model",
+  session: "s-1",
+  error: undefined,
+  raw: {}
+})
+
+// The reference CLI prints these outputs whatever the prompt.
+const scripted: ReadonlyArray<Reference.Step> = [
+  { _tag: "SessionStarted", sessionId: "s-1", model: "reference-model" },
+  { _tag: "ReasoningDelta", text: "think" },
+  { _tag: "ReasoningDelta", text: "ing" },
+  { _tag: "TextDelta", text: "Hel" },
+  { _tag: "TextDelta", text: "lo" },
+  { _tag: "Message", role: "assistant", text: "Hello" },
+  { _tag: "ToolCall", phase: "start", callId: "c1", name: "count", source: "host", input: { word: "abc" } },
+  { _tag: "ToolCall", phase: "end", callId: "c1", name: "count", source: "host", output: { result: 3 } },
+  { _tag: "ToolCall", phase: "start", callId: "c2", name: "count", source: "host", input: { word: "" } },
+  {
+    _tag: "ToolCall",
+    phase: "end",
+    callId: "c2",
+    name: "count",
+    source: "host",
+    output: "internal_error: The tool failed.",
+    isError: true
+  },
+  { _tag: "ToolCall", phase: "start", callId: "c3", name: "lookup_issue", source: "host", input: { key: "A" } },
+  { _tag: "ToolCall", phase: "end", callId: "c3", name: "lookup_issue", source: "host", output: { title: "A" } },
+  { _tag: "Message", role: "assistant", text: "Second block" },
+  terminal("Second block")
+]
+
+const modelLayer = (respond: (prompt: string) => ReadonlyArray<Reference.Step>) =>
+  Layer.unwrapScoped(Effect.map(Harness.sandbox, (sandbox) =>
+    TetherLanguageModel.layer({
+      driver: Reference.driver({ respond }),
+      definition: { instructions: "Be exact.", tools: IssueTools },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    }))).pipe(Layer.provide([IssueToolsLive, Harness.layer]))
+
+const echo = modelLayer((prompt) => Reference.answer(prompt))
+const script = modelLayer(() => scripted)
+
+const expectMalformed = (error: AiError.AiError, reason: string) => {
+  expect(error._tag).toBe("MalformedInput")
+  const cause = (error as AiError.MalformedInput).cause as { readonly _tag: string; readonly reason: string }
+  expect(cause._tag).toBe(reason === "DuplicateName" ? "ToolDefinitionError" : "UnsupportedRequest")
+  expect(cause.reason).toBe(reason)
+}
+
+describe("TetherLanguageModel on the reference driver", () => {
+  it.live("a prompt with history is one fresh turn: earlier messages rendered as a conversation, then the last", () =>
+    Effect.gen(function*() {
+      const single = yield* LanguageModel.generateText({ prompt: "Just this." })
+      expect(single.text).toBe("Just this.")
+      const prompt = Prompt.make([
+        { role: "system", content: "Answer in French." },
+        { role: "user", content: "What is 2+2?" },
+        {
+          role: "assistant",
+          content: [
+            { type: "reasoning", text: "easy" },
+            { type: "text", text: "Let me count." },
+            { type: "tool-call", id: "t1", name: "count", params: { word: "four" }, providerExecuted: false }
+          ]
+        },
+        {
+          role: "tool",
+          content: [{
+            type: "tool-result",
+            id: "t1",
+            name: "count",
+            isFailure: false,
+            result: 4,
+            providerExecuted: false
+          }]
+        },
+        { role: "assistant", content: "Four." },
+        { role: "user", content: "And 3+3?" }
+      ])
+      const response = yield* LanguageModel.generateText({ prompt })
+      expect(response.text).toBe(
+        [
+          "<conversation>",
+          "<user>",
+          "What is 2+2?",
+          "</user>",
+          "<assistant>",
+          "Let me count.",
+          "<tool_call name=\"count\" id=\"t1\">{\"word\":\"four\"}</tool_call>",
+          "</assistant>",
+          "<tool>",
+          "<tool_result name=\"count\" id=\"t1\">4</tool_result>",
+          "</tool>",
+          "<assistant>",
+          "Four.",
+          "</assistant>",
+          "</conversation>",
+          "",
+          "And 3+3?"
+        ].join("\n")
+      )
+      // The system message went to the instructions, not into the input.
+      expect(response.text).not.toContain("French")
+    }).pipe(Effect.provide(echo)))
+
+  it.live("streamed events become ordered parts: blocks, provider-executed toolkit calls, finish with usage", () =>
+    Effect.gen(function*() {
+      const parts = Chunk.toReadonlyArray(
+        yield* LanguageModel.streamText({ prompt: "Go.", toolkit: Words }).pipe(Stream.runCollect)
+      )
+      expect(parts.map((p) => p.type)).toEqual([
+        "response-metadata",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-delta",
+        "reasoning-end",
+        "text-start",
+        "text-delta",
+        "text-delta",
+        "text-end",
+        "tool-call",
+        "tool-result",
+        "tool-call",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish"
+      ])
+      const call = parts.find((p) => p.type === "tool-call")
+      expect(call).toMatchObject({ id: "c1", name: "count", params: { word: "abc" }, providerExecuted: true })
+      const result = parts.find((p) => p.type === "tool-result")
+      // The `result` envelope of a non-object output is removed; @effect/ai decoded the rest.
+      expect(result).toMatchObject({ id: "c1", name: "count", result: 3, isFailure: false, providerExecuted: true })
+      const finish = parts.at(-1)
+      expect(finish).toMatchObject({
+        type: "finish",
+        reason: "stop",
+        usage: { inputTokens: 12, outputTokens: 5, totalTokens: 17, reasoningTokens: 2 }
+      })
+      expect(finish?.type === "finish" && finish.metadata["tether"]).toMatchObject({
+        provider: "reference",
+        session: "s-1",
+        failedToolCalls: [{ id: "c2", name: "count", output: "internal_error: The tool failed." }]
+      })
+    }).pipe(Effect.provide([script, WordsLive])))
+
+  it.live("generateText joins each block into one part and keeps the rest in order", () =>
+    Effect.gen(function*() {
+      const response = yield* LanguageModel.generateText({ prompt: "Go.", toolkit: Words })
+      expect(response.content.map((p) => p.type)).toEqual([
+        "response-metadata",
+        "reasoning",
+        "text",
+        "tool-call",
+        "tool-result",
+        "tool-call",
+        "text",
+        "finish"
+      ])
+      expect(response.text).toBe("HelloSecond block")
+      expect(response.reasoningText).toBe("thinking")
+      expect(response.usage.totalTokens).toBe(17)
+      expect(response.finishReason).toBe("stop")
+    }).pipe(Effect.provide([script, WordsLive])))
+
+  it.live("requests a CLI cannot serve fail as MalformedInput with a typed cause, before any process starts", () =>
+    Effect.gen(function*() {
+      const before = yield* agentProcesses
+      expectMalformed(
+        yield* Effect.flip(LanguageModel.generateObject({ prompt: "x", schema: Schema.Struct({ a: Schema.Number }) })),
+        "StructuredOutput"
+      )
+      expectMalformed(
+        yield* Effect.flip(LanguageModel.generateText({ prompt: "x", toolkit: Words, toolChoice: "required" })),
+        "ToolChoice"
+      )
+      expectMalformed(
+        yield* Effect.flip(
+          LanguageModel.generateText({
+            prompt: [{
+              role: "user",
+              content: [{ type: "file", mediaType: "image/png", data: new Uint8Array([1]) }]
+            }]
+          })
+        ),
+        "FilePart"
+      )
+      expectMalformed(
+        yield* Effect.flip(LanguageModel.generateText({ prompt: [{ role: "system", content: "only" }] })),
+        "EmptyPrompt"
+      )
+      const Clash = AiTool.make("lookup_issue", { description: "Another lookup." })
+      const clash = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x", toolkit: AiTools.make(Clash) }).pipe(
+          Effect.provide(AiTools.make(Clash).toLayer({ lookup_issue: () => Effect.void }))
+        )
+      )
+      expectMalformed(clash, "DuplicateName")
+      expect(clash.message).toContain("the agent definition's tools")
+      expect(clash.message).toContain("the toolkit passed to generateText")
+      expect(yield* agentProcesses).toEqual(before)
+    }).pipe(Effect.provide([script, WordsLive])))
+
+  it.live("a failed run is an UnknownError whose cause is the RunError", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(LanguageModel.generateText({ prompt: "x" }))
+      expect(error._tag).toBe("UnknownError")
+      expect(((error as AiError.UnknownError).cause as { readonly _tag: string })._tag).toBe("RunError")
+    }).pipe(Effect.provide(modelLayer(() => [{ _tag: "$exit", code: 3 }]))))
+
+  it.live("toolChoice none serves none of the toolkit's tools; oneOf serves the chosen ones", () =>
+    Effect.gen(function*() {
+      const none = yield* LanguageModel.generateText({ prompt: "Go.", toolkit: Words, toolChoice: "none" })
+      // Without the toolkit's tools the reference CLI's `count` calls are not the toolkit's.
+      expect(none.toolCalls).toEqual([])
+      const oneOf = yield* LanguageModel.generateText({
+        prompt: "Go.",
+        toolkit: Words,
+        toolChoice: { oneOf: ["count"] }
+      })
+      expect(oneOf.toolCalls.map((c) => c.id)).toEqual(["c1", "c2"])
+    }).pipe(Effect.provide([script, WordsLive])))
+})
