@@ -11,9 +11,11 @@ import * as Path from "node:path"
 export default function setup(): () => void {
   const previous = process.env["TMPDIR"]
   const previousState = process.env["XDG_STATE_HOME"]
-  // The machine's own temp dir, for servers whose OS user cannot enter the run's private one.
-  process.env["TETHER_SYSTEM_TMPDIR"] ??= Os.tmpdir()
-  const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-vitest-"))
+  // The machine's own temp dir, for servers whose OS user cannot enter the run's private one. The
+  // run's directory is made there too, not in the TMPDIR an earlier project's setup set: nested
+  // once per project, paths outgrow what a unix socket allows (Chromium's singleton socket).
+  const system = (process.env["TETHER_SYSTEM_TMPDIR"] ??= Os.tmpdir())
+  const dir = Fs.mkdtempSync(Path.join(system, "tether-vitest-"))
   const state = Path.join(dir, "state")
   Fs.mkdirSync(state, { mode: 0o700 })
   process.env["TMPDIR"] = dir
