@@ -35,8 +35,38 @@ const kindOf = (checker: ts.TypeChecker, symbol: ts.Symbol): ExportKind => {
 
 const printer = ts.createPrinter({ removeComments: true, newLine: ts.NewLineKind.LineFeed })
 
-const print = (node: ts.Node): Array<string> =>
-  printer.printNode(ts.EmitHint.Unspecified, node, node.getSourceFile()).split("\n")
+/**
+ * Sorts the members of every intersection of object types by their printed text. tsc emits a
+ * Schema struct's type as one single-property object per field, intersected in the order of
+ * their type ids, which depends on what the compiler happened to create first: a clean build and
+ * an incremental one order them differently. The intersection is the same type in any order.
+ */
+const sortedIntersections = (sourceFile: ts.SourceFile): ts.TransformerFactory<ts.Node> => (context) => {
+  const visit = (node: ts.Node): ts.Node => {
+    const visited = ts.visitEachChild(node, visit, context)
+    if (!ts.isIntersectionTypeNode(visited) || !visited.types.every(ts.isTypeLiteralNode)) return visited
+    const members = visited.types.map((type) => ({
+      type,
+      text: printer.printNode(ts.EmitHint.Unspecified, type, sourceFile)
+    }))
+    members.sort((a, b) => (a.text < b.text ? -1 : a.text > b.text ? 1 : 0))
+    return context.factory.updateIntersectionTypeNode(
+      visited,
+      context.factory.createNodeArray(members.map((member) => member.type))
+    )
+  }
+  return (node) => ts.visitNode(node, visit)!
+}
+
+const print = (node: ts.Node): Array<string> => {
+  const sourceFile = node.getSourceFile()
+  const result = ts.transform(node, [sortedIntersections(sourceFile)])
+  try {
+    return printer.printNode(ts.EmitHint.Unspecified, result.transformed[0]!, sourceFile).split("\n")
+  } finally {
+    result.dispose()
+  }
+}
 
 /**
  * The emitted declarations of a symbol. A class emitted as `extends X_base` (Schema classes,

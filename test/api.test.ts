@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { diffLines, expectedExports, extractApi, renderGoldens } from "../scripts/api.js"
 import { allowedImports } from "../scripts/boundaries.js"
@@ -52,6 +53,12 @@ describe("the golden checker itself", () => {
       "  export declare class Box extends Box_base {",
       "      get doubled(): number;",
       "  }",
+      "Fields: type",
+      "  export type Fields = {",
+      "      readonly a?: string | undefined;",
+      "  } & {",
+      "      readonly b: number;",
+      "  };",
       "Inner: namespace",
       "Inner.Id: type",
       "Inner.make: function",
@@ -64,6 +71,23 @@ describe("the golden checker itself", () => {
       "greet: function",
       "  export declare function greet(name: string): string;"
     ].join("\n"))
+  })
+
+  it("lists the members of an intersection of object types in one order, whatever order tsc emitted", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-api-"))
+    try {
+      const write = (name: string, first: string, second: string) => {
+        const file = Path.join(dir, `${name}.d.ts`)
+        Fs.writeFileSync(file, `export type T = {\n    ${first};\n} & {\n    ${second};\n};\nexport {};\n`)
+        return file
+      }
+      const ab = write("ab", "readonly a: string", "readonly b?: number | undefined")
+      const ba = write("ba", "readonly b?: number | undefined", "readonly a: string")
+      const rendered = extractApi([ab, ba])
+      expect(rendered.get(ba)).toEqual(rendered.get(ab))
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("reports a renamed export as a removal plus an addition", () => {
