@@ -1,4 +1,5 @@
 export * as AnthropicServer from "./AnthropicServer.js"
+export * as ChatCompletionsServer from "./ChatCompletionsServer.js"
 export * as Conformance from "./Conformance.js"
 export * as CursorAgent from "./CursorAgent.js"
 export * as FakeCli from "./FakeCli.js"
