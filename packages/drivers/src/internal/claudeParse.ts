@@ -1,23 +1,54 @@
-/** @internal */
+/**
+ * Claude Code's stream-json protocol to driver outputs. Other CLIs that speak the same protocol
+ * (CodeBuddy Code) reuse the record mapping through `parseWith` and a `Dialect` of their own.
+ *
+ * @internal
+ */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines, textOf } from "./lines.js"
+import { isBlank, type LineResult, notice, parseLines, textOf } from "./lines.js"
 
-type Json = { readonly [key: string]: unknown }
+/** @internal */
+export type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
 
-const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
-const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
+/** @internal */
+export const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+/** @internal */
+export const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
 const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
-const blocks = (u: unknown): ReadonlyArray<Json> => Array.isArray(u) ? u.filter(isRecord) : []
+/** @internal */
+export const blocks = (u: unknown): ReadonlyArray<Json> => Array.isArray(u) ? u.filter(isRecord) : []
 
-/** Mutable per-run parser state (one per `parse` call). */
-interface State {
+/** Mutable per-run parser state (one per `parse` call). @internal */
+export interface State {
   model: string | undefined
+  /** The session the CLI reported in `system/init`. */
+  sessionId: string | undefined
   sawPartial: boolean
   readonly tools: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
 }
+
+/**
+ * What differs between CLIs speaking Claude Code's stream-json.
+ *
+ * @internal
+ */
+export interface Dialect {
+  /** The CLI's name in notices and errors, e.g. `Claude Code`. */
+  readonly product: string
+  /**
+   * Built once per run: reads the records the CLI adds or writes differently before the shared
+   * mapping; `undefined` leaves the record to the shared mapping.
+   */
+  readonly records?: () => (record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined
+  /** A tool result's output from the text of its content (default: the text as it is). */
+  readonly toolOutput?: (text: string) => unknown
+}
+
+/** @internal */
+export const claude: Dialect = { product: "Claude Code" }
 
 const lineTerminator = /[\n\r\u2028\u2029]/
 
@@ -60,7 +91,8 @@ const usageOf = (record: Json): Usage | undefined => {
   return new Usage(fields)
 }
 
-const textOfContent = (content: unknown): string => {
+/** The text parts of a message content (a string as it is). @internal */
+export const textOfContent = (content: unknown): string => {
   if (typeof content === "string") return content
   return blocks(content).map((b) => str(b["text"]) ?? "").join("")
 }
@@ -68,7 +100,8 @@ const textOfContent = (content: unknown): string => {
 const onSystem = (
   record: Json,
   state: State,
-  context: Driver.ParseContext
+  context: Driver.ParseContext,
+  dialect: Dialect
 ): Array<Output> | Driver.ProtocolError => {
   const subtype = str(record["subtype"]) ?? ""
   if (subtype === "init") {
@@ -79,7 +112,7 @@ const onSystem = (
     if (status === "failed" || status === "needs-auth") {
       return new Driver.ProtocolError({
         reason: "HostedToolsUnavailable",
-        detail: `Claude Code reported the hosted tools server "${context.hostedKey}" as ${status}`
+        detail: `${dialect.product} reported the hosted tools server "${context.hostedKey}" as ${status}`
       })
     }
     const expected = context.session._tag === "Resume" || context.session._tag === "Fork"
@@ -88,10 +121,11 @@ const onSystem = (
     if (expected !== undefined && sessionId !== undefined && sessionId !== expected) {
       return new Driver.ProtocolError({
         reason: "ResumeRejected",
-        detail: `Claude Code started session ${sessionId} instead of ${expected}`
+        detail: `${dialect.product} started session ${sessionId} instead of ${expected}`
       })
     }
     state.model = str(record["model"])
+    state.sessionId = sessionId
     const out: Array<Output> = []
     if (sessionId !== undefined) out.push({ _tag: "SessionStarted", sessionId, model: state.model })
     for (const server of servers) {
@@ -155,7 +189,7 @@ const onAssistant = (record: Json, state: State, context: Driver.ParseContext): 
   return out
 }
 
-const onUser = (record: Json, state: State): Array<Output> => {
+const onUser = (record: Json, state: State, dialect: Dialect): Array<Output> => {
   const message = isRecord(record["message"]) ? record["message"] : {}
   if (typeof message["content"] === "string") return [{ _tag: "Message", role: "user", text: message["content"] }]
   const extra = isRecord(record["tool_use_result"]) ? record["tool_use_result"] : undefined
@@ -173,7 +207,10 @@ const onUser = (record: Json, state: State): Array<Output> => {
       callId,
       name: tool.name,
       source: tool.source,
-      output: structured ?? textOfContent(block["content"]),
+      output: structured ??
+        (dialect.toolOutput === undefined
+          ? textOfContent(block["content"])
+          : dialect.toolOutput(textOfContent(block["content"]))),
       isError: block["is_error"] === true
     })
   }
@@ -185,7 +222,8 @@ const missingSession = /No conversation found with session ID/
 const onResult = (
   record: Json,
   state: State,
-  context: Driver.ParseContext
+  context: Driver.ParseContext,
+  dialect: Dialect
 ): Array<Output> | Driver.ProtocolError => {
   const usage = usageOf(record)
   const isError = record["is_error"] === true || record["subtype"] !== "success"
@@ -205,7 +243,7 @@ const onResult = (
     model: modelUsage[0] ?? state.model,
     session: str(record["session_id"]),
     error: isError
-      ? (errors.length > 0 ? errors.join("\n") : text ?? `Claude Code ended with ${textOf(record["subtype"])}`)
+      ? (errors.length > 0 ? errors.join("\n") : text ?? `${dialect.product} ended with ${textOf(record["subtype"])}`)
       : undefined,
     raw: record
   }
@@ -215,8 +253,10 @@ const onResult = (
 const onLine = (
   line: string,
   state: State,
-  context: Driver.ParseContext
-): Array<Output> | Driver.ProtocolError => {
+  context: Driver.ParseContext,
+  dialect: Dialect,
+  records: ((record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined) | undefined
+): LineResult<Output> => {
   if (isBlank(line)) return []
   let record: unknown
   try {
@@ -227,28 +267,42 @@ const onLine = (
   if (!isRecord(record)) {
     return [notice("warning", "malformed", "a stdout line is not a JSON object", record)]
   }
+  const own = records?.(record, state, context)
+  if (own !== undefined) return own
   switch (record["type"]) {
     case "system":
-      return onSystem(record, state, context)
+      return onSystem(record, state, context, dialect)
     case "stream_event":
       return onStreamEvent(record, state)
     case "assistant":
       return onAssistant(record, state, context)
     case "user":
-      return onUser(record, state)
+      return onUser(record, state, dialect)
     case "result":
-      return onResult(record, state, context)
+      return onResult(record, state, context, dialect)
     default:
-      return [notice("info", `unknown/${textOf(record["type"])}`, "unknown Claude Code record", record)]
+      return [notice("info", `unknown/${textOf(record["type"])}`, `unknown ${dialect.product} record`, record)]
   }
 }
 
-/** @internal */
-export const parse = (
+/**
+ * The parser of a CLI speaking Claude Code's stream-json in `dialect`.
+ *
+ * @internal
+ */
+export const parseWith = (dialect: Dialect) =>
+(
   lines: Stream.Stream<string>,
   context: Driver.ParseContext
 ): Stream.Stream<Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    const state: State = { model: undefined, sawPartial: false, tools: new Map() }
-    return (line) => onLine(line, state, context)
+    const state: State = { model: undefined, sessionId: undefined, sawPartial: false, tools: new Map() }
+    const records = dialect.records?.()
+    return (line) => onLine(line, state, context, dialect, records)
   })
+
+/** @internal */
+export const parse: (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext
+) => Stream.Stream<Output, Driver.ProtocolError> = parseWith(claude)
