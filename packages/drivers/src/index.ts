@@ -1,4 +1,5 @@
 export * as Claude from "./Claude.js"
+export * as CodeBuddy from "./CodeBuddy.js"
 export * as Codex from "./Codex.js"
 export * as Cursor from "./Cursor.js"
 export * as Gemini from "./Gemini.js"

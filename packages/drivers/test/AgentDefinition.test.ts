@@ -9,8 +9,16 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent, Skill } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Result from "@tether/core/Result"
-import { Claude, Codex, Cursor, Gemini } from "@tether/drivers"
-import { AnthropicServer, CursorAgent, GeminiServer, Harness, McpStdioServer, ResponsesServer } from "@tether/testing"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
+import {
+  AnthropicServer,
+  ChatCompletionsServer,
+  CursorAgent,
+  GeminiServer,
+  Harness,
+  McpStdioServer,
+  ResponsesServer
+} from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
@@ -200,6 +208,43 @@ describe("agent definition through the real CLIs", () => {
       )
       expect(JSON.stringify(generations[1]!.contents)).toContain("SKILL-CONTENT-MARKER-3f1")
       expect(JSON.stringify(generations[2]!.contents)).toContain(stamped)
+    }).pipe(Effect.scoped))
+
+  it.live("CodeBuddy: instructions in the system prompt, read_skill content and the stdio source's result", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatCompletionsServer.make({
+        script: (request) =>
+          step(
+            ChatCompletionsServer.toolResults(request).length,
+            ChatCompletionsServer.callTool("read_skill", { skill: "triage" }),
+            ChatCompletionsServer.callTool("stamp", { text: "hi" }),
+            ChatCompletionsServer.text("FINAL")
+          )
+      })
+      const instructions = "INSTRUCTIONS-MARKER-codebuddy: you triage issues."
+      const outcome = yield* scenario(
+        // A stdio source in a fresh clone stalls the CLI's start-up for its MCP wait (30 s by default).
+        CodeBuddy.driver({
+          endpoint: { baseUrl: server.baseUrl, apiKey: Redacted.make("sk-fake-codebuddy") },
+          mcpTimeout: "3 seconds"
+        }),
+        instructions
+      )
+      expectCommon(outcome)
+      const requests = yield* server.requests
+      expect(requests.length).toBe(3)
+      expect(ChatCompletionsServer.texts(requests[0]!, "system").join("\n")).toContain(instructions)
+      // Native projection: CodeBuddy's Skill tool lists it among the available skills.
+      expect(JSON.stringify(requests[0]!.body)).toMatch(
+        /- triage: Label new issues by area\. \(user\) \(location: [^)]*\/skills\/triage\/SKILL\.md\)/
+      )
+      expect(ChatCompletionsServer.toolNames(requests[0]!)).toEqual(
+        expect.arrayContaining(["mcp__tether__read_skill", "mcp__tether__lookup_issue", "mcp__ext__stamp"])
+      )
+      expect(ChatCompletionsServer.lastToolResults(requests[1]!).map((r) => r.text).join("\n")).toContain(
+        "SKILL-CONTENT-MARKER-3f1"
+      )
+      expect(ChatCompletionsServer.lastToolResults(requests[2]!).map((r) => r.text).join("\n")).toContain(stamped)
     }).pipe(Effect.scoped))
 
   it.live("Cursor (fake CLI): read_skill serves the skill; instructions fail construction, before anything starts", () =>

@@ -1,0 +1,223 @@
+/** @internal */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Driver from "@tether/core/Driver"
+import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import type { Config } from "../CodeBuddy.js"
+import * as claude from "./claude.js"
+import * as parser from "./codebuddyParse.js"
+import * as Env from "./env.js"
+import * as Skills from "./skills.js"
+
+/** @internal */
+export const mcpConfigFile = ".tether-mcp.json"
+
+/**
+ * The largest instructions the driver passes: CodeBuddy Code takes them only as the value of
+ * `--append-system-prompt`, and Linux refuses a single argument over 128 KiB.
+ *
+ * @internal
+ */
+export const maxInstructionsBytes = 120 * 1024
+
+/** @internal */
+export const capabilities: Driver.Capabilities = {
+  resume: true,
+  fork: true,
+  mcpTransports: ["stdio", "http", "sse"],
+  instructions: true,
+  skillsProjection: true,
+  sandbox: [],
+  toolAllowList: true,
+  streamingInput: false,
+  structuredOutput: false,
+  persistentProcess: false
+}
+
+/** @internal */
+export const layout: ProfileLayout = {
+  provider: "codebuddy",
+  selectorEnv: ["CODEBUDDY_CONFIG_DIR"],
+  nativeDefault: (env) => `${env["HOME"] ?? ""}/.codebuddy`,
+  classes: {
+    settings: [
+      "settings.json",
+      "settings.local.json",
+      "CODEBUDDY.md",
+      "models.json",
+      "keybindings.json",
+      "agents/**",
+      "commands/**",
+      "rules/**",
+      "hooks/**",
+      "output-styles/**",
+      "workflows/**"
+    ],
+    mcp: [".mcp.json"],
+    skills: ["skills/**"],
+    // A `codebuddy login` session lives in `$HOME/.local/share/CodeBuddyExtension`, outside the
+    // configuration directory: nothing of the profile is authentication.
+    auth: [],
+    sessions: ["projects/**"]
+  },
+  reserved: [mcpConfigFile],
+  siblings: ["home", "tmp"]
+}
+
+/** Variables the driver owns: configuration cannot override them. */
+const fixedEnv = {
+  CODEBUDDY_DEFER_TOOL_LOADING: "false",
+  CODEBUDDY_SKIP_BUILTIN_MARKETPLACE: "1",
+  DISABLE_AUTOUPDATER: "1",
+  DISABLE_TELEMETRY: "1"
+} as const
+
+const protocolError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+/** `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source. */
+const allowedTools = (request: Driver.InvocationRequest): ReadonlyArray<string> => [
+  ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
+  ...request.mcp.map((server) => `mcp__${server.key}`)
+]
+
+const packagedCli = ["node_modules", "@tencent-ai", "agent-sdk", "cli", "bin", "codebuddy"]
+
+const resolveBinary = (config: Config) =>
+  Effect.gen(function*() {
+    if (config.binary !== undefined) return config.binary
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    let dir = process.cwd()
+    for (;;) {
+      const candidate = path.join(dir, ...packagedCli)
+      if (yield* fs.exists(candidate).pipe(Effect.orElseSucceed(() => false))) return candidate
+      const parent = path.dirname(dir)
+      if (parent === dir) return "codebuddy"
+      dir = parent
+    }
+  })
+
+const endpointEnv = (config: Config): { readonly [name: string]: string } => {
+  const endpoint = config.endpoint
+  if (endpoint === undefined) return {}
+  const out: { [name: string]: string } = { CODEBUDDY_BASE_URL: endpoint.baseUrl }
+  // Unwrapped only here, at the boundary of the child's environment.
+  if (endpoint.apiKey !== undefined) out["CODEBUDDY_API_KEY"] = Redacted.value(endpoint.apiKey)
+  return out
+}
+
+const mcpTimeoutEnv = (config: Config): { readonly [name: string]: string } => {
+  if (config.mcpTimeout === undefined) return {}
+  const millis = Duration.toMillis(Duration.decode(config.mcpTimeout))
+  // An infinite wait is the CLI's own default; it ignores values below 1 ms.
+  return Number.isFinite(millis) ? { MCP_TIMEOUT: String(Math.max(1, Math.ceil(millis))) } : {}
+}
+
+const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
+  switch (session._tag) {
+    case "New":
+      return ["--session-id", session.id]
+    case "Resume":
+      return ["--resume", session.id]
+    case "Fork":
+      return ["--resume", session.from, "--fork-session", "--session-id", session.id]
+  }
+}
+
+/** @internal */
+export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    if (request.sandbox !== undefined) {
+      return yield* Effect.fail(
+        protocolError(`CodeBuddy Code cannot honour sandbox level "${request.sandbox}": no faithful mapping exists`)
+      )
+    }
+    const home = request.siblings["home"]
+    const tmp = request.siblings["tmp"]
+    if (home === undefined || tmp === undefined) {
+      return yield* Effect.fail(protocolError("the execution clone has no `home` and `tmp` siblings"))
+    }
+    if (request.instructions.includes("\0")) {
+      return yield* Effect.fail(protocolError("CodeBuddy Code cannot take instructions that contain a NUL character"))
+    }
+    if (Buffer.byteLength(request.instructions, "utf8") > maxInstructionsBytes) {
+      return yield* Effect.fail(
+        protocolError(
+          `CodeBuddy Code takes instructions only on its command line: keep them under ${maxInstructionsBytes} bytes`
+        )
+      )
+    }
+    const path = yield* Path.Path
+    const command = yield* resolveBinary(config)
+    // The prompt goes to stdin as plain text. With `--input-format stream-json` a tool call the
+    // CLI needs permission for waits for an answer on stdin forever, even after EOF.
+    const args: Array<string> = ["-p", "--output-format", "stream-json", "--verbose"]
+    if (config.partialMessages !== false) args.push("--include-partial-messages")
+    args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
+    if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
+    const allowed = allowedTools(request)
+    if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
+    if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
+    const model = request.model ?? config.model
+    if (model !== undefined) args.push("--model", model)
+    if (request.instructions.length > 0) args.push("--append-system-prompt", request.instructions)
+    args.push(...sessionArgs(request.session))
+    return {
+      command,
+      args,
+      env: Env.buildEnv(config, request, {
+        ...endpointEnv(config),
+        ...mcpTimeoutEnv(config),
+        ...fixedEnv,
+        HOME: home,
+        TMPDIR: tmp,
+        CODEBUDDY_CONFIG_DIR: request.profileDir
+      }),
+      cwd: request.workspace,
+      stdin: request.prompt,
+      files: [
+        { path: mcpConfigFile, content: claude.renderMcpConfig(request), mode: 0o600 },
+        // The CLI lists `skills/<name>/SKILL.md` of its configuration directory in its Skill tool.
+        ...Skills.project(request.skills, "skills")
+      ]
+    } satisfies Driver.Invocation
+  })
+
+const missingSession = /No conversation found with session ID/
+
+/** @internal */
+export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined => {
+  if (info.session._tag === "New") return undefined
+  const said = `${info.stderr}\n${info.terminal?.error ?? ""}`
+  return missingSession.test(said)
+    ? new Driver.ProtocolError({
+      reason: "ResumeRejected",
+      detail: `no CodeBuddy Code session ${info.session._tag === "Fork" ? info.session.from : info.session.id}`
+    })
+    : undefined
+}
+
+/** @internal */
+export const sessionConfig = (config: Config): { readonly [key: string]: unknown } => {
+  // Only what changes the conversation a session continues; never `env` or the endpoint's key
+  // (secrets), nor the binary path (an install detail).
+  const out: { [key: string]: unknown } = {}
+  if (config.model !== undefined) out["model"] = config.model
+  if (config.builtinTools !== undefined) out["builtinTools"] = [...config.builtinTools]
+  out["profileMcpServers"] = config.profileMcpServers === true
+  return out
+}
+
+/** @internal */
+export const driver = (config: Config = {}): Driver.Driver => ({
+  name: "codebuddy",
+  capabilities,
+  sessionConfig: sessionConfig(config),
+  layout,
+  prepare: prepare(config),
+  parse: (lines, context) => parser.parse(lines, context),
+  classifyExit
+})

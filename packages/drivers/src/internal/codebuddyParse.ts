@@ -1,0 +1,128 @@
+/**
+ * CodeBuddy Code's stream-json: Claude Code's records (mapped by the shared Claude parser) plus
+ * what CodeBuddy Code 2.117.0 adds or writes differently.
+ *
+ * @internal
+ */
+import * as Driver from "@tether/core/Driver"
+import type * as Stream from "effect/Stream"
+import * as claude from "./claudeParse.js"
+import { type LineResult, notice } from "./lines.js"
+
+type Output = Driver.Output
+
+const missingSession = /No conversation found with session ID/
+
+/**
+ * How CodeBuddy Code reports a failed model request: an assistant message whose text is
+ * `<status> <message> [(target: <url>)] (<request id>/<session id>)`. A model cannot produce the
+ * trailer: it names the CLI's own request id and this session.
+ */
+const isErrorReport = (text: string, sessionId: string | undefined): boolean => {
+  if (sessionId === undefined || !/^\d{3} /.test(text)) return false
+  const trailer = /\(([0-9a-f]{32})\/([^()\s]+)\)$/.exec(text)
+  return trailer !== null && trailer[2] === sessionId
+}
+
+/**
+ * CodeBuddy Code retries a request that failed below HTTP (connection refused or reset, DNS,
+ * TLS) once more and, when that fails too, stops without a `result` record and without exiting
+ * (2.117.0). The second error report in a row therefore ends the turn.
+ */
+const errorReportsBeforeStall = 2
+
+/**
+ * A tool result's text is the JSON of the MCP result's `content` array
+ * (`[{"type":"text","text":"…"}]`): its text parts are the output. Anything else stays as it is.
+ */
+const toolOutput = (text: string): unknown => {
+  if (!text.startsWith("[")) return text
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return text
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0) return text
+  const parts: Array<string> = []
+  for (const part of parsed) {
+    if (!claude.isRecord(part) || part["type"] !== "text" || typeof part["text"] !== "string") return text
+    parts.push(part["text"])
+  }
+  return parts.join("\n")
+}
+
+const records = () => {
+  // Error reports since the last model output of this run.
+  let errorReports = 0
+  return (record: claude.Json, state: claude.State, context: Driver.ParseContext): LineResult<Output> | undefined => {
+    switch (record["type"]) {
+      case "file-history-snapshot":
+        // The CLI's bookkeeping of file backups for its own undo: nothing happened to report.
+        return []
+      case "system":
+        if (
+          record["subtype"] === "init" &&
+          !claude.blocks(record["mcp_servers"]).some((s) => s["name"] === context.hostedKey)
+        ) {
+          // The CLI waits for its MCP servers before `system/init` and lists only the connected
+          // ones (all as `connected`): a hosted-tools server missing from the list failed.
+          return new Driver.ProtocolError({
+            reason: "HostedToolsUnavailable",
+            detail: `CodeBuddy Code did not connect to the hosted tools server "${context.hostedKey}"`
+          })
+        }
+        // `system/status` with no status precedes every turn and says nothing.
+        return record["subtype"] === "status" && record["status"] === null ? [] : undefined
+      case "error": {
+        const error = claude.str(record["error"]) ?? "CodeBuddy Code reported an error"
+        if (context.session._tag !== "New" && missingSession.test(error)) {
+          return new Driver.ProtocolError({ reason: "ResumeRejected", detail: error })
+        }
+        // Printed instead of a `result` record, and the CLI exits: it ends the turn.
+        return [{
+          _tag: "Terminal",
+          ok: false,
+          text: undefined,
+          usage: undefined,
+          model: state.model,
+          session: state.sessionId,
+          error,
+          raw: record
+        }]
+      }
+      case "assistant": {
+        const message = claude.isRecord(record["message"]) ? record["message"] : {}
+        const text = claude.textOfContent(message["content"])
+        if (!isErrorReport(text, state.sessionId)) {
+          errorReports = 0
+          return undefined
+        }
+        errorReports++
+        const report = notice("error", "api_error", text, record)
+        if (errorReports < errorReportsBeforeStall) return [report]
+        return [report, {
+          _tag: "Terminal",
+          ok: false,
+          text: undefined,
+          usage: undefined,
+          model: state.model,
+          session: state.sessionId,
+          error: `${text} (CodeBuddy Code gave up after ${errorReports} failed model requests)`,
+          raw: record
+        }]
+      }
+      default:
+        return undefined
+    }
+  }
+}
+
+/** @internal */
+export const dialect: claude.Dialect = { product: "CodeBuddy Code", records, toolOutput }
+
+/** @internal */
+export const parse: (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext
+) => Stream.Stream<Output, Driver.ProtocolError> = claude.parseWith(dialect)
