@@ -178,9 +178,10 @@ export interface ChatCompletionsServer {
  * @category errors
  */
 export class ChatCompletionsServerError
-  extends Schema.TaggedError<ChatCompletionsServerError>()("ChatCompletionsServerError", {
-    detail: Schema.String
-  })
+  extends Schema.TaggedError<ChatCompletionsServerError>("@tether/testing/ChatCompletionsServerError")(
+    "ChatCompletionsServerError",
+    { detail: Schema.String }
+  )
 {
   override get message(): string {
     return `the scripted Chat Completions server could not start: ${this.detail}`
