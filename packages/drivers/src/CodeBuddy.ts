@@ -23,7 +23,8 @@
  * that got an HTTP error (the run fails at once); a request that fails below HTTP (connection
  * refused or reset, DNS, TLS) is tried once more, and when that fails too 2.117.0 stops without
  * a `result` record and without exiting: the driver ends the turn at that second failure, so a
- * dead endpoint fails the run in about a second instead of hanging it.
+ * dead endpoint fails the run in about the time of a plain turn (≈ 3 s here) instead of hanging
+ * it; the CLI, which does not exit, is killed after the agent's `processes.exitGrace`.
  *
  * What the CLI writes outside its configuration directory stays in the clone's siblings: `HOME`
  * is the `home` sibling (the CLI writes `$HOME/.codebuddy/code-ratio/` when the workspace is a
@@ -37,7 +38,10 @@
  */
 import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as EffectConfig from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/codebuddy.js"
 import * as parser from "./internal/codebuddyParse.js"
@@ -63,11 +67,12 @@ export interface Endpoint {
  */
 export interface Config {
   /**
-   * The `codebuddy` executable. When absent, the first
-   * `node_modules/@tencent-ai/agent-sdk/cli/bin/codebuddy` found walking up from the host's
-   * current working directory is used (the pinned `@tencent-ai/agent-sdk` dependency, which
-   * bundles the CLI); when there is none, `codebuddy` is looked up on the `PATH` given to the
-   * process (the host's `PATH`).
+   * The `codebuddy` executable; always wins. When absent, the driver looks once, when it is
+   * built, for the `@tencent-ai/agent-sdk` package the app installed (Node's module resolution
+   * from `@tether/drivers` in the app's `node_modules`, never from the working directory) and runs
+   * its `cli/bin/codebuddy` with this process's Node; when the app has none, `codebuddy` on the
+   * `PATH` given to the process. The choice is logged once (Info); a `SpawnFailed` says what was
+   * tried.
    */
   readonly binary?: string
   /** Default model (`--model`); a turn's `model` wins. Absent: the CLI's `default-model`. */
@@ -95,6 +100,13 @@ export interface Config {
   readonly profileMcpServers?: boolean
   /** Built-in tools offered to the model (`--tools`); absent: the CLI's default set. `[]` disables them all. */
   readonly builtinTools?: ReadonlyArray<string>
+  /**
+   * Permission rules for built-in tools the CLI may run without asking, added to
+   * `--allowedTools` (e.g. `"Bash(git status:*)"`, `"Read"`, `"Edit"`). In `-p` mode a built-in
+   * tool that needs permission and is not allowed is refused (the model is told so); the hosted
+   * tools and the definition's MCP sources are always allowed. Absent: none.
+   */
+  readonly allowedTools?: ReadonlyArray<string>
   /**
    * How long the CLI waits for its MCP servers to connect before it starts the turn without the
    * ones still connecting (`MCP_TIMEOUT`; absent: the CLI's own 30 s). It is also how long
@@ -173,6 +185,33 @@ export const maxInstructionsBytes: number = internal.maxInstructionsBytes
  * @category constructors
  */
 export const driver: (config?: Config) => Driver.Driver = internal.driver
+
+/**
+ * The driver with its configuration read from `Config` (e.g. the environment): every field of
+ * `Config` may be a `Config` (the endpoint's `baseUrl` and `apiKey` each one); an omitted field
+ * stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
+ * resolved as `driver` does, when this effect runs.
+ *
+ * @example
+ * ```ts
+ * import { CodeBuddy } from "@tether/drivers"
+ * import { Config, Effect } from "effect"
+ *
+ * const driver = yield* CodeBuddy.driverConfig({
+ *   model: Config.string("CODEBUDDY_MODEL"),
+ *   endpoint: {
+ *     baseUrl: Config.string("CODEBUDDY_BASE_URL"),
+ *     apiKey: Config.redacted("CODEBUDDY_API_KEY")
+ *   }
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const driverConfig = (
+  config: EffectConfig.Config.Wrap<Config>
+): Effect.Effect<Driver.Driver, ConfigError.ConfigError> => Effect.map(EffectConfig.unwrap(config), driver)
 
 /**
  * The parser alone (what `driver(config).parse` is).

@@ -7,7 +7,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import type * as Driver from "@tether/core/Driver"
-import { Claude, Codex, Cursor, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as Fs from "node:fs"
@@ -15,6 +15,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Binary from "../src/internal/binary.js"
 import { binarySpec as claudeSpec } from "../src/internal/claude.js"
+import { binarySpec as codebuddySpec } from "../src/internal/codebuddy.js"
 import { binarySpec as codexSpec } from "../src/internal/codex.js"
 import { binarySpec as geminiSpec } from "../src/internal/gemini.js"
 
@@ -111,7 +112,14 @@ describe("driver binaries", () => {
 
   it("no package in the app: the name on the PATH, saying where it was looked for", () => {
     using dir = app({})
-    for (const [spec, name] of [[claudeSpec, "claude"], [codexSpec, "codex"], [geminiSpec, "gemini"]] as const) {
+    for (
+      const [spec, name] of [
+        [claudeSpec, "claude"],
+        [codexSpec, "codex"],
+        [geminiSpec, "gemini"],
+        [codebuddySpec, "codebuddy"]
+      ] as const
+    ) {
       const resolved = Binary.resolve(spec, undefined, dir.from)
       expect(resolved.command).toBe(name)
       expect(resolved.source).toContain(`${spec.packageName} is not installed where the app resolves packages`)
@@ -148,6 +156,25 @@ describe("driver binaries", () => {
     })
   })
 
+  it("CodeBuddy: the CLI bundled in @tencent-ai/agent-sdk's cli/ folder, run with this Node", () => {
+    using dir = app({
+      // Its `exports` do not list `./package.json`: found on Node's lookup path all the same.
+      "node_modules/@tencent-ai/agent-sdk/package.json": [
+        JSON.stringify({ name: "@tencent-ai/agent-sdk", version: "9.9.9", exports: { ".": "./lib/index.js" } }),
+        0o644
+      ],
+      "node_modules/@tencent-ai/agent-sdk/cli/bin/codebuddy": ["", 0o644]
+    })
+    expect(Binary.resolve(codebuddySpec, undefined, dir.from)).toMatchObject({
+      command: process.execPath,
+      prefix: [Path.join(dir.root, "node_modules/@tencent-ai/agent-sdk/cli/bin/codebuddy")]
+    })
+    Fs.rmSync(Path.join(dir.root, "node_modules/@tencent-ai/agent-sdk/cli"), { recursive: true })
+    const fallback = Binary.resolve(codebuddySpec, undefined, dir.from)
+    expect(fallback.command).toBe("codebuddy")
+    expect(fallback.source).toContain("cli/bin/codebuddy (missing)")
+  })
+
   it.effect("each driver puts the resolved CLI in its invocation, with where it came from", () =>
     Effect.gen(function*() {
       const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-binary-"))
@@ -163,6 +190,12 @@ describe("driver binaries", () => {
       ])
       const codex = yield* Codex.driver({ binary: "/opt/codex" }).prepare(request(root))
       expect([codex.command, codex.commandSource]).toEqual(["/opt/codex", "the `binary` option"])
+      const codebuddy = yield* CodeBuddy.driver().prepare(request(root))
+      expect([codebuddy.command, codebuddy.args[0]]).toEqual([
+        process.execPath,
+        Path.join(repoModules, "@tencent-ai/agent-sdk/cli/bin/codebuddy")
+      ])
+      expect(codebuddy.commandSource).toContain("@tencent-ai/agent-sdk 0.3.201 installed at")
       const cursor = yield* Cursor.driver().prepare(request(root))
       expect(cursor.command).toBe("agent")
       expect(cursor.commandSource).toContain("on the PATH")

@@ -89,6 +89,11 @@ describe("CodeBuddy.driver prepare", () => {
       expect(loose.args).not.toContain("--strict-mcp-config")
       const none = yield* prepare({ binary: "codebuddy" }, request({ hosted: { ...request().hosted, tools: [] } }))
       expect(none.args).not.toContain("--allowedTools")
+      // Permission rules for built-in tools follow the MCP ones.
+      const builtins = yield* prepare({ allowedTools: ["Read", "Bash(git status:*)"] }, request())
+      expect(argAfter(builtins.args, "--allowedTools")).toBe(
+        "mcp__tether__lookup_issue,mcp__tether__close_issue,Read,Bash(git status:*)"
+      )
     }))
 
   it.effect("external MCP sources are declared beside the hosted tools and allowed by server", () =>
@@ -265,11 +270,14 @@ describe("CodeBuddy.driver prepare", () => {
       expect(error.detail).toContain("siblings")
     }))
 
-  it("without a binary the CLI bundled in the installed @tencent-ai/agent-sdk is found", () =>
+  it.effect("without a binary the CLI bundled in the installed @tencent-ai/agent-sdk runs with this Node", () =>
     Effect.gen(function*() {
       const inv = yield* prepare({}, request())
-      expect(inv.command).toMatch(/node_modules\/@tencent-ai\/agent-sdk\/cli\/bin\/codebuddy$/)
-    }).pipe(Effect.runPromise))
+      expect(inv.command).toBe(process.execPath)
+      expect(inv.args[0]).toMatch(/node_modules\/@tencent-ai\/agent-sdk\/cli\/bin\/codebuddy$/)
+      expect(inv.args[1]).toBe("-p")
+      expect(CodeBuddy.driver().install).toContain("npm install @tencent-ai/agent-sdk")
+    }))
 })
 
 describe("CodeBuddy layout, capabilities and session config", () => {
@@ -290,6 +298,12 @@ describe("CodeBuddy layout, capabilities and session config", () => {
     }
     expect(ProfileLayout.isSession(layout, "projects/srv-repo/11111111-1111-4111-8111-111111111111.jsonl")).toBe(true)
     expect(ProfileLayout.isReserved(layout, CodeBuddy.mcpConfigFile)).toBe(true)
+    // A session's own entries, and the entries its sessions share (the slug's auto memory).
+    const id = "11111111-1111-4111-8111-111111111111"
+    for (const entry of [`projects/srv-repo/${id}.jsonl`, `projects/srv-repo/${id}.meta.json`, `projects/x/${id}/a`]) {
+      expect(ProfileLayout.sessionOwner(layout, entry)).toBe(id)
+    }
+    expect(ProfileLayout.sessionOwner(layout, "projects/srv-repo/memory/MEMORY.md")).toBeUndefined()
   })
 
   it("capabilities say what the CLI honours", () => {

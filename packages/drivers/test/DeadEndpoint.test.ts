@@ -1,6 +1,7 @@
 /**
  * A dead model endpoint fails the run on the real CLIs within the drivers' retry bounds (Claude
- * `maxRetries`, Gemini `maxAttempts`; Codex `maxReconnects` is proven in CodexAgent.test.ts)
+ * `maxRetries`, Gemini `maxAttempts`; Codex `maxReconnects` is proven in CodexAgent.test.ts;
+ * CodeBuddy Code has no bound of its own and would wait forever: its parser ends the turn)
  * instead of the CLIs' own minutes (Claude ≈ 2.5 min, Gemini ≈ 220 s). Claude runs with its
  * default bound (≈ 6 s); Gemini's default (3 attempts, ≈ 23 s) and Codex's (2 reconnections,
  * ≈ 26 s) were measured the same way but would cost CI too much: here Gemini runs with
@@ -11,7 +12,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
-import { Claude, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Gemini } from "@tether/drivers"
 import { Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
@@ -68,4 +69,17 @@ describe("A dead model endpoint fails within the drivers' retry bounds", () => {
       expect(error._tag === "RunError" && error.reason).toBe("ProviderFailed")
       expect(error.message).toContain("fetch failed")
     }), 60_000)
+
+  it.live(
+    "CodeBuddy Code (no retry setting: the parser ends the turn the CLI would leave hanging)",
+    () =>
+      Effect.gen(function*() {
+        const error = yield* failureOf(
+          CodeBuddy.driver({ endpoint: { baseUrl: `${dead}/v1`, apiKey: Redacted.make("sk-fake-codebuddy") } })
+        )
+        expect(error._tag === "RunError" && error.reason).toBe("ProviderFailed")
+        expect(error.message).toContain("ECONNREFUSED")
+      }),
+    60_000
+  )
 })

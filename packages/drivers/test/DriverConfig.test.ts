@@ -5,7 +5,7 @@
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import type * as Driver from "@tether/core/Driver"
-import { Claude, Codex, Cursor, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
@@ -94,6 +94,21 @@ describe("driverConfig reads endpoint, key, model and binary from Config", () =>
       expect(invocation.env).toMatchObject({
         GOOGLE_GEMINI_BASE_URL: "http://127.0.0.1:9/v1",
         GEMINI_API_KEY: "key-from-env"
+      })
+    }))
+
+  it.effect("CodeBuddy", () =>
+    Effect.gen(function*() {
+      const { invocation } = yield* prepared(CodeBuddy.driverConfig({
+        binary: Config.string("AGENT_BINARY"),
+        model: Config.string("AGENT_MODEL"),
+        endpoint: { baseUrl: Config.string("AGENT_BASE_URL"), apiKey: key }
+      }))
+      expect(invocation.command).toBe("/opt/cli")
+      expect(invocation.args).toContain("model-from-env")
+      expect(invocation.env).toMatchObject({
+        CODEBUDDY_BASE_URL: "http://127.0.0.1:9/v1",
+        CODEBUDDY_API_KEY: "key-from-env"
       })
     }))
 

@@ -18,7 +18,7 @@
  * `fuzz/settings.ts`: `TETHER_FUZZ=long`, `FUZZ_SEED`, `FUZZ_RUNS`).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Claude, Codex, Cursor, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
 import * as Fuzz from "./fuzz/parsers.js"
@@ -26,6 +26,7 @@ import * as Settings from "./fuzz/settings.js"
 
 const subjects: ReadonlyArray<Fuzz.Subject<unknown>> = [
   Fuzz.driver("claude", Claude.parse, "claude"),
+  Fuzz.driver("codebuddy", CodeBuddy.parse, "codebuddy"),
   Fuzz.driver("codex", Codex.parse, "codex"),
   Fuzz.driver("gemini", Gemini.parse, "gemini"),
   Fuzz.driver("cursor", Cursor.parse, "cursor")

@@ -69,9 +69,16 @@ const isFile = (file: string, executable: boolean): boolean => {
 }
 
 const resolvePackageDir = (from: string, name: string): string | undefined => {
+  const require = createRequire(from)
   try {
-    return NodePath.dirname(createRequire(from).resolve(`${name}/package.json`))
+    return NodePath.dirname(require.resolve(`${name}/package.json`))
   } catch {
+    // A package whose `exports` do not list `./package.json` (e.g. `@tencent-ai/agent-sdk`): the
+    // first `node_modules/<name>` on Node's own lookup path, as `require(name)` would find it.
+    for (const dir of require.resolve.paths(name) ?? []) {
+      const candidate = NodePath.join(dir, name)
+      if (isFile(NodePath.join(candidate, "package.json"), false)) return candidate
+    }
     return undefined
   }
 }

@@ -1,5 +1,4 @@
 /** @internal */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
@@ -7,6 +6,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import type { Config } from "../CodeBuddy.js"
+import * as Binary from "./binary.js"
 import * as claude from "./claude.js"
 import * as parser from "./codebuddyParse.js"
 import * as Env from "./env.js"
@@ -63,6 +63,11 @@ export const layout: ProfileLayout = {
     auth: [],
     sessions: ["projects/**"]
   },
+  // `projects/<cwd slug>/<session>.jsonl`, `<session>.meta.json` (a fork's origin) and
+  // `<session>/...`; the slug's auto memory (`projects/<slug>/memory/`) is shared.
+  sessionOf: (path) =>
+    /^projects\/[^/]+\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.jsonl$|\.meta\.json$|\/)/
+      .exec(path)?.[1],
   reserved: [mcpConfigFile],
   siblings: ["home", "tmp"]
 }
@@ -77,28 +82,27 @@ const fixedEnv = {
 
 const protocolError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
-/** `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source. */
-const allowedTools = (request: Driver.InvocationRequest): ReadonlyArray<string> => [
+/**
+ * `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source, then the
+ * configured permission rules for built-in tools.
+ */
+const allowedTools = (config: Config, request: Driver.InvocationRequest): ReadonlyArray<string> => [
   ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
-  ...request.mcp.map((server) => `mcp__${server.key}`)
+  ...request.mcp.map((server) => `mcp__${server.key}`),
+  ...(config.allowedTools ?? [])
 ]
 
-const packagedCli = ["node_modules", "@tencent-ai", "agent-sdk", "cli", "bin", "codebuddy"]
-
-const resolveBinary = (config: Config) =>
-  Effect.gen(function*() {
-    if (config.binary !== undefined) return config.binary
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    let dir = process.cwd()
-    for (;;) {
-      const candidate = path.join(dir, ...packagedCli)
-      if (yield* fs.exists(candidate).pipe(Effect.orElseSucceed(() => false))) return candidate
-      const parent = path.dirname(dir)
-      if (parent === dir) return "codebuddy"
-      dir = parent
-    }
-  })
+/**
+ * The CLI is the `cli/` folder of `@tencent-ai/agent-sdk` (`@tencent-ai/codebuddy-code` itself is
+ * not on the public registry): its launcher script, run with this process's Node.
+ *
+ * @internal
+ */
+export const binarySpec: Binary.Spec = {
+  packageName: "@tencent-ai/agent-sdk",
+  pathName: "codebuddy",
+  candidates: (installed) => [{ file: `${installed.dir}/cli/bin/codebuddy`, script: true }]
+}
 
 const endpointEnv = (config: Config): { readonly [name: string]: string } => {
   const endpoint = config.endpoint
@@ -128,7 +132,7 @@ const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
 }
 
 /** @internal */
-export const prepare = (config: Config) => (request: Driver.InvocationRequest) =>
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     if (request.sandbox !== undefined) {
       return yield* Effect.fail(
@@ -151,14 +155,13 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
       )
     }
     const path = yield* Path.Path
-    const command = yield* resolveBinary(config)
     // The prompt goes to stdin as plain text. With `--input-format stream-json` a tool call the
     // CLI needs permission for waits for an answer on stdin forever, even after EOF.
     const args: Array<string> = ["-p", "--output-format", "stream-json", "--verbose"]
     if (config.partialMessages !== false) args.push("--include-partial-messages")
     args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
     if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
-    const allowed = allowedTools(request)
+    const allowed = allowedTools(config, request)
     if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
     if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
     const model = request.model ?? config.model
@@ -166,8 +169,9 @@ export const prepare = (config: Config) => (request: Driver.InvocationRequest) =
     if (request.instructions.length > 0) args.push("--append-system-prompt", request.instructions)
     args.push(...sessionArgs(request.session))
     return {
-      command,
-      args,
+      command: binary.command,
+      args: [...binary.prefix, ...args],
+      commandSource: binary.source,
       env: Env.buildEnv(config, request, {
         ...endpointEnv(config),
         ...mcpTimeoutEnv(config),
@@ -212,12 +216,18 @@ export const sessionConfig = (config: Config): { readonly [key: string]: unknown
 }
 
 /** @internal */
-export const driver = (config: Config = {}): Driver.Driver => ({
-  name: "codebuddy",
-  capabilities,
-  sessionConfig: sessionConfig(config),
-  layout,
-  prepare: prepare(config),
-  parse: (lines, context) => parser.parse(lines, context),
-  classifyExit
-})
+export const driver = (config: Config = {}): Driver.Driver => {
+  const binary = Binary.resolve(binarySpec, config.binary)
+  const announce = Binary.announce("codebuddy", binary)
+  const prepareTurn = prepare(config, binary)
+  return {
+    name: "codebuddy",
+    capabilities,
+    sessionConfig: sessionConfig(config),
+    layout,
+    prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
+    parse: (lines, context) => parser.parse(lines, context),
+    classifyExit,
+    install: "install it with `npm install @tencent-ai/agent-sdk` (its `cli/` folder is the CodeBuddy Code CLI)"
+  }
+}
