@@ -1,15 +1,22 @@
 /**
  * A 200 KiB prompt reaches the model whole on every driver: no driver puts the prompt in argv
  * (Linux refuses an argument over 128 KiB with E2BIG, and argv is readable by every local user
- * through /proc). The real Claude Code, Codex and Gemini CLIs against the scripted servers, and
- * the Cursor fake. One turn per driver.
+ * through /proc). The real Claude Code, Codex, Gemini and CodeBuddy CLIs against the scripted
+ * servers, and the Cursor fake. One turn per driver.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
-import { Claude, Codex, Cursor, Gemini } from "@tether/drivers"
-import { AnthropicServer, CursorAgent, GeminiServer, Harness, ResponsesServer } from "@tether/testing"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
+import {
+  AnthropicServer,
+  ChatCompletionsServer,
+  CursorAgent,
+  GeminiServer,
+  Harness,
+  ResponsesServer
+} from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
@@ -115,6 +122,21 @@ describe("A 200 KiB prompt on every driver", () => {
       )
       expect(result?.text).toBe("received")
       whole(GeminiServer.transcript((yield* server.generations)[0]!).at(-1)?.[1])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("CodeBuddy Code", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatCompletionsServer.make({ script: () => ChatCompletionsServer.text("received") })
+      const result = succeeded(
+        yield* turn(
+          CodeBuddy.driver({ endpoint: { baseUrl: server.baseUrl, apiKey: Redacted.make("sk-fake-codebuddy") } }),
+          prompt
+        )
+      )
+      expect(result?.text).toBe("received")
+      // The CLI wraps the prompt: `<user_query>…</user_query>`.
+      const requests = yield* server.requests
+      whole(ChatCompletionsServer.texts(requests[0]!, "user").find((text) => text.includes("BEGIN-OF-LARGE-PROMPT")))
     }).pipe(Effect.scoped), 60_000)
 
   it.live("Cursor (fake CLI)", () =>
