@@ -124,6 +124,36 @@ describe("Redaction of live tokens", () => {
     )
   })
 
+  it.live("a held-back delta keeps its place: reasoning ending like a token's start still comes before the next text", () =>
+    runWith(
+      shell([
+        // Each delta ends with the token's first character, so each could be a token's start.
+        `C=$(printf '%s' "$TOKEN" | cut -c1)`,
+        `printf '{"_tag":"ReasoningDelta","text":"think%s"}\\n' "$C"`,
+        `printf '{"_tag":"TextDelta","text":"Hel%s"}\\n' "$C"`,
+        `printf '{"_tag":"ReasoningDelta","text":"more%s"}\\n' "$C"`,
+        `printf '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}\\n'`
+      ].join("\n")),
+      (agent) =>
+        Effect.gen(function*() {
+          const events: Array<Event.Event> = []
+          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+          return events.flatMap((e) =>
+            e._tag === "TextDelta" || e._tag === "ReasoningDelta" ? [`${e._tag}:${e.text}`] : []
+          )
+        })
+    ).pipe(
+      Effect.tap(({ value: deltas }) =>
+        Effect.sync(() => {
+          // Whatever the split, the kinds come in the order the CLI wrote them, nothing lost.
+          const kinds = deltas.map((d) => d.split(":")[0]).filter((k, i, all) => i === 0 || all[i - 1] !== k)
+          expect(kinds).toEqual(["ReasoningDelta", "TextDelta", "ReasoningDelta"])
+          const text = deltas.map((d) => d.slice(d.indexOf(":") + 1)).join("")
+          expect(text).toMatch(/^think.Hel.more.$/)
+        })
+      )
+    ))
+
   it.live("a token printed by the process is dead (401) as soon as the run returns, while the agent stays registered", () =>
     runWith(
       shell([

@@ -41,10 +41,19 @@ export const makeOutputScrubber = (redactor: Gateway.Redactor): OutputScrubber =
   return {
     push: (output, sink) => {
       switch (output._tag) {
+        // What the other kind holds back came first: it is released before this delta.
         case "TextDelta":
+          if (reasoning !== "") {
+            sink({ _tag: "ReasoningDelta", text: redactor.window(reasoning) })
+            reasoning = ""
+          }
           text = delta(text, output, sink)
           return
         case "ReasoningDelta":
+          if (text !== "") {
+            sink({ _tag: "TextDelta", text: redactor.window(text) })
+            text = ""
+          }
           reasoning = delta(reasoning, output, sink)
           return
         default:
