@@ -71,6 +71,10 @@ export interface Timing {
 export const tuned: Timing = internal.tuned
 
 /**
+ * What every kind of member (runner or client) configures alike. `shardsPerGroup` must be the same
+ * on every member of one cluster, or shards are assigned differently and messages are lost to the
+ * wrong runner.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -83,6 +87,9 @@ export interface CommonOptions {
 }
 
 /**
+ * A socket runner: the address the others reach it at (required), where it listens when that
+ * differs, and the wire format, which must be the same on every member.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -96,6 +103,9 @@ export interface SocketOptions extends CommonOptions {
 }
 
 /**
+ * A client-only member: it sends to the runners and hosts no entity. Its wire format must be the
+ * runners' one.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -104,6 +114,9 @@ export interface ClientOptions extends CommonOptions {
 }
 
 /**
+ * A single runner in this process (no socket): every shard is its own; messages are still
+ * persisted in SQL so a restarted host resumes them.
+ *
  * @since 0.1.0
  * @category models
  */

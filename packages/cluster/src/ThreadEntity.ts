@@ -247,6 +247,10 @@ export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Snapsh
 export const entityIdOf: (key: string) => string = entityId.entityIdOf
 
 /**
+ * What each runner needs to host thread entities: the options of each thread's agent (built the
+ * same on every runner so threads resume anywhere) and how long a turn waits to take over a dead
+ * runner's lease.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -318,6 +322,9 @@ export interface RemoteThread {
 }
 
 /**
+ * The threads of the cluster by key: `thread(key)` is a handle that routes each operation to the
+ * runner owning the key's entity; building it does no I/O.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -326,6 +333,9 @@ export interface Client {
 }
 
 /**
+ * Timeouts of the client's requests: a request that takes longer fails with a timeout error; the
+ * turn itself is not cancelled on the runner.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -125,6 +125,11 @@ export interface Policy {
 }
 
 /**
+ * Everything `make` / `layer` need: the driver, the frozen definition, the working directory, and
+ * optional identity, profile, model, policy, environment, event buffering, output limits, process
+ * graces and close deadline. Invalid values fail `make` with `AgentConfigError` before any
+ * provider I/O.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -208,12 +213,17 @@ export interface Turn {
 }
 
 /**
+ * What a run takes: a prompt (`"fix the bug"` is `{ input: "fix the bug" }`) or a full `Turn`.
+ *
  * @since 0.1.0
  * @category models
  */
 export type Input = string | Turn
 
 /**
+ * The deadline of one `close()` call (default: the agent's `closeTimeout`). What the deadline cut
+ * stays pending and the call fails with `CloseTimeout`.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -278,6 +278,12 @@ export interface ExitInfo {
 }
 
 /**
+ * A provider adapter: its name and capabilities, and the pure functions the agent calls around one
+ * CLI process: `prepare` (turn → invocation: argv, env allow-list, files), `parse` (stdout lines →
+ * events and the terminal record) and the optional session hooks. A driver performs no I/O of its
+ * own: the agent spawns, writes files and cleans up, so every driver gets the same isolation,
+ * redaction and close guarantees. Conformance is checked by `@tether/testing`'s `Conformance.run`.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -17,6 +17,9 @@ const base = {
 }
 
 /**
+ * The first event of every run, exactly once: the provider, the model, the thread key (for a
+ * thread turn), the tools this turn may use and the instructions sent.
+ *
  * @since 0.1.0
  * @category events
  */
@@ -59,6 +62,9 @@ export class SessionStarted extends Schema.TaggedClass<SessionStarted>()("Sessio
 }) {}
 
 /**
+ * A piece of the model's answer text as it streams. Droppable under backpressure (counted by
+ * `Dropped`); the complete text is in the `Message` and the `Result`.
+ *
  * @since 0.1.0
  * @category events
  */
@@ -68,6 +74,9 @@ export class TextDelta extends Schema.TaggedClass<TextDelta>()("TextDelta", {
 }) {}
 
 /**
+ * A piece of the model's reasoning, when the provider streams it. Droppable under backpressure
+ * like `TextDelta`.
+ *
  * @since 0.1.0
  * @category events
  */
@@ -141,6 +150,9 @@ export class Notice extends Schema.TaggedClass<Notice>()("Notice", {
 }) {}
 
 /**
+ * A provider process was spawned for this run: its pid and the command (argv joined, token values
+ * redacted).
+ *
  * @since 0.1.0
  * @category events
  */
@@ -151,6 +163,8 @@ export class ProcessStarted extends Schema.TaggedClass<ProcessStarted>()("Proces
 }) {}
 
 /**
+ * A provider process of this run exited: its exit code, or the signal that ended it.
+ *
  * @since 0.1.0
  * @category events
  */
@@ -194,6 +208,9 @@ export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished"
 }) {}
 
 /**
+ * The Schema of every event a run streams (`agent.stream`, `thread.stream`), a union on `_tag`:
+ * decode and encode events that cross a process boundary with it.
+ *
  * @since 0.1.0
  * @category models
  */

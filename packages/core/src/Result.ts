@@ -50,6 +50,9 @@ export class TranscriptToolCall extends Schema.TaggedClass<TranscriptToolCall>()
 }) {}
 
 /**
+ * The Schema of one entry of a run's transcript: a message or a tool call, in the order they
+ * happened.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -103,6 +106,9 @@ export class Rejected extends Schema.TaggedClass<Rejected>()("ResumeRejected", {
 }) {}
 
 /**
+ * The Schema of why a thread turn started a fresh session instead of resuming: the checkpoint was
+ * `Incompatible` with this agent, or the provider `Rejected` the resume.
+ *
  * @since 0.1.0
  * @category models
  */

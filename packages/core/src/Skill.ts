@@ -13,6 +13,8 @@ import * as Schema from "effect/Schema"
 import * as internal from "./internal/skill.js"
 
 /**
+ * The brand of skill values (see `isSkill`).
+ *
  * @since 0.1.0
  * @category type ids
  */
@@ -108,6 +110,8 @@ export class SkillError extends Schema.TaggedError<SkillError>("@tether/core/Ski
 }
 
 /**
+ * Whether a value is a skill built by this module's constructors.
+ *
  * @since 0.1.0
  * @category guards
  */

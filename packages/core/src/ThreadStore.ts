@@ -53,6 +53,11 @@ export {
    */
   ThreadRecord,
   /**
+   * The service that keeps thread checkpoints: one current record per key, plus the records a
+   * new conversation replaced (its history). A turn holds its thread's lease while it runs, and a
+   * commit is atomic with the lease check: a host that lost the lease persists nothing. Agents
+   * use it when their context has one, else an in-memory store of their own.
+   *
    * @since 0.1.0
    * @category tags
    */

@@ -55,6 +55,9 @@ export type TomlValue =
   | TomlTable
 
 /**
+ * A TOML table as Codex's `config.toml` holds it: the value of `Config.settings` and
+ * `ModelProvider` entries, written into the clone's config file.
+ *
  * @since 0.1.0
  * @category models
  */

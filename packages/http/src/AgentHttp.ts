@@ -82,6 +82,10 @@ export interface TurnRequest<Principal> {
 }
 
 /**
+ * What the HTTP routes serve: the agent, the required `authorize` (run first on every route: it
+ * authenticates the request and says which thread keys its principal may use) and how a request
+ * becomes a turn.
+ *
  * @since 0.1.0
  * @category models
  */

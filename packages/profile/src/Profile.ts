@@ -66,6 +66,10 @@ export interface SelectionOptions extends CloneOptions {
 }
 
 /**
+ * The selection's options with their defaults applied: which classes of the source profile are
+ * cloned (settings, MCP configuration, skills), how authentication reaches the clone, and where
+ * sessions are kept.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -297,6 +301,10 @@ export interface ExecutionProfile {
 }
 
 /**
+ * A profile operation failed: `SourceMissing` (the source profile does not exist), `InvalidPath`,
+ * `UnsafeRoot` (the clone root is not a private directory of this user), `CloneClosed` (the clone
+ * was used after its release) or `Io`, with the path concerned.
+ *
  * @since 0.1.0
  * @category errors
  */
@@ -344,6 +352,8 @@ export class ProfileCollision
 }
 
 /**
+ * Every failure of acquiring an execution profile.
+ *
  * @since 0.1.0
  * @category errors
  */
@@ -388,6 +398,9 @@ export const clone: (
 ) => internal.clone(selection, layout, owner)
 
 /**
+ * Where `reclaim` looks (default `defaultRoot()`) and how old a clone without a readable marker
+ * must be before it is removed.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -411,6 +424,9 @@ export const reclaim: (
   internal.reclaim(options)
 
 /**
+ * One entry of the source profile that the layout declares (settings, MCP, skills, auth), as
+ * `inspect` sees it.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -423,6 +439,9 @@ export interface DeclaredEntry {
 }
 
 /**
+ * A file written into a clone (instructions, MCP configuration) and whether it is still as
+ * written.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -434,6 +453,9 @@ export interface MaterializedEntry {
 }
 
 /**
+ * One clone found under the root by `inspect`: its owner (agent id, pid, whether it is alive),
+ * whether it is retained, and its materialized files.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -447,6 +469,9 @@ export interface CloneReport {
 }
 
 /**
+ * What `inspect` reports about a selection, read-only: the source profile's declared entries and
+ * the clones of it under the root.
+ *
  * @since 0.1.0
  * @category models
  */

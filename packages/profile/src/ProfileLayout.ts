@@ -23,6 +23,10 @@ export type Globs = ReadonlyArray<string>
 export type EntryClass = "settings" | "mcp" | "skills" | "auth"
 
 /**
+ * How one provider keeps its profile: the variables that select the directory, its native
+ * location, and which entries are settings, MCP configuration, skills or credentials. A driver
+ * exports its layout; the profile module clones by it.
+ *
  * @since 0.1.0
  * @category models
  */

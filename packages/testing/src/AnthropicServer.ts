@@ -165,6 +165,9 @@ export interface MessagesRequest {
 export type Responder = (request: MessagesRequest) => Step
 
 /**
+ * The server's script: steps answered in order, then `respond` (or 500 when the script is
+ * exhausted), and the model name it reports.
+ *
  * @since 0.1.0
  * @category models
  */

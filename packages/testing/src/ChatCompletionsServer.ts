@@ -142,6 +142,9 @@ export interface ToolResult {
 }
 
 /**
+ * The server's script, the model name it reports, and the API key it requires (then requests
+ * without it get 401).
+ *
  * @since 0.1.0
  * @category models
  */

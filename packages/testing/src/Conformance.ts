@@ -60,6 +60,9 @@ export interface Subject {
 }
 
 /**
+ * One clause of the driver contract: its id (as in DESIGN), its title, and the check, which fails
+ * with `ConformanceFailure` naming the clause.
+ *
  * @since 0.1.0
  * @category models
  */

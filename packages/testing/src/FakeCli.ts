@@ -78,6 +78,9 @@ export const script = (...ops: ReadonlyArray<Op>): string => ops.map((op) => JSO
 export const selectorEnv = "FAKE_CLI_HOME"
 
 /**
+ * How the fake CLI driver runs: its capabilities (to exercise capability errors) and the node
+ * executable.
+ *
  * @since 0.1.0
  * @category models
  */

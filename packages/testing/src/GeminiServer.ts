@@ -147,6 +147,9 @@ export interface GenerateRequest {
 export type Responder = (request: GenerateRequest) => Step
 
 /**
+ * The server's script: steps answered in order, then `respond` (or 400 when the script is
+ * exhausted).
+ *
  * @since 0.1.0
  * @category models
  */

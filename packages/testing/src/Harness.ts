@@ -84,6 +84,9 @@ export interface Sandbox {
 }
 
 /**
+ * A fresh temporary sandbox for one test: a source profile (with a settings file and a fake
+ * credential), a clone root, a session store and a workspace, all removed when the scope closes.
+ *
  * @since 0.1.0
  * @category constructors
  */

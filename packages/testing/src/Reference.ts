@@ -25,6 +25,8 @@ export type Step =
   | { readonly _tag: "$hang" }
 
 /**
+ * The reference driver's behaviour for a prompt and its capabilities.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -94,6 +96,9 @@ export const parse = (lines: Stream.Stream<string>): Stream.Stream<Driver.Output
   ))
 
 /**
+ * The reference driver: a minimal complete driver (a Node script as its CLI) that passes the
+ * conformance suite. Read it as the model of a third-party driver.
+ *
  * @since 0.1.0
  * @category constructors
  */

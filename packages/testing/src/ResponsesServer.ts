@@ -99,6 +99,9 @@ export interface FunctionCallOutput {
 }
 
 /**
+ * The server's script, the model slug it reports, and the API key it requires (then requests
+ * without it get 401).
+ *
  * @since 0.1.0
  * @category models
  */

@@ -14,6 +14,8 @@ import * as internalRejection from "./internal/rejection.js"
 import * as internal from "./internal/tool.js"
 
 /**
+ * The brand of tool values (see `isTool`).
+ *
  * @since 0.1.0
  * @category type ids
  */
@@ -82,6 +84,8 @@ export interface Tool<
 export interface Any extends Tool<string, Schema.Schema.Any, Schema.Schema.Any, Schema.Schema.Any> {}
 
 /**
+ * The name of a tool type, as the model calls it.
+ *
  * @since 0.1.0
  * @category type-level
  */
@@ -150,6 +154,8 @@ export interface HandlerService<Name extends string> {
 }
 
 /**
+ * The input Schema `make` builds: the Schema given, or a `Schema.Struct` of the fields given.
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -187,6 +193,8 @@ export const make: <
 }) => Tool<Name, InputSchema<Input>, Output, Failure> = internal.make as never
 
 /**
+ * Whether a value is a tool built by `make`.
+ *
  * @since 0.1.0
  * @category guards
  */

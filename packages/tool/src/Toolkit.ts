@@ -14,6 +14,8 @@ import * as internal from "./internal/toolkit.js"
 import type * as Tool from "./Tool.js"
 
 /**
+ * The brand of toolkit values (see `isToolkit`).
+ *
  * @since 0.1.0
  * @category type ids
  */
@@ -131,6 +133,8 @@ export interface Any {
 export type Tools<T extends Any> = T["tools"]
 
 /**
+ * The tools of a tuple keyed by their names: what `make(...tools)` holds.
+ *
  * @since 0.1.0
  * @category type-level
  */
@@ -141,6 +145,8 @@ export type ToolsByName<Tools extends ReadonlyArray<Tool.Any>> = {
 type ToolsOf<T> = T extends Any ? T["tools"][keyof T["tools"]] : never
 
 /**
+ * The tools of several toolkits keyed by their names: what `merge` holds.
+ *
  * @since 0.1.0
  * @category type-level
  */
@@ -149,6 +155,8 @@ export type MergedTools<Toolkits extends ReadonlyArray<Any>> = {
 }
 
 /**
+ * Whether a value is a toolkit built by `make`, `merge` or `empty`.
+ *
  * @since 0.1.0
  * @category guards
  */
