@@ -24,8 +24,14 @@
  *
  * @example
  * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
  * import { Tool as AiTool, Toolkit as AiTools } from "@effect/ai"
  * import { AiToolkit } from "@tether/ai"
+ * import { Agent } from "@tether/core"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Tool, Toolkit } from "@tether/tool"
+ * import { Effect, Layer, Schema } from "effect"
  *
  * const GetWeather = AiTool.make("get_weather", {
  *   description: "The current weather of a city.",
@@ -35,15 +41,31 @@
  * const Weather = AiTools.make(GetWeather)
  * const WeatherLive = Weather.toLayer({ get_weather: ({ city }) => Effect.succeed({ celsius: 21 }) })
  *
+ * const LookupIssue = Tool.make("lookup_issue", {
+ *   description: "Look up one issue by key.",
+ *   input: { key: Schema.String },
+ *   output: Schema.Struct({ title: Schema.String })
+ * })
+ * const IssueTools = Toolkit.make(LookupIssue)
+ * const IssueToolsLive = IssueTools.toLayer({ lookup_issue: ({ key }) => Effect.succeed({ title: key }) })
+ *
  * const program = Effect.gen(function*() {
- *   const tools = yield* AiToolkit.merge(IssueTools, Weather)   // a Tether Toolkit
- *   const agent = yield* Agent.make({ driver, definition: { instructions: "", tools }, workspace })
- * }).pipe(Effect.scoped, Effect.provide([
- *   IssueToolsLive,
- *   AiToolkit.layer(Weather).pipe(Layer.provide(WeatherLive)),
- *   Gateway.layer(),
- *   NodeContext.layer
- * ]))
+ *   const tools = yield* AiToolkit.merge(IssueTools, Weather) // one Tether toolkit
+ *   const agent = yield* Agent.make({
+ *     driver: Claude.driver(),
+ *     definition: { instructions: "", tools },
+ *     workspace: process.cwd()
+ *   })
+ *   return yield* agent.run("What is the weather in Paris?")
+ * }).pipe(
+ *   Effect.scoped,
+ *   Effect.provide([
+ *     IssueToolsLive,
+ *     AiToolkit.layer(Weather).pipe(Layer.provide(WeatherLive)),
+ *     Gateway.layer(),
+ *     NodeContext.layer
+ *   ])
+ * )
  * ```
  *
  * @since 0.1.0
@@ -188,8 +210,18 @@ export const layer = <Tools extends Record<string, AiTool.Any>>(
  *
  * @example
  * ```ts
+ * import { Tool as AiTool } from "@effect/ai"
+ * import { AiToolkit } from "@tether/ai"
+ * import { Tool } from "@tether/tool"
+ * import { Schema } from "effect"
+ *
  * const GetWeather = AiToolkit.rejectFailure(
- *   AiTool.make("get_weather", { ..., failure: Schema.Struct({ unknownCity: Schema.String }) }),
+ *   AiTool.make("get_weather", {
+ *     description: "The current weather of a city.",
+ *     parameters: { city: Schema.String },
+ *     success: Schema.Struct({ celsius: Schema.Number }),
+ *     failure: Schema.Struct({ unknownCity: Schema.String })
+ *   }),
  *   (failure) => Tool.reject("unknown_city", `There is no city called ${failure.unknownCity}.`)
  * )
  * ```

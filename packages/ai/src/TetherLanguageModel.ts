@@ -43,9 +43,12 @@
  *
  * @example
  * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
  * import { LanguageModel } from "@effect/ai"
  * import { TetherLanguageModel } from "@tether/ai"
  * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Effect } from "effect"
  *
  * const program = LanguageModel.generateText({ prompt: "Summarize README.md" }).pipe(
  *   Effect.provide(TetherLanguageModel.layer({ driver: Claude.driver(), workspace: "/srv/repo" })),

@@ -18,16 +18,38 @@
  *
  * @example
  * ```ts
- * // On each runner:
- * const RunnerLive = ThreadEntity.layer({ agent: { driver, definition, workspace } }).pipe(
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { PgClient } from "@effect/sql-pg"
+ * import { Runner, ThreadEntity } from "@tether/cluster"
+ * import * as SqlThreadStore from "@tether/core/SqlThreadStore"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Profile } from "@tether/profile"
+ * import { Toolkit } from "@tether/tool"
+ * import { Config, Effect, Layer } from "effect"
+ *
+ * const Database = PgClient.layerConfig({ url: Config.redacted("DATABASE_URL") })
+ *
+ * // On each runner (the same agent options everywhere, so a thread resumes on any of them):
+ * const RunnerLive = ThreadEntity.layer({
+ *   agent: {
+ *     driver: Claude.driver(),
+ *     definition: { instructions: "You triage issues.", tools: Toolkit.empty },
+ *     workspace: "/srv/repo",
+ *     profile: Profile.cloneFrom("/srv/profiles/claude", "/var/tmp/clones", { sessions: "/shared/sessions" })
+ *   }
+ * }).pipe(
  *   Layer.provide(Runner.layerSocket({ address: { host: "10.0.0.7", port: 34431 } })),
  *   Layer.provide(SqlThreadStore.layer),
- *   Layer.provide([IssueToolsLive, Gateway.layer(), NodeContext.layer]),
- *   Layer.provide(PgClient.layer({ url: Redacted.make(databaseUrl) }))
+ *   Layer.provide([Gateway.layer(), NodeContext.layer]),
+ *   Layer.provide(Database)
  * )
+ *
  * // On any member (a runner, or a host with Runner.layerClient):
- * const threads = yield* ThreadEntity.client()
- * const result = yield* threads.thread("tenant-42/issue-123").run("Triage ISSUE-42.")
+ * const triage = Effect.gen(function*() {
+ *   const threads = yield* ThreadEntity.client()
+ *   return yield* threads.thread("tenant-42/issue-123").run("Triage ISSUE-42.")
+ * })
  * ```
  *
  * @since 0.1.0

@@ -16,23 +16,34 @@
  * @example
  * ```ts
  * // An end-to-end test of a driver through Agent.make (what drivers' tests provide):
+ * import { it } from "@effect/vitest"
  * import { Agent } from "@tether/core"
- * import { Harness } from "@tether/testing"
+ * import { Harness, Reference } from "@tether/testing"
+ * import { Tool, Toolkit } from "@tether/tool"
+ * import { Effect, Schema } from "effect"
+ *
+ * const LookupIssue = Tool.make("lookup_issue", {
+ *   description: "Look up one issue by key.",
+ *   input: { key: Schema.String },
+ *   output: Schema.Struct({ title: Schema.String })
+ * })
+ * const IssueTools = Toolkit.make(LookupIssue)
+ * const IssueToolsLive = IssueTools.toLayer({ lookup_issue: ({ key }) => Effect.succeed({ title: key }) })
  *
  * it.live("answers", () =>
  *   Effect.gen(function*() {
- *     const sandbox = yield* Harness.sandbox           // temp source profile, clone root, workspace
+ *     const sandbox = yield* Harness.sandbox // temp source profile, clone root, workspace
  *     const agent = yield* Agent.make({
- *       driver: MyDriver.driver({ model: "m" }),
+ *       driver: Reference.driver(), // your driver here
  *       definition: { instructions: "", skills: [], tools: IssueTools },
  *       workspace: sandbox.workspace,
- *       profile: sandbox.selection,                     // Profile.cloneFrom(source, root)
- *       env: { PATH: process.env.PATH, MY_BASE_URL: server.url } // what `prepare` may pick from
+ *       profile: sandbox.selection, // Profile.cloneFrom(source, root)
+ *       env: { PATH: process.env.PATH } // what the driver's `prepare` may pick from
  *     })
  *     const result = yield* agent.run("hello")
  *   }).pipe(
- *     Effect.scoped,                                    // closing the scope closes the agent
- *     Effect.provide([IssueToolsLive, Harness.layer])  // handlers + Gateway + NodeContext
+ *     Effect.scoped, // closing the scope closes the agent
+ *     Effect.provide([IssueToolsLive, Harness.layer]) // handlers + Gateway + NodeContext
  *   ))
  * ```
  *
@@ -263,6 +274,21 @@ export interface Agent {
   /**
    * Opens the thread under `key` (continue-or-start, or `resumeOnly`), see `Thread`. The store is
    * the `ThreadStore` service when the context has one, else an in-memory store of this agent.
+   *
+   * @example
+   * ```ts
+   * import { Agent } from "@tether/core"
+   * import { Effect } from "effect"
+   *
+   * declare const agent: Agent.Agent
+   *
+   * const program = Effect.gen(function*() {
+   *   const thread = yield* agent.thread("customer-42") // continues the conversation under this key, or starts it
+   *   yield* thread.run("My order has not arrived.")
+   *   const answer = yield* thread.run("It was order 1234.") // the same provider session, resumed
+   *   return answer.text
+   * })
+   * ```
    */
   readonly thread: (key: string, options?: Thread.Options) => Effect.Effect<Thread.Thread, Thread.OpenFailure>
   /**
@@ -276,7 +302,53 @@ export interface Agent {
   readonly pruneThreads: (
     options: { readonly olderThan: Duration.DurationInput }
   ) => Effect.Effect<Thread.PruneReport, ThreadStoreError | AgentClosed>
+  /**
+   * Runs one turn and returns its `Result` once the provider's process has given its terminal
+   * record; fails with `RunError` (the run failed: see its `reason`), `AgentClosed` or
+   * `InvalidTurn`.
+   *
+   * @example
+   * ```ts
+   * import { Agent } from "@tether/core"
+   * import { Effect } from "effect"
+   *
+   * declare const agent: Agent.Agent
+   *
+   * const program = Effect.gen(function*() {
+   *   const result = yield* agent.run({ input: "Fix the failing test.", model: "claude-opus-4-1" })
+   *   return result.text
+   * }).pipe(
+   *   Effect.catchTag("RunError", (error) => Effect.succeed(`the run failed (${error.reason}): ${error.detail}`))
+   * )
+   * ```
+   */
   readonly run: (turn: Input) => Effect.Effect<Result, RunError | AgentClosed | InvalidTurn>
+  /**
+   * Runs one turn as a stream of its events: exactly one `RunStarted` first and one
+   * `RunFinished` last (it carries the `Result`). A failed run still ends with `RunFinished`,
+   * then the stream fails with `RunError`.
+   *
+   * @example
+   * ```ts
+   * import { Agent } from "@tether/core"
+   * import { Console, Effect, Stream } from "effect"
+   *
+   * declare const agent: Agent.Agent
+   *
+   * const program = agent.stream("Summarize the open issues.").pipe(
+   *   Stream.runForEach((event) => {
+   *     switch (event._tag) {
+   *       case "TextDelta":
+   *         return Console.log(event.text)
+   *       case "ToolCall":
+   *         return Console.log(`tool ${event.name}`)
+   *       default:
+   *         return Effect.void
+   *     }
+   *   })
+   * )
+   * ```
+   */
   readonly stream: (turn: Input) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
   readonly close: (options?: CloseOptions) => Effect.Effect<void, CloseTimeout>
 }
@@ -299,6 +371,29 @@ export type Requirements =
  * tools are registered with the gateway and the execution clone is acquired. The agent's close
  * is the scope's finalizer.
  *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Agent } from "@tether/core"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Toolkit } from "@tether/tool"
+ * import { Console, Effect } from "effect"
+ *
+ * const program = Effect.gen(function*() {
+ *   const agent = yield* Agent.make({
+ *     driver: Claude.driver(),
+ *     definition: { instructions: "Answer in one sentence.", tools: Toolkit.empty },
+ *     workspace: process.cwd()
+ *   })
+ *   const result = yield* agent.run("What does this repository do?")
+ *   yield* Console.log(result.text)
+ * }).pipe(
+ *   Effect.scoped, // leaving the scope closes the agent: processes stopped, clone removed
+ *   Effect.provide([Gateway.layer(), NodeContext.layer]) // + the handler Layer of its tools
+ * )
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -312,6 +407,28 @@ export const make: <Tools extends Toolkit.Any>(
 
 /**
  * The same agent as a scoped Layer.
+ *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Agent } from "@tether/core"
+ * import { Codex } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Toolkit } from "@tether/tool"
+ * import { Context, Effect, Layer } from "effect"
+ *
+ * class Reviewer extends Context.Tag("app/Reviewer")<Reviewer, Agent.Agent>() {}
+ *
+ * const ReviewerLive = Agent.layer(Reviewer, {
+ *   driver: Codex.driver({ model: "gpt-5-codex" }),
+ *   definition: { instructions: "Review the diff you are given.", tools: Toolkit.empty },
+ *   workspace: "/srv/repo"
+ * }).pipe(Layer.provide([Gateway.layer(), NodeContext.layer]))
+ *
+ * const program = Effect.flatMap(Reviewer, (reviewer) => reviewer.run("Review the last commit.")).pipe(
+ *   Effect.provide(ReviewerLive)
+ * )
+ * ```
  *
  * @since 0.1.0
  * @category layers

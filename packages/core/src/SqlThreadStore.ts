@@ -36,6 +36,18 @@ import * as internal from "./internal/threadStoreSql.js"
  * `ThreadBusy`. Keys of any length (a long key is indexed by its digest). Fails with
  * `ThreadStoreError` when the migrations cannot run.
  *
+ * @example
+ * ```ts
+ * import { PgClient } from "@effect/sql-pg"
+ * import * as SqlThreadStore from "@tether/core/SqlThreadStore"
+ * import { Config, Layer } from "effect"
+ *
+ * // Several hosts share the threads: a turn holds its thread's lease in the database.
+ * const Threads = SqlThreadStore.layer.pipe(
+ *   Layer.provide(PgClient.layerConfig({ url: Config.redacted("DATABASE_URL") }))
+ * )
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

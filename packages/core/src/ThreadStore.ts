@@ -85,6 +85,17 @@ export type {
 /**
  * The in-memory store (the default): process-local, lost when the process exits.
  *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { ThreadStore } from "@tether/core"
+ * import { Gateway } from "@tether/gateway"
+ * import { Layer } from "effect"
+ *
+ * // Every agent made in this context shares the store (else each agent keeps its own).
+ * const AgentContext = Layer.mergeAll(ThreadStore.layerMemory, Gateway.layer(), NodeContext.layer)
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

@@ -137,6 +137,23 @@ export const instructionsFile: string = internal.instructionsFile
  * enters threads' compatibility fingerprint) is `model`, `builtinTools` and
  * `profileMcpServers`; never `env` or `binary`.
  *
+ * @example
+ * ```ts
+ * import { Claude } from "@tether/drivers"
+ * import { Redacted } from "effect"
+ *
+ * declare const apiKey: string
+ *
+ * // The Claude Code CLI the app installed (or `claude` on the PATH), logged in through the profile:
+ * const driver = Claude.driver({ model: "claude-sonnet-4-5" })
+ * // The same CLI against another endpoint that speaks the Anthropic Messages API:
+ * const proxied = Claude.driver({
+ *   model: "claude-sonnet-4-5",
+ *   env: { ANTHROPIC_BASE_URL: "https://llm-proxy.internal", ANTHROPIC_API_KEY: Redacted.make(apiKey) },
+ *   allowedTools: ["Read", "Bash(git status:*)"] // built-in tools it may run without asking
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -154,12 +171,15 @@ export const driver: (config?: Config) => Driver.Driver = internal.driver
  * import { Claude } from "@tether/drivers"
  * import { Config, Effect } from "effect"
  *
- * const driver = yield* Claude.driverConfig({
- *   model: Config.string("CLAUDE_MODEL"),
- *   env: Config.all({
- *     ANTHROPIC_BASE_URL: Config.string("ANTHROPIC_BASE_URL"),
- *     ANTHROPIC_API_KEY: Config.redacted("ANTHROPIC_API_KEY")
+ * const program = Effect.gen(function*() {
+ *   const driver = yield* Claude.driverConfig({
+ *     model: Config.string("CLAUDE_MODEL"),
+ *     env: Config.all({
+ *       ANTHROPIC_BASE_URL: Config.string("ANTHROPIC_BASE_URL"),
+ *       ANTHROPIC_API_KEY: Config.redacted("ANTHROPIC_API_KEY")
+ *     })
  *   })
+ *   return driver
  * })
  * ```
  *

@@ -181,6 +181,20 @@ export const maxInstructionsBytes: number = internal.maxInstructionsBytes
  * or `ResumeRejected` when it says the resumed session does not exist. Its `sessionConfig` is
  * `model`, `builtinTools` and `profileMcpServers`; never `env`, `endpoint` or `binary`.
  *
+ * @example
+ * ```ts
+ * import { CodeBuddy } from "@tether/drivers"
+ * import { Redacted } from "effect"
+ *
+ * declare const apiKey: string
+ *
+ * // CodeBuddy Code (bundled in @tencent-ai/agent-sdk) against an OpenAI Chat Completions endpoint:
+ * const driver = CodeBuddy.driver({
+ *   model: "deepseek-v3",
+ *   endpoint: { baseUrl: "https://llm-proxy.internal/v1", apiKey: Redacted.make(apiKey) }
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -197,12 +211,15 @@ export const driver: (config?: Config) => Driver.Driver = internal.driver
  * import { CodeBuddy } from "@tether/drivers"
  * import { Config, Effect } from "effect"
  *
- * const driver = yield* CodeBuddy.driverConfig({
- *   model: Config.string("CODEBUDDY_MODEL"),
- *   endpoint: {
- *     baseUrl: Config.string("CODEBUDDY_BASE_URL"),
- *     apiKey: Config.redacted("CODEBUDDY_API_KEY")
- *   }
+ * const program = Effect.gen(function*() {
+ *   const driver = yield* CodeBuddy.driverConfig({
+ *     model: Config.string("CODEBUDDY_MODEL"),
+ *     endpoint: {
+ *       baseUrl: Config.string("CODEBUDDY_BASE_URL"),
+ *       apiKey: Config.redacted("CODEBUDDY_API_KEY")
+ *     }
+ *   })
+ *   return driver
  * })
  * ```
  *

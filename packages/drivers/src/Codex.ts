@@ -208,6 +208,21 @@ export const userConfigFile: string = codexConfig.userConfigFile
  * thread id" to `ResumeRejected` and "required MCP servers failed to initialize" to
  * `HostedToolsUnavailable`.
  *
+ * @example
+ * ```ts
+ * import { Codex } from "@tether/drivers"
+ * import { Redacted } from "effect"
+ *
+ * declare const apiKey: string
+ *
+ * const driver = Codex.driver({ model: "gpt-5-codex" })
+ * // Another endpoint that speaks the OpenAI Responses API: declared as Codex's model provider.
+ * const proxied = Codex.driver({
+ *   model: "gpt-5-codex",
+ *   modelProvider: { id: "proxy", baseUrl: "https://llm-proxy.internal/v1", apiKey: Redacted.make(apiKey) }
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -215,9 +230,8 @@ export const driver: (config?: Config) => Driver.Driver = internal.driver
 
 /**
  * The driver with its configuration read from `Config` (e.g. the environment): every field of
- * `Config` may be a `Config` (the endpoint and the key are variables of `env`, read with
- * `Config.all`); an omitted field
- * stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
+ * `Config` may be a `Config` (the model provider's `baseUrl` and `apiKey` each one); an omitted
+ * field stays unset. Fails with the `ConfigError` when a value is missing or invalid; the binary is
  * resolved as `driver` does, when this effect runs.
  *
  * @example
@@ -225,11 +239,17 @@ export const driver: (config?: Config) => Driver.Driver = internal.driver
  * import { Codex } from "@tether/drivers"
  * import { Config, Effect } from "effect"
  *
- * const driver = yield* Codex.driverConfig({
- *   binary: Config.string("CODEX_BINARY"),
- *   model: Config.string("CODEX_MODEL"),
- *   modelProvider: { id: Config.succeed("gateway"), baseUrl: Config.string("OPENAI_BASE_URL"), envKey: Config.succeed("OPENAI_API_KEY") },
- *   env: Config.all({ OPENAI_API_KEY: Config.redacted("OPENAI_API_KEY") })
+ * const program = Effect.gen(function*() {
+ *   const driver = yield* Codex.driverConfig({
+ *     binary: Config.string("CODEX_BINARY"),
+ *     model: Config.string("CODEX_MODEL"),
+ *     modelProvider: {
+ *       id: Config.succeed("gateway"),
+ *       baseUrl: Config.string("OPENAI_BASE_URL"),
+ *       apiKey: Config.redacted("OPENAI_API_KEY")
+ *     }
+ *   })
+ *   return driver
  * })
  * ```
  *

@@ -105,6 +105,17 @@ export const mcpFile: string = internal.mcpFile
  * tool call, else `result`). Unknown records and non-JSON lines become `Notice`s.
  * `classifyExit` turns "session … not found" on a resume into `ResumeRejected`.
  *
+ * @example
+ * ```ts
+ * import { Cursor } from "@tether/drivers"
+ * import { Redacted } from "effect"
+ *
+ * declare const apiKey: string
+ *
+ * // Cursor's CLI (`cursor-agent`) talks to Cursor's own service, with the account's API key:
+ * const driver = Cursor.driver({ model: "gpt-5", env: { CURSOR_API_KEY: Redacted.make(apiKey) } })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -122,10 +133,13 @@ export const driver: (config?: Config) => Driver.Driver = internal.driver
  * import { Cursor } from "@tether/drivers"
  * import { Config, Effect } from "effect"
  *
- * const driver = yield* Cursor.driverConfig({
- *   binary: Config.string("CURSOR_AGENT_BINARY"),
- *   model: Config.string("CURSOR_MODEL"),
- *   env: Config.all({ CURSOR_API_KEY: Config.redacted("CURSOR_API_KEY") })
+ * const program = Effect.gen(function*() {
+ *   const driver = yield* Cursor.driverConfig({
+ *     binary: Config.string("CURSOR_AGENT_BINARY"),
+ *     model: Config.string("CURSOR_MODEL"),
+ *     env: Config.all({ CURSOR_API_KEY: Config.redacted("CURSOR_API_KEY") })
+ *   })
+ *   return driver
  * })
  * ```
  *

@@ -147,6 +147,19 @@ export const instructionsFile: string = internal.instructionsFile
  * the assistant text after the last tool call). Unknown records and non-JSON lines become
  * `Notice`s. `classifyExit` turns "Error resuming session" into `ResumeRejected`.
  *
+ * @example
+ * ```ts
+ * import { Gemini } from "@tether/drivers"
+ * import { Redacted } from "effect"
+ *
+ * declare const apiKey: string
+ *
+ * const driver = Gemini.driver({
+ *   model: "gemini-2.5-flash",
+ *   env: { GOOGLE_GEMINI_BASE_URL: "https://llm-proxy.internal", GEMINI_API_KEY: Redacted.make(apiKey) }
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -164,12 +177,15 @@ export const driver: (config?: Config) => Driver.Driver = internal.driver
  * import { Gemini } from "@tether/drivers"
  * import { Config, Effect } from "effect"
  *
- * const driver = yield* Gemini.driverConfig({
- *   model: Config.string("GEMINI_MODEL"),
- *   env: Config.all({
- *     GOOGLE_GEMINI_BASE_URL: Config.string("GOOGLE_GEMINI_BASE_URL"),
- *     GEMINI_API_KEY: Config.redacted("GEMINI_API_KEY")
+ * const program = Effect.gen(function*() {
+ *   const driver = yield* Gemini.driverConfig({
+ *     model: Config.string("GEMINI_MODEL"),
+ *     env: Config.all({
+ *       GOOGLE_GEMINI_BASE_URL: Config.string("GOOGLE_GEMINI_BASE_URL"),
+ *       GEMINI_API_KEY: Config.redacted("GEMINI_API_KEY")
+ *     })
  *   })
+ *   return driver
  * })
  * ```
  *

@@ -201,6 +201,16 @@ export const make: (options?: Options) => Effect.Effect<Gateway["Type"], never, 
 /**
  * The gateway as a scoped Layer (see `make`).
  *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Gateway } from "@tether/gateway"
+ * import { Layer } from "effect"
+ *
+ * // One gateway per host process serves the tools of every agent made in its context.
+ * const AgentContext = Layer.merge(Gateway.layer({ maxConcurrentCalls: 16 }), NodeContext.layer)
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

@@ -116,6 +116,26 @@ const resolve = (options: CloneOptions | undefined): ResolvedOptions => ({
  * The provider's native default location (`layout.nativeDefault(process.env)`). A missing
  * native profile clones as an empty profile.
  *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Agent } from "@tether/core"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Profile } from "@tether/profile"
+ * import { Toolkit } from "@tether/tool"
+ * import { Effect } from "effect"
+ *
+ * // The user's own profile of the driver's CLI (e.g. `~/.claude`), cloned for the agent under the
+ * // default root: the agent uses the user's login, never changes the profile.
+ * const program = Agent.make({
+ *   driver: Claude.driver(),
+ *   definition: { instructions: "", tools: Toolkit.empty },
+ *   workspace: "/srv/repo",
+ *   profile: Profile.native()
+ * }).pipe(Effect.scoped, Effect.provide([Gateway.layer(), NodeContext.layer]))
+ * ```
+ *
  * @since 0.1.0
  * @category selections
  */
@@ -128,6 +148,25 @@ export const native = (options?: SelectionOptions): Selection => ({
 /**
  * A profile directory reserved to one live agent of this process: a second live agent
  * selecting the same directory fails with `ProfileInUse`. The directory must exist.
+ *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Agent } from "@tether/core"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Profile } from "@tether/profile"
+ * import { Toolkit } from "@tether/tool"
+ * import { Effect } from "effect"
+ *
+ * // A directory this agent uses as it is (one live agent at a time).
+ * const program = Agent.make({
+ *   driver: Claude.driver(),
+ *   definition: { instructions: "", tools: Toolkit.empty },
+ *   workspace: "/srv/repo",
+ *   profile: Profile.dedicated("/srv/agents/reviewer/.claude")
+ * }).pipe(Effect.scoped, Effect.provide([Gateway.layer(), NodeContext.layer]))
+ * ```
  *
  * @since 0.1.0
  * @category selections
@@ -142,6 +181,26 @@ export const dedicated = (dir: string, options?: SelectionOptions): Selection =>
 /**
  * The native profile, cloned under `root`.
  *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Agent } from "@tether/core"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Profile } from "@tether/profile"
+ * import { Toolkit } from "@tether/tool"
+ * import { Effect } from "effect"
+ *
+ * // The native profile cloned under a root of your choice; the CLI's sessions kept in a store that
+ * // outlives the clone.
+ * const program = Agent.make({
+ *   driver: Claude.driver(),
+ *   definition: { instructions: "", tools: Toolkit.empty },
+ *   workspace: "/srv/repo",
+ *   profile: Profile.cloneNative("/var/tmp/agent-clones", { sessions: "/srv/sessions" })
+ * }).pipe(Effect.scoped, Effect.provide([Gateway.layer(), NodeContext.layer]))
+ * ```
+ *
  * @since 0.1.0
  * @category selections
  */
@@ -153,6 +212,26 @@ export const cloneNative = (root: string, options?: CloneOptions): Selection => 
 
 /**
  * The profile at `source` (which must exist), cloned under `root`.
+ *
+ * @example
+ * ```ts
+ * import * as NodeContext from "@effect/platform-node/NodeContext"
+ * import { Agent } from "@tether/core"
+ * import { Claude } from "@tether/drivers"
+ * import { Gateway } from "@tether/gateway"
+ * import { Profile } from "@tether/profile"
+ * import { Toolkit } from "@tether/tool"
+ * import { Effect } from "effect"
+ *
+ * // A prepared profile (its settings, skills and login) cloned for each agent; `auth: copy` copies
+ * // the credentials instead of linking them.
+ * const program = Agent.make({
+ *   driver: Claude.driver(),
+ *   definition: { instructions: "", tools: Toolkit.empty },
+ *   workspace: "/srv/repo",
+ *   profile: Profile.cloneFrom("/srv/profiles/claude", "/var/tmp/agent-clones", { auth: "copy" })
+ * }).pipe(Effect.scoped, Effect.provide([Gateway.layer(), NodeContext.layer]))
+ * ```
  *
  * @since 0.1.0
  * @category selections

@@ -113,6 +113,22 @@ const orderOf = (clause: string, events: ReadonlyArray<Event.Event>) =>
 /**
  * The numbered clauses for `subject`.
  *
+ * @example
+ * ```ts
+ * import { it } from "@effect/vitest"
+ * import { Conformance, Reference } from "@tether/testing"
+ *
+ * // Your driver's test file: one test per clause of the driver contract.
+ * const subject: Conformance.Subject = {
+ *   driver: Reference.driver(),
+ *   plain: "hello",
+ *   slow: "work for a while"
+ * }
+ * for (const clause of Conformance.clauses(subject)) {
+ *   it.live(`${clause.id}: ${clause.title}`, () => clause.run)
+ * }
+ * ```
+ *
  * @since 0.1.0
  * @category clauses
  */

@@ -27,6 +27,27 @@ import * as NodePath from "node:path"
  * Everything `Agent.make` needs besides the tool handlers and a `Scope`: the gateway and the
  * Node platform services (`CommandExecutor`, `FileSystem`, `Path`).
  *
+ * @example
+ * ```ts
+ * import { it } from "@effect/vitest"
+ * import { Agent } from "@tether/core"
+ * import { Harness, Reference } from "@tether/testing"
+ * import { Toolkit } from "@tether/tool"
+ * import { Effect } from "effect"
+ *
+ * it.live("the agent answers", () =>
+ *   Effect.gen(function*() {
+ *     const sandbox = yield* Harness.sandbox // a temp source profile, clone root and workspace
+ *     const agent = yield* Agent.make({
+ *       driver: Reference.driver(),
+ *       definition: { instructions: "", tools: Toolkit.empty },
+ *       workspace: sandbox.workspace,
+ *       profile: sandbox.selection
+ *     })
+ *     const result = yield* agent.run("hello")
+ *   }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
+ * ```
+ *
  * @since 0.1.0
  * @category layers
  */

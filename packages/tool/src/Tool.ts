@@ -172,6 +172,20 @@ export type InputSchema<I> = I extends Schema.Schema.AnyNoContext ? I
  * Nothing is checked here: `Toolkit.catalog` / `Toolkit.executor` validate every definition
  * and fail with `ToolDefinitionError`.
  *
+ * @example
+ * ```ts
+ * import { Tool } from "@tether/tool"
+ * import { Schema } from "effect"
+ *
+ * const LookupIssue = Tool.make("lookup_issue", {
+ *   description: "Look up one issue by key.",
+ *   input: { key: Schema.String }, // the fields of a struct, or any Schema of a JSON object
+ *   output: Schema.Struct({ title: Schema.String, state: Schema.Literal("open", "closed") }),
+ *   revision: "lookup_issue/v1", // change it when the contract changes: it enters the fingerprint
+ *   annotations: { readOnly: true, idempotent: true }
+ * })
+ * ```
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -220,8 +234,18 @@ export interface Rejection extends Cause.YieldableError {
  *
  * @example
  * ```ts
- * issues.find(key).pipe(Effect.catchTag("NotFound", () =>
- *   Tool.reject("not_found", "Choose an issue key that exists in this repository.")))
+ * import { Tool, Toolkit } from "@tether/tool"
+ * import { Effect, Schema } from "effect"
+ *
+ * const CloseIssue = Tool.make("close_issue", {
+ *   description: "Close an issue that has been fixed.",
+ *   input: { key: Schema.String },
+ *   output: Schema.Struct({ closed: Schema.Boolean })
+ * })
+ * // The model sees the code and the message, and nothing else of a failure.
+ * const IssueToolsLive = Toolkit.make(CloseIssue).toLayer({
+ *   close_issue: ({ key }) => Tool.reject("permission_denied", `Closing ${key} needs a maintainer: ask one.`)
+ * })
  * ```
  *
  * @since 0.1.0

@@ -73,8 +73,11 @@ export type HandlerServicesOf<Tools extends Record<string, Tool.Any>> = {
  *
  * @example
  * ```ts
- * declare const make: <T extends Toolkit.Any>(tools: T) =>
- *   Effect.Effect<Agent, AgentConfigError, Toolkit.HandlerServices<T>>
+ * import type { Toolkit } from "@tether/tool"
+ * import type { Effect } from "effect"
+ *
+ * // A function that serves any toolkit requires that toolkit's handlers, as `Agent.make` does:
+ * declare const serve: <T extends Toolkit.Any>(tools: T) => Effect.Effect<void, never, Toolkit.HandlerServices<T>>
  * ```
  *
  * @since 0.1.0
@@ -106,6 +109,34 @@ export interface Toolkit<in out Tools extends Record<string, Tool.Any>> extends 
   /**
    * The handler services as a Layer. The handlers' own requirements and those of `build`
    * become the Layer's requirements; a scope used by `build` is the Layer's.
+   *
+   * @example
+   * ```ts
+   * import { Tool, Toolkit } from "@tether/tool"
+   * import { Context, Effect, Schema } from "effect"
+   *
+   * class Issues extends Context.Tag("app/Issues")<Issues, {
+   *   readonly title: (key: string) => Effect.Effect<string | undefined>
+   * }>() {}
+   *
+   * const LookupIssue = Tool.make("lookup_issue", {
+   *   description: "Look up one issue by key.",
+   *   input: { key: Schema.String },
+   *   output: Schema.Struct({ title: Schema.String })
+   * })
+   * const IssueTools = Toolkit.make(LookupIssue)
+   *
+   * // Built in an effect, the handlers may use the host's services (here `Issues`, which the
+   * // Layer then requires). Provide the Layer where the agent is made.
+   * const IssueToolsLive = IssueTools.toLayer(Effect.gen(function*() {
+   *   const issues = yield* Issues
+   *   return {
+   *     lookup_issue: ({ key }) =>
+   *       Effect.flatMap(issues.title(key), (title) =>
+   *         title === undefined ? Tool.reject("not_found", `There is no issue ${key}.`) : Effect.succeed({ title }))
+   *   }
+   * }))
+   * ```
    */
   toLayer<Handlers extends HandlersFrom<Tools>, EX = never, RX = never>(
     build: Exact<Handlers, Tools> | Effect.Effect<Exact<Handlers, Tools>, EX, RX>
@@ -164,6 +195,25 @@ export const isToolkit: (u: unknown) => u is Any = internal.isToolkit as never
 
 /**
  * A toolkit of the given tools.
+ *
+ * @example
+ * ```ts
+ * import { Tool, Toolkit } from "@tether/tool"
+ * import { Schema } from "effect"
+ *
+ * const LookupIssue = Tool.make("lookup_issue", {
+ *   description: "Look up one issue by key.",
+ *   input: { key: Schema.String },
+ *   output: Schema.Struct({ title: Schema.String })
+ * })
+ * const CloseIssue = Tool.make("close_issue", {
+ *   description: "Close an issue.",
+ *   input: { key: Schema.String },
+ *   output: Schema.Struct({ closed: Schema.Boolean })
+ * })
+ * // What an agent's definition takes: `{ instructions, tools: IssueTools }`.
+ * const IssueTools = Toolkit.make(LookupIssue, CloseIssue)
+ * ```
  *
  * @since 0.1.0
  * @category constructors
