@@ -51,6 +51,7 @@ const IssuesLive = Layer.succeed(Issues, {
   canClose: Effect.succeed(false) // this host's agents may read issues, not close them
 })
 
+// #region readme-tools
 const LookupIssue = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
   input: { key: Schema.String },
@@ -90,6 +91,7 @@ const IssueToolsLive = IssueTools.toLayer(Effect.gen(function*() {
           : Tool.reject("permission_denied", `Closing issues needs a maintainer: ask one to close ${key}.`))
   }
 })).pipe(Layer.provide(IssuesLive))
+// #endregion readme-tools
 
 // --- The offline model's script (the same for every provider) -----------------------------
 
@@ -144,6 +146,7 @@ const main = Effect.gen(function*() {
   // The agent lives in its own scope: leaving it runs the ordered close (cancel runs, stop
   // processes, remove the clone, revoke the gateway token).
   const { agent, failure } = yield* Effect.scoped(Effect.gen(function*() {
+    // #region readme-agent
     const agent = yield* Agent.make({
       driver: cli.driver,
       definition: { instructions: "You triage issues with the issue tools.", skills: [], tools: IssueTools },
@@ -157,6 +160,7 @@ const main = Effect.gen(function*() {
       Effect.as(undefined),
       Effect.catchTag("RunError", (error) => Effect.succeed(`${error.reason}: ${error.detail}`))
     )
+    // #endregion readme-agent
     return { agent, failure }
   }))
 

@@ -16,7 +16,30 @@ export default defineConfig({
     nav: [{ text: "Guides", link: "/getting-started" }, { text: "API", link: "/api/" }],
     sidebar: {
       "/api/": [{ text: "API reference", link: "/api/", items: apiSidebar }],
-      "/": [{ text: "Guides", items: [{ text: "Getting started", link: "/getting-started" }] }]
+      "/": [
+        {
+          text: "Guides",
+          items: [
+            { text: "Getting started", link: "/getting-started" },
+            { text: "Concepts", link: "/concepts" },
+            { text: "Tools", link: "/tools" },
+            { text: "Instructions, skills and MCP", link: "/skills-and-mcp" },
+            { text: "Threads and stores", link: "/threads" },
+            { text: "Profiles", link: "/profiles" },
+            { text: "Security model", link: "/security" },
+            { text: "Drivers", link: "/drivers" },
+            { text: "Testing your agent", link: "/testing" },
+            { text: "Writing a driver", link: "/writing-a-driver" },
+            { text: "Effect apps and other hosts", link: "/effect-apps-and-other-hosts" },
+            { text: "Serving over HTTP", link: "/http" },
+            { text: "Deployment", link: "/fleets" },
+            { text: "Tracing", link: "/tracing" },
+            { text: "With @effect/ai", link: "/ai" },
+            { text: "Working on Tether", link: "/contributing" }
+          ]
+        },
+        { text: "API reference", link: "/api/" }
+      ]
     },
     search: { provider: "local" }
   }
