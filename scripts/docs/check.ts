@@ -258,6 +258,8 @@ const typeCheck = (
   }
   const program = ts.createProgram([...files.keys()], options, host)
   const problems: Array<string> = []
+  const hint =
+    " (an example is a whole module: import what it uses from \"@tether/<pkg>\" and \"effect\", `declare const x: T` what it assumes)"
   for (const [file, snippet] of files) {
     const source = program.getSourceFile(file)!
     for (const diagnostic of [...program.getSyntacticDiagnostics(source), ...program.getSemanticDiagnostics(source)]) {
@@ -265,16 +267,17 @@ const typeCheck = (
       problems.push(
         `${snippet.origin}: example line ${line + 1} does not type-check: ${
           ts.flattenDiagnosticMessageText(diagnostic.messageText, " ")
-        }`
+        }${hint}`
       )
     }
   }
   return problems
 }
 
+/** `node --import tsx scripts/docs/check.ts [root]`: one problem per line, then a count; exits 1 on any. */
 if (import.meta.url === `file://${process.argv[1]}`) {
   const started = Date.now()
-  const problems = check(Path.resolve(import.meta.dirname, "../.."))
+  const problems = check(Path.resolve(process.argv[2] ?? Path.join(import.meta.dirname, "../..")))
   for (const problem of problems) console.log(problem)
   console.log(`${problems.length} documentation problem(s), ${Date.now() - started} ms`)
   process.exitCode = problems.length === 0 ? 0 : 1
