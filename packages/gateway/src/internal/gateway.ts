@@ -123,7 +123,6 @@ interface CallState {
 const callEffect = (
   executor: Catalog.Executor,
   limits: Limits,
-  redactor: Redactor,
   name: string,
   input: unknown,
   state: CallState,
@@ -153,9 +152,6 @@ const callEffect = (
         state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
       ),
       Effect.map(Mcp.toCallToolResult),
-      // A model that saw a token (a shell printed the environment) can pass it as an argument,
-      // and a handler's failure may quote its input: the host's log never gets it.
-      redactor.logs,
       Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false }),
       // A child of the span that was current where the calling credential was minted (a run's).
       (call) => Option.isSome(parent) ? Effect.withParentSpan(call, parent.value) : call
@@ -389,7 +385,10 @@ export const make = (options: Options = {}): Effect.Effect<
           for (const cancel of [...pending]) cancel()
         }).pipe(Effect.zipRight(FiberSet.clear(calls).pipe(Effect.disconnect)))
         yield* Effect.acquireRelease(Effect.sync(() => live.add(abort)), () => Effect.sync(() => live.delete(abort)))
-        const run = yield* FiberSet.runtime(calls)<never>()
+        // A model that saw a token (a shell printed the environment) can pass it as an argument,
+        // and a handler's failure may quote its input: the host's log never gets it. The call
+        // fibers start from this runtime, whose loggers are wrapped once here, not per call.
+        const run = yield* redactor.logs(FiberSet.runtime(calls)<never>())
         const owner = { open: true }
         yield* Effect.addFinalizer(() => Effect.sync(() => owner.open = false))
         const deadlineMs = Duration.toMillis(limits.handlerDeadline)
@@ -402,7 +401,7 @@ export const make = (options: Options = {}): Effect.Effect<
         ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             const state: CallState = { interruptedBy: "cancel" }
-            const fiber = run(callEffect(executor, limits, redactor, name, input, state, parent))
+            const fiber = run(callEffect(executor, limits, name, input, state, parent))
             let settled = false
             const settle = (answer: () => void, interrupt: boolean) => {
               if (settled) return

@@ -1,18 +1,27 @@
 /**
- * The MCP side of one request: a fresh low-level SDK `Server` and a stateless JSON-response
+ * The MCP side of one request: a fresh low-level SDK `Server` and a one-request JSON-response
  * transport per request, with the tools/list and tools/call handlers of one credential.
  *
  * @internal
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
+import type { Transport as SdkTransport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import type {
   CallToolResult,
   JSONRPCErrorResponse,
   JSONRPCMessage,
+  MessageExtraInfo,
+  RequestId,
   Tool as McpTool
 } from "@modelcontextprotocol/sdk/types.js"
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  isJSONRPCRequest,
+  JSONRPCMessageSchema,
+  ListToolsRequestSchema,
+  McpError
+} from "@modelcontextprotocol/sdk/types.js"
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv"
 import type * as Catalog from "@tether/tool/Catalog"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -112,31 +121,86 @@ const isErrorResponse = (message: JSONRPCMessage): message is JSONRPCErrorRespon
 const invalidParams = { code: ErrorCode.InvalidParams, message: fixedErrors[ErrorCode.InvalidParams]! }
 
 /**
- * The transport of one request. Every JSON-RPC error it sends gets a fixed text: the request's
- * params failed the SDK's validation (`invalidParams`) → `Invalid params`; one of the gateway's
- * own errors → unchanged; anything else → the fixed text of its code.
+ * The SDK's `StreamableHTTPServerTransport` turns every Node request into a Web `Request` and
+ * its answer back from a Web `Response` (through `@hono/node-server`): most of a call's cost.
+ * The gateway has already done everything that transport checks before its JSON-RPC handling
+ * (method, content type, protocol version header, body size, JSON, batches) and needs none of
+ * its streaming, so one request is carried by this transport instead: the SDK `Server` still
+ * parses, validates and dispatches the message; the answer is written to the Node response.
+ *
+ * Every JSON-RPC error it sends gets a fixed text: the request's params failed the SDK's
+ * validation (`invalidParams`) → `Invalid params`; one of the gateway's own errors →
+ * unchanged; anything else → the fixed text of its code.
  */
-class Transport extends StreamableHTTPServerTransport {
-  invalidParams = false
+class Transport implements SdkTransport {
+  onclose?: (() => void) | undefined
+  onerror?: ((error: Error) => void) | undefined
+  onmessage?: ((message: JSONRPCMessage, extra?: MessageExtraInfo) => void) | undefined
+  /** Set once the answer is written (or the exchange ended): nothing more is sent. */
+  answered = false
 
-  override send(
-    message: JSONRPCMessage,
-    options?: Parameters<StreamableHTTPServerTransport["send"]>[1]
-  ): Promise<void> {
-    if (!isErrorResponse(message)) return super.send(message, options)
-    const error = this.invalidParams
-      ? invalidParams
-      : ownErrors.has(message.error.message)
-      ? { code: message.error.code, message: message.error.message }
-      : { code: message.error.code, message: fixedErrors[message.error.code] ?? "Internal error" }
-    return super.send({ jsonrpc: message.jsonrpc, id: message.id, error }, options)
+  constructor(
+    private readonly id: RequestId,
+    private readonly invalidParams: boolean,
+    private readonly answer: (body: string) => void
+  ) {}
+
+  start(): Promise<void> {
+    return Promise.resolve()
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    // Only the answer to this request is sent; notifications a handler may emit while it runs
+    // have no stream to go to in a JSON response, as in the SDK's JSON-response mode.
+    if (this.answered || !("id" in message) || message.id !== this.id || "method" in message) return Promise.resolve()
+    this.answered = true
+    if (!isErrorResponse(message)) {
+      this.answer(JSON.stringify(message))
+    } else {
+      const error = this.invalidParams
+        ? invalidParams
+        : ownErrors.has(message.error.message)
+        ? { code: message.error.code, message: message.error.message }
+        : { code: message.error.code, message: fixedErrors[message.error.code] ?? "Internal error" }
+      this.answer(JSON.stringify({ jsonrpc: message.jsonrpc, id: message.id, error }))
+    }
+    return Promise.resolve()
+  }
+
+  close(): Promise<void> {
+    this.answered = true
+    const onclose = this.onclose
+    this.onclose = undefined
+    onclose?.()
+    return Promise.resolve()
   }
 }
 
+const writeJson = (res: ServerResponse, status: number, body: string): void => {
+  if (res.headersSent || res.destroyed) return
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) })
+  res.end(body)
+}
+
+const transportError = (code: number, message: string): string =>
+  JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null })
+
+// The SDK transport's own answers (fixed texts, nothing from the request), kept as they were.
+const notAcceptable = transportError(
+  -32000,
+  "Not Acceptable: Client must accept both application/json and text/event-stream"
+)
+const invalidMessage = transportError(ErrorCode.ParseError, "Parse error: Invalid JSON-RPC message")
+
+const acceptsBoth = (req: IncomingMessage): boolean => {
+  const accept = req.headers.accept
+  return accept !== undefined && accept.includes("application/json") && accept.includes("text/event-stream")
+}
+
 /**
- * Serves one already-validated, already-authenticated request through a fresh SDK server
- * and transport; both are closed when the exchange ends (`onEnd`: the response is flushed or
- * the connection is gone).
+ * Serves one already-validated, already-authenticated request through a fresh SDK server;
+ * the server is closed when the exchange ends (`onEnd`: the response is flushed or the
+ * connection is gone), which aborts a handler still running.
  *
  * @internal
  */
@@ -148,22 +212,39 @@ export const serve = (
   validator: AjvJsonSchemaValidator,
   onEnd: (callback: () => void) => void
 ): Promise<void> => {
+  // As the SDK transport: Accept must name both media types a Streamable HTTP client takes.
+  if (!acceptsBoth(req)) return Promise.resolve(writeJson(res, 406, notAcceptable))
+  const parsed = JSONRPCMessageSchema.safeParse(body)
+  if (!parsed.success) return Promise.resolve(writeJson(res, 400, invalidMessage))
+  const message = parsed.data
   const server = new Server(serverInfo, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
   const tools = { tools: handlers.tools as Array<McpTool> }
   server.setRequestHandler(ListToolsRequestSchema, () => tools)
-  // Only the abort signal of `extra` is read: requestInfo (the headers) is never forwarded.
+  // Only the abort signal of `extra` is read; the transport gives no request headers at all.
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const name = request.params.name
     if (!handlers.has(name)) return Promise.reject(unknownToolError())
     return handlers.call(name, request.params.arguments ?? {}, extra.signal)
   })
-  const transport = new Transport({ enableJsonResponse: true })
-  // Classified here, before the SDK answers with its own validation text.
-  transport.invalidParams = typeof body === "object" && body !== null &&
-    (body as { readonly method?: unknown }).method === "tools/call" && !CallToolRequestSchema.safeParse(body).success
+  const isRequest = isJSONRPCRequest(message)
+  const transport = new Transport(
+    isRequest ? message.id : "",
+    // Classified here, before the SDK answers with its own validation text.
+    isRequest && message.method === "tools/call" && !CallToolRequestSchema.safeParse(message).success,
+    (answer) => writeJson(res, 200, answer)
+  )
+  // Closing the server aborts a handler still running (the client went away before its answer).
+  // Once the answer is written nothing runs any more, and a close would only build the SDK's
+  // "Connection closed" error (a stack trace per request) for no one.
   onEnd(() => {
-    void transport.close()
-    void server.close()
+    if (!transport.answered) void server.close()
   })
-  return server.connect(transport).then(() => transport.handleRequest(req, res, body))
+  return server.connect(transport).then(() => {
+    transport.onmessage?.(message)
+    // A notification or a response gets no JSON-RPC answer: 202, as in the SDK transport.
+    if (!isRequest) {
+      transport.answered = true
+      res.writeHead(202).end()
+    }
+  })
 }
