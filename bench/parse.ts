@@ -5,12 +5,12 @@
  * Compared, in the same process, rounds alternated, median round reported:
  * - the driver: split the text into lines, `Driver.parse` as a `Stream`, every output drained;
  * - the baseline: a raw loop, `text.split("\n")` + `JSON.parse` per line.
- * Throughput ratio = baseline time / driver time (target ≥ 0.8×).
+ * Throughput ratio = baseline time / driver time (target ≥ 0.9×).
  *
  * Run: node --conditions=@tether/source --import tsx bench/parse.ts
  */
 import type * as Driver from "@tether/core/Driver"
-import { Claude, Codex, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
@@ -36,7 +36,9 @@ const sources: ReadonlyArray<
 > = [
   { driver: "claude", fixture: "claude/mcp-partial.jsonl", parse: Claude.parse },
   { driver: "codex", fixture: "codex/mcp-tool.jsonl", parse: Codex.parse },
-  { driver: "gemini", fixture: "gemini/tool.jsonl", parse: Gemini.parse }
+  { driver: "gemini", fixture: "gemini/tool.jsonl", parse: Gemini.parse },
+  { driver: "cursor", fixture: "cursor/turn.jsonl", parse: Cursor.parse },
+  { driver: "codebuddy", fixture: "codebuddy/mcp.jsonl", parse: CodeBuddy.parse }
 ]
 
 /** First record, the body repeated up to ~`target` lines, the last (terminal) record. */
@@ -74,9 +76,13 @@ const rawLoop = (text: string): number => {
 const driverRun = (parse: Driver.Driver["parse"], text: string): Effect.Effect<number> =>
   Effect.suspend(() => {
     const lines = text.split("\n").filter((line) => line !== "")
+    let outputs = 0
+    // Drained chunk by chunk, as a run drains it (core's run.ts): every output is built and
+    // counted. (`Stream.runFold` would add a recursive call per output, a cost of the consumer.)
     return parse(Stream.fromIterable(lines), context).pipe(
-      Stream.runFold(0, (n) => n + 1),
-      Effect.orDie
+      Stream.runForEachChunk((chunk) => Effect.sync(() => outputs += chunk.length)),
+      Effect.orDie,
+      Effect.map(() => outputs)
     )
   })
 
@@ -123,11 +129,11 @@ export const measure = (
 /** The table printed when run directly. */
 export const format = (rows: ReadonlyArray<ParseRow>): string =>
   [
-    "driver  transcript                          driver ms   raw ms  throughput vs raw (target ≥ 0.80×)",
+    "driver     transcript                          driver ms   raw ms  throughput vs raw (target ≥ 0.90×)",
     ...rows.map((r) =>
-      `${r.driver.padEnd(8)}${`${r.lines} lines, ${r.megabytes.toFixed(1)} MB, ${r.outputs} outputs`.padEnd(36)}${
+      `${r.driver.padEnd(11)}${`${r.lines} lines, ${r.megabytes.toFixed(1)} MB, ${r.outputs} outputs`.padEnd(36)}${
         r.driverMs.toFixed(1).padStart(9)
-      }${r.rawMs.toFixed(1).padStart(9)}  ${r.ratio.toFixed(2)}× ${r.ratio >= 0.8 ? "pass" : "miss"}`
+      }${r.rawMs.toFixed(1).padStart(9)}  ${r.ratio.toFixed(2)}× ${r.ratio >= 0.9 ? "pass" : "miss"}`
     )
   ].join("\n")
 

@@ -12,14 +12,15 @@ const str = (u: unknown): string | undefined => typeof u === "string" ? u : unde
 const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
 
 interface State {
-  readonly sessionId: string | undefined
-  readonly model: string | undefined
+  sessionId: string | undefined
+  model: string | undefined
   /** The last assistant message (the final text when no tool call follows it). */
-  readonly lastText: string | undefined
-  readonly done: boolean
+  lastText: string | undefined
+  done: boolean
 }
 
-const initial: State = { sessionId: undefined, model: undefined, lastText: undefined, done: false }
+/** A run's state, updated in place by `step` (a copy per line costs more than the line's reading). */
+const initial = (): State => ({ sessionId: undefined, model: undefined, lastText: undefined, done: false })
 
 /** The text of a `message.content` (string or text blocks). */
 const contentText = (message: unknown): string => {
@@ -92,33 +93,33 @@ const usageOf = (usage: unknown): Usage | undefined => {
   })
 }
 
-/** One stdout line → outputs. @internal */
+const none: Array<Driver.Output> = []
+
+/** One stdout line → outputs (the state is updated in place). @internal */
 export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): readonly [State, Array<Driver.Output>] | Driver.ProtocolError => {
-  if (isBlank(line)) return [state, []]
+): Array<Driver.Output> | Driver.ProtocolError => {
+  if (isBlank(line)) return none
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return [state, [notice("warning", "cursor.non_json", line.slice(0, 2048))]]
+    return [notice("warning", "cursor.non_json", line.slice(0, 2048))]
   }
   if (!isRecord(record) || typeof record["type"] !== "string") {
-    return [state, [notice("warning", "cursor.unknown", "a JSON line without a record type", record)]]
+    return [notice("warning", "cursor.unknown", "a JSON line without a record type", record)]
   }
   const type = record["type"]
   const subtype = str(record["subtype"])
   if (state.done) {
-    return [state, [notice("info", `cursor.${type}`, "a record after the terminal record", record)]]
+    return [notice("info", `cursor.${type}`, "a record after the terminal record", record)]
   }
   switch (type) {
     case "system": {
       if (subtype !== "init") {
-        return [state, [
-          notice("info", `cursor.system.${subtype ?? "unknown"}`, "a system record", record)
-        ]]
+        return [notice("info", `cursor.system.${subtype ?? "unknown"}`, "a system record", record)]
       }
       const sessionId = str(record["session_id"])
       if (sessionId === undefined) {
@@ -131,40 +132,42 @@ export const step = (
         })
       }
       const model = str(record["model"])
-      return [{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]]
+      state.sessionId = sessionId
+      state.model = model
+      return [{ _tag: "SessionStarted", sessionId, model }]
     }
     case "user":
-      return [state, [{ _tag: "Message", role: "user", text: contentText(record["message"]) }]]
+      return [{ _tag: "Message", role: "user", text: contentText(record["message"]) }]
     case "assistant": {
       const text = contentText(record["message"])
-      return [{ ...state, lastText: text }, [{ _tag: "Message", role: "assistant", text }]]
+      state.lastText = text
+      return [{ _tag: "Message", role: "assistant", text }]
     }
     case "thinking": {
       const text = str(record["text"])
-      return [state, subtype === "delta" && text ? [{ _tag: "ReasoningDelta", text }] : []]
+      return subtype === "delta" && text ? [{ _tag: "ReasoningDelta", text }] : none
     }
     case "tool_call": {
       const callId = str(record["call_id"]) ?? ""
       const call = toolCallOf(record, context.hostedKey)
       if (call === undefined) {
-        return [state, [
-          notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
-        ]]
+        return [notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)]
       }
       if (subtype === "started") {
         // A tool call closes the assistant text before it: it is not the final text.
-        return [{ ...state, lastText: undefined }, [{
+        state.lastText = undefined
+        return [{
           _tag: "ToolCall",
           phase: "start",
           callId,
           name: call.name,
           source: call.source,
           input: call.args
-        }]]
+        }]
       }
       if (subtype === "completed") {
         const [output, isError] = resultOf(call.result)
-        return [state, [{
+        return [{
           _tag: "ToolCall",
           phase: "end",
           callId,
@@ -173,11 +176,9 @@ export const step = (
           input: call.args,
           output,
           isError
-        }]]
+        }]
       }
-      return [state, [
-        notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
-      ]]
+      return [notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)]
     }
     case "result": {
       const ok = subtype === "success" && record["is_error"] !== true
@@ -195,10 +196,11 @@ export const step = (
         error: ok ? undefined : str(record["error"]) ?? result ?? `the CLI reported ${subtype ?? "an error"}`,
         raw: record
       })
-      return [{ ...state, done: true }, out]
+      state.done = true
+      return out
     }
     default:
-      return [state, [notice("info", `cursor.${type}`, "an unknown record kind", record)]]
+      return [notice("info", `cursor.${type}`, "an unknown record kind", record)]
   }
 }
 
@@ -208,11 +210,6 @@ export const parse = (
   context: Driver.ParseContext
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    let state = initial
-    return (line) => {
-      const result = step(state, line, context)
-      if (result instanceof Driver.ProtocolError) return result
-      state = result[0]
-      return result[1]
-    }
+    const state = initial()
+    return (line) => step(state, line, context)
   })

@@ -10,19 +10,21 @@ const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null 
 const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
 const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
 
+/**
+ * The state of one run, updated in place by `step`: a run reads its lines one after the other,
+ * and copying the state per line (or returning it in a tuple) costs more than the line's own
+ * reading of its record.
+ */
 interface State {
-  readonly sessionId: string | undefined
-  readonly model: string | undefined
+  sessionId: string | undefined
+  model: string | undefined
   /** Assistant text since the last tool call (the candidate final text). */
-  readonly segment: string
+  segment: string
   /** The last completed assistant segment (kept when a tool call closes a segment). */
-  readonly finalText: string | undefined
-  /**
-   * Tool names by call id, to name the `end` phase. One map per run, updated in place: copying it
-   * per line would make each line cost as much as the run so far.
-   */
+  finalText: string | undefined
+  /** Tool names by call id, to name the `end` phase. */
   readonly calls: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
-  readonly done: boolean
+  done: boolean
 }
 
 /** The state a run starts from (with its own map of calls). */
@@ -49,13 +51,15 @@ export const toolIdentity = (
   return { name: toolName, source: "builtin" }
 }
 
-const flush = (state: State): readonly [State, Array<Driver.Output>] =>
-  state.segment.length === 0
-    ? [state, []]
-    : [
-      { ...state, segment: "", finalText: state.segment },
-      [{ _tag: "Message", role: "assistant", text: state.segment }]
-    ]
+/** Closes the current assistant segment: its Message goes to `out`, it becomes the final text. */
+const flush = (state: State, out: Array<Driver.Output>): Array<Driver.Output> => {
+  if (state.segment.length > 0) {
+    out.push({ _tag: "Message", role: "assistant", text: state.segment })
+    state.finalText = state.segment
+    state.segment = ""
+  }
+  return out
+}
 
 /** `stats` of a `result` record → `Usage` (fields absent from the record stay undefined). */
 const usageOf = (stats: unknown): Usage | undefined => {
@@ -77,27 +81,43 @@ const modelOfStats = (stats: unknown): string | undefined => {
   return names.length === 1 ? names[0] : undefined
 }
 
-/** One stdout line → outputs; fails only on a protocol violation. @internal */
+/** Identities by hosted key and tool name: a run names the same few tools again and again. */
+const identities = new Map<string, Map<string, ReturnType<typeof toolIdentity>>>()
+
+const identityOf = (toolName: string, hostedKey: string): ReturnType<typeof toolIdentity> => {
+  let byName = identities.get(hostedKey)
+  if (byName === undefined) {
+    byName = new Map()
+    identities.set(hostedKey, byName)
+  }
+  let identity = byName.get(toolName)
+  if (identity === undefined) {
+    identity = toolIdentity(toolName, hostedKey)
+    // Bounded: tool names come from the CLI's output, one entry per distinct name.
+    if (byName.size < 1024) byName.set(toolName, identity)
+  }
+  return identity
+}
+
+const none: Array<Driver.Output> = []
+
+/** One stdout line → outputs (the state is updated in place); fails only on a protocol violation. @internal */
 export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): readonly [State, Array<Driver.Output>] | Driver.ProtocolError => {
-  if (isBlank(line)) return [state, []]
+): Array<Driver.Output> | Driver.ProtocolError => {
+  if (isBlank(line)) return none
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return [state, [notice("warning", "gemini.non_json", line.slice(0, 2048))]]
+    return [notice("warning", "gemini.non_json", line.slice(0, 2048))]
   }
   if (!isRecord(record) || typeof record["type"] !== "string") {
-    return [state, [notice("warning", "gemini.unknown", "a JSON line without a record type", record)]]
+    return [notice("warning", "gemini.unknown", "a JSON line without a record type", record)]
   }
-  if (state.done) {
-    return [state, [
-      notice("info", `gemini.${record["type"]}`, "a record after the terminal record", record)
-    ]]
-  }
+  if (state.done) return [notice("info", `gemini.${record["type"]}`, "a record after the terminal record", record)]
   switch (record["type"]) {
     case "init": {
       const sessionId = str(record["session_id"])
@@ -112,55 +132,56 @@ export const step = (
         })
       }
       const model = str(record["model"])
-      return [{ ...state, sessionId, model }, [{ _tag: "SessionStarted", sessionId, model }]]
+      state.sessionId = sessionId
+      state.model = model
+      return [{ _tag: "SessionStarted", sessionId, model }]
     }
     case "message": {
       const content = str(record["content"]) ?? ""
       if (record["role"] === "assistant") {
-        if (record["delta"] === true) {
-          return [
-            { ...state, segment: state.segment + content },
-            content.length > 0 ? [{ _tag: "TextDelta", text: content }] : []
-          ]
-        }
-        const [flushed, out] = flush({ ...state, segment: state.segment + content })
-        return [flushed, out]
+        state.segment += content
+        if (record["delta"] === true) return content.length > 0 ? [{ _tag: "TextDelta", text: content }] : none
+        return flush(state, [])
       }
-      if (record["role"] === "user") {
-        return [state, [{ _tag: "Message", role: "user", text: content }]]
-      }
-      return [state, [
-        notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)
-      ]]
+      if (record["role"] === "user") return [{ _tag: "Message", role: "user", text: content }]
+      return [notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)]
     }
     case "tool_use": {
       const callId = str(record["tool_id"]) ?? ""
-      const identity = toolIdentity(str(record["tool_name"]) ?? "", context.hostedKey)
-      const [flushed, out] = flush(state)
-      flushed.calls.set(callId, identity)
-      out.push({ _tag: "ToolCall", phase: "start", callId, ...identity, input: record["parameters"] })
-      return [flushed, out]
+      const identity = identityOf(str(record["tool_name"]) ?? "", context.hostedKey)
+      const out = flush(state, [])
+      state.calls.set(callId, identity)
+      out.push({
+        _tag: "ToolCall",
+        phase: "start",
+        callId,
+        name: identity.name,
+        source: identity.source,
+        input: record["parameters"]
+      })
+      return out
     }
     case "tool_result": {
       const callId = str(record["tool_id"]) ?? ""
-      const identity = state.calls.get(callId) ?? { name: "", source: "builtin" as const }
+      const identity = state.calls.get(callId)
       const isError = record["status"] !== "success"
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
-      return [state, [{
+      return [{
         _tag: "ToolCall",
         phase: "end",
         callId,
-        ...identity,
+        name: identity?.name ?? "",
+        source: identity?.source ?? "builtin",
         output: record["output"] ?? error,
         isError
-      }]]
+      }]
     }
     case "error": {
       const severity = record["severity"] === "warning" ? "warning" : "error"
-      return [state, [notice(severity, "gemini.error", str(record["message"]) ?? "", record)]]
+      return [notice(severity, "gemini.error", str(record["message"]) ?? "", record)]
     }
     case "result": {
-      const [flushed, out] = flush(state)
+      const out = flush(state, [])
       const usage = usageOf(record["stats"])
       if (usage !== undefined) out.push({ _tag: "Usage", usage })
       const ok = record["status"] === "success"
@@ -168,17 +189,18 @@ export const step = (
       out.push({
         _tag: "Terminal",
         ok,
-        text: flushed.finalText,
+        text: state.finalText,
         usage,
-        model: modelOfStats(record["stats"]) ?? flushed.model,
-        session: flushed.sessionId,
+        model: modelOfStats(record["stats"]) ?? state.model,
+        session: state.sessionId,
         error: ok ? undefined : error ?? `the CLI reported status ${textOf(record["status"])}`,
         raw: record
       })
-      return [{ ...flushed, done: true }, out]
+      state.done = true
+      return out
     }
     default:
-      return [state, [notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)]]
+      return [notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)]
   }
 }
 
@@ -188,11 +210,6 @@ export const parse = (
   context: Driver.ParseContext
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    let state = initial()
-    return (line) => {
-      const result = step(state, line, context)
-      if (result instanceof Driver.ProtocolError) return result
-      state = result[0]
-      return result[1]
-    }
+    const state = initial()
+    return (line) => step(state, line, context)
   })
