@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Tool, Toolkit } from "@tether/tool"
+import { Catalog, Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
@@ -281,6 +281,30 @@ describe("fingerprint", () => {
     const b = Effect.runSync(executorFrom(Toolkit.make(build(spec)), handlers("b")))
     expect(a.catalog.fingerprint).toBe(b.catalog.fingerprint)
   }, { fastCheck: { numRuns: 20 } })
+
+  // A catalog's descriptors are written natively (`JSON.stringify`) when their keys are in
+  // canonical order; copies of them take the key-by-key path. Both must hash the same text.
+  it.prop("is the same whether the descriptors are written natively or key by key", [specsArbitrary()], ([specs]) => {
+    const catalog = Effect.runSync(Toolkit.catalog(Toolkit.make(...specs.map(build))))
+    const copies = JSON.parse(JSON.stringify(catalog.descriptors)) as ReadonlyArray<Catalog.Descriptor>
+    expect(Catalog.fingerprint(copies)).toBe(catalog.fingerprint)
+  }, { fastCheck: { numRuns: 30 } })
+
+  it("is the same for keys JSON.stringify would not write in sorted order", () => {
+    // Integer-like keys enumerate first and numerically; `__proto__` must stay an own key.
+    const properties = JSON.parse(
+      "{\"b\":{\"type\":\"string\"},\"10\":{\"type\":\"string\"},\"9\":{\"type\":\"string\"}," +
+        "\"__proto__\":{\"type\":\"string\"},\"é\":{\"type\":\"string\"},\"A\":{\"type\":\"string\"}}"
+    ) as Record<string, unknown>
+    const tool = Tool.make("t", {
+      ...base,
+      inputSchemaJson: { type: "object", properties, additionalProperties: false } as Tool.Any["inputSchemaJson"]
+    })
+    const catalog = Effect.runSync(Toolkit.catalog(Toolkit.make(tool)))
+    const copies = JSON.parse(JSON.stringify(catalog.descriptors)) as ReadonlyArray<Catalog.Descriptor>
+    expect(Object.keys((catalog.descriptors[0]!.inputSchema as { properties: object }).properties)).toHaveLength(6)
+    expect(Catalog.fingerprint(copies)).toBe(catalog.fingerprint)
+  })
 
   it("is the same in another process", () => {
     const script = Path.join(import.meta.dirname, "fixtures", "fingerprint.ts")

@@ -97,7 +97,8 @@ const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError
     const published = yield* schemaOf("output schema", tool.outputSchemaJson, tool.outputSchema)
     const wrap = !JsonSchema.isObjectSchema(published)
     const outputSchema = wrap ? JsonSchema.envelope(published) : published
-    const descriptor: Catalog.Descriptor = Json.deepFreeze({
+    // Keys in canonical order (and frozen): the fingerprint writes it with `JSON.stringify`.
+    const descriptor: Catalog.Descriptor = Json.ordered({
       name,
       title: tool.title,
       description: tool.description,
