@@ -112,6 +112,14 @@ export const assemble = (
   Effect.gen(function*() {
     const id = randomUUID()
     const marker = Process.makeMarker(id)
+    // No process can carry the marker before it is handed out (to a spawn's environment, or read
+    // from the agent): until then, close skips scanning the environment of every process on the
+    // machine (milliseconds per hundred processes).
+    let markerOut = false
+    const handOut = () => {
+      markerOut = true
+      return marker
+    }
     // A copy: replacing a function on the caller's driver object later changes nothing here.
     const driver = Object.freeze({ ...options.driver })
     if (!orphansReaped) {
@@ -216,7 +224,9 @@ export const assemble = (
     const processes = new Set<Process.Running>()
     const killGrace = Duration.decode(options.processes?.killGrace ?? "2 seconds")
     const context: Run.Context = {
-      marker,
+      get marker() {
+        return handOut()
+      },
       driver,
       hostedKey,
       registration,
@@ -289,7 +299,10 @@ export const assemble = (
           Effect.zipRight(Scope.close(workScope, Exit.void))
         )
       },
-      { name: "reap-leftovers", run: Effect.asVoid(Process.reapMarked(marker)) },
+      {
+        name: "reap-leftovers",
+        run: Effect.suspend(() => markerOut ? Effect.asVoid(Process.reapMarked(marker)) : Effect.void)
+      },
       { name: "remove-clones", run: removeClones },
       { name: "revoke-registration", run: revokeRegistration }
     ])
@@ -410,7 +423,9 @@ export const assemble = (
     return Object.freeze(
       {
         id,
-        marker,
+        get marker() {
+          return handOut()
+        },
         provider: driver.name,
         identity: options.identity === undefined ? undefined : Definition.deepFreeze({ ...options.identity }),
         definition,
