@@ -2,8 +2,8 @@
  * @tether/core overhead:
  * - a run of the fake CLI emitting 10,000 events through `Agent.run`, against a raw
  *   `child_process.spawn` + `readline` loop (JSON.parse per line) over the same program and
- *   script, alternated in the same process (target ≤ 1.1×);
- * - `Agent.make` → close with no run (target ≤ 30 ms).
+ *   script, alternated in the same process (target ≤ 1.05×);
+ * - `Agent.make` → close with no run (target ≤ 10 ms).
  *
  * Run: node --conditions=@tether/source --import tsx bench/core.ts
  */
@@ -126,13 +126,13 @@ if (isMain) {
   console.log(
     `run of ${figures.events} events: agent ${figures.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
       figures.rawRunMs.toFixed(1)
-    } ms, ratio ${figures.runRatio.toFixed(3)}× (target ≤ 1.1×; medians of ${figures.iterations.run}); fastest ${
+    } ms, ratio ${figures.runRatio.toFixed(3)}× (target ≤ 1.05×; medians of ${figures.iterations.run}); fastest ${
       figures.agentRunMinMs.toFixed(1)
     } / ${figures.rawRunMinMs.toFixed(1)} ms = ${figures.minRatio.toFixed(3)}×`
   )
   console.log(
     `Agent.make → close, no run: ${
       figures.makeCloseMs.toFixed(1)
-    } ms (target ≤ 30 ms; median of ${figures.iterations.makeClose})`
+    } ms (target ≤ 10 ms; median of ${figures.iterations.makeClose})`
   )
 }
