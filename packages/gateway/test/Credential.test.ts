@@ -160,6 +160,25 @@ describe("Injected arguments", () => {
 })
 
 describe("Logs", () => {
+  it.live("a token in a log annotation reaches the host's log only as the marker; other annotations unchanged", () =>
+    Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const registration = yield* gateway.register(yield* Toolkit.executor(Tools))
+      const token = Redacted.value(registration.token)
+      const from = captured.length
+      yield* Effect.logInfo("annotated").pipe(
+        Effect.annotateLogs({ argument: `key=${token}`, plain: "kept as it is" }),
+        gateway.redactor.logs
+      )
+      yield* Effect.logInfo("plain line").pipe(Effect.annotateLogs({ plain: "kept as it is" }), gateway.redactor.logs)
+      const [annotated, plain] = captured.slice(from)
+      expect(annotated).toContain(`key=${Gateway.redactionMarker}`)
+      expect(annotated).toContain("kept as it is")
+      expect(annotated).not.toContain(token)
+      expect(plain).toContain("plain line")
+      expect(plain).toContain("kept as it is")
+    }).pipe(Effect.scoped, Effect.provide([ToolsLive, logLayer])))
+
   it.live("a token a model passes as an argument reaches the host's log only as the marker", () =>
     Effect.gen(function*() {
       const gateway = yield* Gateway.make()

@@ -141,7 +141,8 @@ class Transport implements SdkTransport {
 
   constructor(
     private readonly id: RequestId,
-    private readonly invalidParams: boolean,
+    /** Whether the request's params fail the SDK's validation: asked only for an error answer. */
+    private readonly invalidParams: () => boolean,
     private readonly answer: (body: string) => void
   ) {}
 
@@ -157,7 +158,7 @@ class Transport implements SdkTransport {
     if (!isErrorResponse(message)) {
       this.answer(JSON.stringify(message))
     } else {
-      const error = this.invalidParams
+      const error = this.invalidParams()
         ? invalidParams
         : ownErrors.has(message.error.message)
         ? { code: message.error.code, message: message.error.message }
@@ -229,8 +230,8 @@ export const serve = (
   const isRequest = isJSONRPCRequest(message)
   const transport = new Transport(
     isRequest ? message.id : "",
-    // Classified here, before the SDK answers with its own validation text.
-    isRequest && message.method === "tools/call" && !CallToolRequestSchema.safeParse(message).success,
+    // Classified from the request itself, not from the SDK's own validation text.
+    () => isRequest && message.method === "tools/call" && !CallToolRequestSchema.safeParse(message).success,
     (answer) => writeJson(res, 200, answer)
   )
   // Closing the server aborts a handler still running (the client went away before its answer).

@@ -156,15 +156,25 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
     // The structure is lost only when there was a token to take out of it.
     return scrubbed === pretty ? input : Cause.fail(scrubbed)
   }
+  // Most log lines carry no token: they are passed on as they are, without rebuilding the
+  // annotation map (a line per tool call goes through here).
+  const annotationsOf = (annotations: HashMap.HashMap<string, unknown>): HashMap.HashMap<string, unknown> => {
+    for (const [, annotation] of annotations) {
+      if (value(annotation) !== annotation) return HashMap.map(annotations, (a) => value(a))
+    }
+    return annotations
+  }
   const wrap = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>
-    Logger.make((options) =>
-      logger.log({
-        ...options,
-        message: value(options.message),
-        annotations: HashMap.map(options.annotations, (annotation) => value(annotation)),
-        cause: cause(options.cause)
-      })
-    )
+    Logger.make((options) => {
+      const message = value(options.message)
+      const annotations = annotationsOf(options.annotations)
+      const scrubbed = cause(options.cause)
+      return logger.log(
+        message === options.message && annotations === options.annotations && scrubbed === options.cause
+          ? options
+          : { ...options, message, annotations, cause: scrubbed }
+      )
+    })
   // The same logger set is wrapped once (a gateway wraps it for every call).
   const wrapped = new WeakMap<
     HashSet.HashSet<Logger.Logger<unknown, unknown>>,
