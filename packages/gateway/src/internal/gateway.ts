@@ -210,12 +210,20 @@ export const make = (options: Options = {}): Effect.Effect<
       calls: 0
     }
 
-    const authenticate = (token: string | undefined): Entry | undefined => {
+    /** The accepted token's map key and entry, or `undefined`. */
+    const authenticate = (token: string | undefined): { readonly key: string; readonly entry: Entry } | undefined => {
       if (token === undefined) return undefined
       const digest = digestOf(token)
-      const entry = tokens.get(digest.toString("base64"))
-      return entry !== undefined && entry.owner.open && timingSafeEqual(entry.digest, digest) ? entry : undefined
+      const key = digest.toString("base64")
+      const entry = tokens.get(key)
+      return entry !== undefined && entry.owner.open && timingSafeEqual(entry.digest, digest)
+        ? { key, entry }
+        : undefined
     }
+
+    /** Whether an accepted token is still accepted (not revoked, its registration open). */
+    const stillAccepted = (accepted: { readonly key: string; readonly entry: Entry }): boolean =>
+      tokens.get(accepted.key) === accepted.entry && accepted.entry.owner.open
 
     const onRequest = (listener: Listener, authority: string, origin: string) =>
     (
@@ -239,9 +247,8 @@ export const make = (options: Options = {}): Effect.Effect<
       }
       const shape = Guard.checkShape(req, authority, origin)
       if (shape._tag === "Refused") return refuseAndClose(shape.refusal)
-      if (authenticate(Guard.presentedToken(shape.authorization)) === undefined) {
-        return refuseAndClose("unauthorized")
-      }
+      const accepted = authenticate(Guard.presentedToken(shape.authorization))
+      if (accepted === undefined) return refuseAndClose("unauthorized")
       if (Guard.declaresTooLarge(req, limits.maxBodyBytes)) return refuseAndClose("too_large")
       // Only a request that passed every check before its body is invited to send it.
       if (expectsContinue) res.writeContinue()
@@ -249,9 +256,10 @@ export const make = (options: Options = {}): Effect.Effect<
         const parsed = parseJson(raw)
         if (!parsed.ok) return Guard.refuse(res, "parse_error")
         if (Array.isArray(parsed.value)) return Guard.refuse(res, "batch")
-        // Re-check: the registration may have closed while the body was being read.
-        const entry = authenticate(Guard.presentedToken(shape.authorization))
-        if (entry === undefined) return Guard.refuse(res, "unauthorized")
+        // Re-check: the registration may have closed (or the credential been revoked) while the
+        // body was being read.
+        if (!stillAccepted(accepted)) return Guard.refuse(res, "unauthorized")
+        const entry = accepted.entry
         if (isToolsCall(parsed.value)) {
           if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
           state.calls++
