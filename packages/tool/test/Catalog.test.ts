@@ -5,6 +5,7 @@ import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import * as Schema from "effect/Schema"
 import { execFileSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as Path from "node:path"
 import { executorFrom } from "../src/internal/toolkit.js"
 import { fingerprintFixture } from "./fixtures/fingerprint.js"
@@ -289,6 +290,26 @@ describe("fingerprint", () => {
     const copies = JSON.parse(JSON.stringify(catalog.descriptors)) as ReadonlyArray<Catalog.Descriptor>
     expect(Catalog.fingerprint(copies)).toBe(catalog.fingerprint)
   }, { fastCheck: { numRuns: 30 } })
+
+  it("is SHA-256 over the domain tag and the canonical JSON of the descriptors sorted by name", () => {
+    // More tools than the fingerprint hashes at a time, and a reference written independently.
+    const canonical = (u: unknown): string =>
+      u === null || typeof u !== "object"
+        ? JSON.stringify(u)
+        : Array.isArray(u)
+        ? `[${u.map(canonical).join(",")}]`
+        : `{${
+          Object.keys(u).sort().map((key) => `${JSON.stringify(key)}:${canonical((u as Record<string, unknown>)[key])}`)
+            .join(",")
+        }}`
+    const tools = Array.from({ length: 150 }, (_, i) => Tool.make(`tool_${(i * 37) % 150}`, base))
+    const catalog = Effect.runSync(Toolkit.catalog(Toolkit.make(...tools)))
+    const copies = (JSON.parse(JSON.stringify(catalog.descriptors)) as Array<Catalog.Descriptor>)
+      .sort((a, b) => a.name < b.name ? -1 : 1)
+    const expected = createHash("sha256").update(`tether.tool.catalog.v1\n${canonical(copies)}`).digest("hex")
+    expect(catalog.fingerprint).toBe(expected)
+    expect(Catalog.fingerprint(copies)).toBe(expected)
+  })
 
   it("is the same for keys JSON.stringify would not write in sorted order", () => {
     // Integer-like keys enumerate first and numerically; `__proto__` must stay an own key.
