@@ -15,6 +15,7 @@ import type * as Path from "@effect/platform/Path"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type { Usage } from "./Result.js"
 
@@ -53,8 +54,10 @@ export interface Capabilities {
   readonly sandbox: ReadonlyArray<SandboxLevel>
   /** Can restrict the tools a turn may use (allow-list flag or per-turn config). */
   readonly toolAllowList: boolean
+  /** Accepts input during a running turn (live `steer`). */
   readonly streamingInput: boolean
   readonly structuredOutput: boolean
+  /** Offers a live protocol (`Driver.live`): one warm process serves many turns. */
   readonly persistentProcess: boolean
 }
 
@@ -317,4 +320,99 @@ export interface Driver {
    * `npm install @anthropic-ai/claude-code`).
    */
   readonly install?: string
+  /**
+   * The live protocol (DESIGN §12), when the CLI offers one: one long-lived process serves many
+   * turns of one thread, accepts input during a turn and is interrupted without being killed.
+   * Absent: every turn is one-shot (`prepare` → spawn → `parse` → exit).
+   */
+  readonly live?: Live
+}
+
+/**
+ * The duplex channel core gives a live session over its process: stdin lines out, stdout
+ * lines in. Core owns the process (spawn, process group, kill escalation, stderr, markers);
+ * the session owns the protocol (frames, request ids, correlation).
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export interface Channel {
+  /** Writes one protocol frame (a newline is appended). Fails once stdin is closed. */
+  readonly write: (line: string) => Effect.Effect<void, ProtocolError>
+  /** Every stdout line of the process, in order, until it exits. Read by the session alone. */
+  readonly lines: Stream.Stream<string>
+  /** Closes the process's stdin (a graceful end for CLIs that exit at EOF). */
+  readonly closeInput: Effect.Effect<void>
+}
+
+/**
+ * One turn of a live session.
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export interface LiveTurn {
+  readonly runId: string
+  readonly prompt: string
+}
+
+/**
+ * What the provider did with input sent during a running turn: `Injected` into the running
+ * turn (the model sees it before the turn ends), or `Queued` to be answered after it.
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export type Delivery =
+  | { readonly _tag: "Injected" }
+  | { readonly _tag: "Queued" }
+
+/**
+ * A live session attached to one process. Turns are serialized by core: `turn` is never
+ * called while another turn's stream is open.
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export interface LiveSession {
+  /**
+   * Runs one turn. The stream yields the same `Output`s as the one-shot parser (the first turn
+   * of a session starts with `SessionStarted`) and ends right after the turn's `Terminal`.
+   * An interrupted turn still ends with its `Terminal` (`ok: false`).
+   */
+  readonly turn: (turn: LiveTurn) => Stream.Stream<Output, ProtocolError>
+  /**
+   * Delivers input into the running turn. Only called while a turn runs. A driver whose
+   * protocol cannot steer leaves `steer` out (`capabilities.streamingInput` is then `false`).
+   */
+  readonly steer?: (input: string) => Effect.Effect<Delivery, ProtocolError>
+  /** Asks the provider to stop the running turn; the process stays up for the next turn. */
+  readonly interrupt: Effect.Effect<void, ProtocolError>
+  /** Ends the session gracefully (e.g. closes stdin); core escalates to signals after a grace. */
+  readonly shutdown: Effect.Effect<void>
+}
+
+/**
+ * The live protocol of a driver.
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export interface Live {
+  /**
+   * The long-lived process for a thread: like `prepare`, but for a session that will receive
+   * its turns over the channel (`request.prompt` is empty; `request.session` says whether the
+   * session is new, resumed or forked).
+   */
+  readonly open: (
+    request: InvocationRequest
+  ) => Effect.Effect<Invocation, ProtocolError, FileSystem.FileSystem | Path.Path>
+  /**
+   * Attaches to the process once spawned: any handshake (initialize, session creation or
+   * resume) happens here. The session lives in the given scope.
+   */
+  readonly attach: (
+    channel: Channel,
+    context: ParseContext
+  ) => Effect.Effect<LiveSession, ProtocolError, Scope.Scope>
 }
