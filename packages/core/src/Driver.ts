@@ -14,6 +14,7 @@ import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import type * as Effect from "effect/Effect"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
@@ -337,12 +338,61 @@ export interface Driver {
  * @category live
  */
 export interface Channel {
-  /** Writes one protocol frame (a newline is appended). Fails once stdin is closed. */
-  readonly write: (line: string) => Effect.Effect<void, ProtocolError>
+  /**
+   * Writes one protocol frame (a newline is appended). Fails once stdin is closed. A
+   * `SecretFrame` is written with its secrets in place, and kept (recorded, logged, shown)
+   * only as its `text`.
+   */
+  readonly write: (line: string | SecretFrame) => Effect.Effect<void, ProtocolError>
   /** Every stdout line of the process, in order, until it exits. Read by the session alone. */
   readonly lines: Stream.Stream<string>
   /** Closes the process's stdin (a graceful end for CLIs that exit at EOF). */
   readonly closeInput: Effect.Effect<void>
+}
+
+/**
+ * A frame that must carry a secret to the process (an ACP agent takes the hosted tools' bearer
+ * token inside `session/new`, not from its environment). `text` holds each secret as its
+ * `placeholder`; the channel puts the values in only when it writes to stdin, so the secret stays
+ * `Redacted` up to the syscall. Whatever keeps, logs or shows frames keeps `text`: the frame is
+ * never kept raw. The driver picks placeholders that cannot occur elsewhere in the frame and
+ * values that need no escaping where they go.
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export interface SecretFrame {
+  readonly _tag: "SecretFrame"
+  readonly text: string
+  readonly secrets: ReadonlyArray<{ readonly placeholder: string; readonly value: Redacted.Redacted<string> }>
+}
+
+/**
+ * What `Live.attach` is given besides the channel: the parse context, the request `open` built
+ * the process from (the same object), the process's hosted-tools credential and a signal from
+ * the gateway. A driver whose protocol declares MCP servers at session creation (ACP's
+ * `session/new`) needs the workspace, the MCP sources and the token itself, not the name of an
+ * environment variable.
+ *
+ * @since 0.1.0
+ * @category live
+ */
+export interface LiveContext extends ParseContext {
+  readonly request: InvocationRequest
+  /**
+   * The token the session declares for the hosted tools (ACP: in `session/new`). It belongs to a
+   * credential of the session's own, not the one whose token the process's environment carries
+   * (`hosted.tokenVariable`): an agent's native configuration may connect with that one when
+   * the process starts, and that listing must not count as the session's.
+   */
+  readonly hostedToken: Redacted.Redacted<string>
+  /**
+   * Completes once the gateway has received a `tools/list` made with `hostedToken` (core passes
+   * that credential's `listed`): the session's MCP client reached the hosted tools. It never fails;
+   * a driver that waits on it bounds the wait itself (an agent handed a wrong token drops the
+   * server silently, and then this never completes).
+   */
+  readonly hostedToolsListed: Effect.Effect<void>
 }
 
 /**
@@ -413,6 +463,6 @@ export interface Live {
    */
   readonly attach: (
     channel: Channel,
-    context: ParseContext
+    context: LiveContext
   ) => Effect.Effect<LiveSession, ProtocolError, Scope.Scope>
 }

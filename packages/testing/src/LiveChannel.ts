@@ -8,13 +8,14 @@
  */
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import type { Channel, Invocation } from "@tether/core/Driver"
+import type { Channel, Invocation, SecretFrame } from "@tether/core/Driver"
 import { ProtocolError } from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
@@ -30,7 +31,10 @@ export interface LiveProcess {
   readonly channel: Channel
   /** Everything the process wrote to stderr so far. */
   readonly stderr: () => string
-  /** Every frame written to stdin and every line read from stdout, in order (for assertions). */
+  /**
+   * Every frame written to stdin (a `SecretFrame` as its text, never with its secrets) and every
+   * line read from stdout, in order (for assertions).
+   */
   readonly frames: ReadonlyArray<{ readonly dir: "in" | "out"; readonly line: string }>
   /** Waits for the process to exit; its exit code. */
   readonly exitCode: Effect.Effect<number>
@@ -39,6 +43,9 @@ export interface LiveProcess {
 }
 
 const encoder = new TextEncoder()
+
+const reveal = (frame: SecretFrame): string =>
+  frame.secrets.reduce((text, secret) => text.split(secret.placeholder).join(Redacted.value(secret.value)), frame.text)
 
 // The platform's `kill` waits for the exit, which a process ignoring SIGTERM never gives:
 // signal the process group directly.
@@ -87,7 +94,7 @@ export const spawn = (
             const after = yield* Effect.interruptible(proc.exitCode).pipe(Effect.timeoutOption("2 seconds"))
             if (Option.isNone(after)) signalGroup(proc.pid, "SIGKILL")
           }
-        }).pipe(Effect.orDie, Effect.ignore)
+        }).pipe(Effect.catchAllCause(() => Effect.void)) // a killed process fails `exitCode`
     )
     yield* proc.stderr.pipe(
       Stream.decodeText(),
@@ -102,13 +109,16 @@ export const spawn = (
       Stream.tap((line) => Effect.sync(() => frames.push({ dir: "out", line })))
     )
     const channel: Channel = {
-      write: (line) =>
+      write: (frame) =>
         Effect.suspend(() => {
           if (!inputOpen) {
             return Effect.fail(new ProtocolError({ reason: "ProviderError", detail: "stdin is closed" }))
           }
-          frames.push({ dir: "in", line })
-          return Effect.asVoid(Queue.offer(input, Take.chunk(Chunk.of(encoder.encode(line + "\n")))))
+          // A secret frame is recorded as its text; the values go only into the bytes for stdin.
+          const recorded = typeof frame === "string" ? frame : frame.text
+          frames.push({ dir: "in", line: recorded })
+          const bytes = encoder.encode((typeof frame === "string" ? frame : reveal(frame)) + "\n")
+          return Effect.asVoid(Queue.offer(input, Take.chunk(Chunk.of(bytes))))
         }),
       lines,
       closeInput: Effect.suspend(() => {

@@ -2,6 +2,7 @@ import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { LiveChannel } from "@tether/testing"
 import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import { existsSync } from "node:fs"
 
@@ -31,6 +32,22 @@ describe("LiveChannel", () => {
       expect(live.frames.map((f) => f.dir)).toEqual(["in", "in", "out", "out"])
       const refused = yield* Effect.flip(live.channel.write("three"))
       expect(refused.reason).toBe("ProviderError")
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
+
+  it.live("a secret frame reaches the process with its secret but is recorded as its text", () =>
+    Effect.gen(function*() {
+      const live = yield* LiveChannel.spawn(echo)
+      const placeholder = "@@secret-1@@"
+      yield* live.channel.write({
+        _tag: "SecretFrame",
+        text: `token=${placeholder};again=${placeholder}`,
+        secrets: [{ placeholder, value: Redacted.make("s3cr3t") }]
+      })
+      yield* live.channel.closeInput
+      const lines = yield* Stream.runCollect(live.channel.lines)
+      expect(Array.from(lines)).toEqual(["echo:token=s3cr3t;again=s3cr3t"])
+      expect(live.frames[0]).toEqual({ dir: "in", line: `token=${placeholder};again=${placeholder}` })
+      expect(live.frames.filter((f) => f.dir === "in").some((f) => f.line.includes("s3cr3t"))).toBe(false)
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
 
   it.live("closing the scope kills a process that ignores the end of its input", () =>
