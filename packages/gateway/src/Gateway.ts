@@ -87,6 +87,12 @@ export interface CredentialOptions {
 export interface Credential {
   readonly token: Redacted.Redacted<string>
   readonly tools: ReadonlyArray<string>
+  /**
+   * Completes once the gateway has received a `tools/list` made with this token (the client's
+   * MCP connection to the hosted tools is up); never fails. A live driver waits on it before the
+   * first turn, because an agent given a wrong token drops the server without a word.
+   */
+  readonly listed: Effect.Effect<void>
   /** Stops accepting the token (401 from then on); idempotent. Closing the scope also does. */
   readonly revoke: Effect.Effect<void>
 }

@@ -55,6 +55,24 @@ describe("Credentials", () => {
       expect(recorder.calls.map((c) => c.name)).toEqual(["echo", "echo"])
     }).pipe(Effect.scoped, Effect.provide(logLayer)))
 
+  it.live("listed completes on the first tools/list made with that credential's token, not another's", () =>
+    Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const registration = yield* gateway.register((yield* makeExecutor("a")).executor)
+      const first = yield* registration.credential({ tools: ["echo"] })
+      const second = yield* registration.credential({ tools: ["echo"] })
+      const listBody = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: {} })
+      const done = (credential: Gateway.Credential) =>
+        credential.listed.pipe(Effect.timeoutOption("50 millis"), Effect.map((o) => o._tag === "Some"))
+      // A call is not a listing, and a wrong token lists nothing.
+      expect((yield* post(registration.url, remember(first.token), callBody("echo"))).status).toBe(200)
+      expect((yield* post(registration.url, "not-a-token", listBody)).status).toBe(401)
+      expect(yield* done(first)).toBe(false)
+      expect((yield* post(registration.url, remember(first.token), listBody)).status).toBe(200)
+      expect(yield* done(first)).toBe(true)
+      expect(yield* done(second)).toBe(false)
+    }).pipe(Effect.scoped, Effect.provide(logLayer)))
+
   it.live("the redactor replaces every live token of every registration, in text, bytes and values", () =>
     Effect.gen(function*() {
       const gateway = yield* Gateway.make()

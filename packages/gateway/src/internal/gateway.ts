@@ -6,6 +6,7 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type * as Catalog from "@tether/tool/Catalog"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -56,6 +57,8 @@ interface Entry {
   readonly digest: Buffer
   readonly owner: { open: boolean }
   readonly handlers: Mcp.Handlers
+  /** Called for each authenticated `tools/list` made with this token. */
+  readonly listed: () => void
 }
 
 interface Listener {
@@ -82,6 +85,9 @@ const parseJson = (body: Buffer): { readonly ok: true; readonly value: unknown }
 
 const isToolsCall = (body: unknown): boolean =>
   typeof body === "object" && body !== null && (body as { readonly method?: unknown }).method === "tools/call"
+
+const isToolsList = (body: unknown): boolean =>
+  typeof body === "object" && body !== null && (body as { readonly method?: unknown }).method === "tools/list"
 
 const outcomeCode = (outcome: Catalog.Outcome): string => outcome._tag === "Success" ? "ok" : outcome.code
 
@@ -260,6 +266,7 @@ export const make = (options: Options = {}): Effect.Effect<
         // body was being read.
         if (!stillAccepted(accepted)) return Guard.refuse(res, "unauthorized")
         const entry = accepted.entry
+        if (isToolsList(parsed.value)) entry.listed()
         if (isToolsCall(parsed.value)) {
           if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
           state.calls++
@@ -453,10 +460,16 @@ export const make = (options: Options = {}): Effect.Effect<
               const token = newToken()
               const digest = digestOf(token)
               const key = digest.toString("base64")
-              tokens.set(key, { digest, owner, handlers: handlersFor(names, injected, parent) })
+              const listed = Deferred.unsafeMake<void>(FiberId.none)
+              tokens.set(key, {
+                digest,
+                owner,
+                handlers: handlersFor(names, injected, parent),
+                listed: () => Deferred.unsafeDone(listed, Exit.void)
+              })
               known.add(token)
               knownList = [...known]
-              return { token: Redacted.make(token), key }
+              return { token: Redacted.make(token), key, listed: Deferred.await(listed) }
             }),
             ({ key, token }) =>
               Effect.sync(() => {
@@ -474,9 +487,10 @@ export const make = (options: Options = {}): Effect.Effect<
             : new Set(options.tools.filter((name) => all.has(name)))
           const injected = Object.freeze([...(options?.injectedArguments ?? [])])
           return issue(allowed, injected).pipe(
-            Effect.map(({ key, token }): Credential => ({
+            Effect.map(({ key, listed, token }): Credential => ({
               token,
               tools: Object.freeze([...allowed].sort()),
+              listed,
               revoke: Effect.sync(() => {
                 tokens.delete(key)
               })
