@@ -36,17 +36,26 @@ export interface StepUsage {
  *   `_<name>` (so `callTool("lookup")` calls `mcp_<server>_lookup`).
  * - `Fail`: the HTTP status with the API's error body `{"error":{code,message,status}}`.
  *
+ * A `delay` (milliseconds) holds the answer back that long, as a slow model does; a client that
+ * gives up first (an interrupted turn) gets nothing.
+ *
  * @since 0.1.0
  * @category models
  */
 export type Step =
-  | { readonly _tag: "Text"; readonly text: string; readonly usage: StepUsage | undefined }
+  | {
+    readonly _tag: "Text"
+    readonly text: string
+    readonly usage: StepUsage | undefined
+    readonly delay?: number | undefined
+  }
   | {
     readonly _tag: "FunctionCall"
     readonly name: string
     readonly args: unknown
     readonly text: string | undefined
     readonly usage: StepUsage | undefined
+    readonly delay?: number | undefined
   }
   | { readonly _tag: "Fail"; readonly status: number; readonly message: string }
 
@@ -56,10 +65,11 @@ export type Step =
  * @since 0.1.0
  * @category constructors
  */
-export const reply = (text: string, options?: { readonly usage?: StepUsage }): Step => ({
+export const reply = (text: string, options?: { readonly usage?: StepUsage; readonly delay?: number }): Step => ({
   _tag: "Text",
   text,
-  usage: options?.usage
+  usage: options?.usage,
+  ...(options?.delay === undefined ? {} : { delay: options.delay })
 })
 
 /**
@@ -71,13 +81,14 @@ export const reply = (text: string, options?: { readonly usage?: StepUsage }): S
 export const callTool = (
   name: string,
   args: unknown,
-  options?: { readonly text?: string; readonly usage?: StepUsage }
+  options?: { readonly text?: string; readonly usage?: StepUsage; readonly delay?: number }
 ): Step => ({
   _tag: "FunctionCall",
   name,
   args,
   text: options?.text,
-  usage: options?.usage
+  usage: options?.usage,
+  ...(options?.delay === undefined ? {} : { delay: options.delay })
 })
 
 /**

@@ -23,6 +23,8 @@ const post = (url: string, payload: string) =>
 const events = (text: string): Array<any> =>
   text.split("\r\n\r\n").filter((e) => e.startsWith("data: ")).map((e) => JSON.parse(e.slice(6)))
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
 const user = (text: string) => ({ role: "user", parts: [{ text }] })
 
 describe("GeminiServer", () => {
@@ -114,6 +116,30 @@ describe("GeminiServer", () => {
         "/v1beta/models/m:streamGenerateContent?alt=sse",
         "/v1beta/models/lite:generateContent",
         "/v1/other"
+      ])
+    }).pipe(Effect.scoped))
+
+  it.live("a delayed step holds its answer back; a client that gives up first gets nothing, the next step still runs", () =>
+    Effect.gen(function*() {
+      const server = yield* GeminiServer.make({
+        script: [GeminiServer.reply("too late", { delay: 60_000 }), GeminiServer.reply("soon", { delay: 20 })]
+      })
+      const url = `${server.url}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`
+      const abandoned = yield* Effect.promise(async () => {
+        const controller = new AbortController()
+        const response = fetch(url, { method: "POST", body: body([user("slow")]), signal: controller.signal })
+        // Headers would arrive at once without the delay; 300 ms is far below the 60 s hold.
+        const raced = await Promise.race([response.then(() => "answered"), sleep(300).then(() => "held")])
+        controller.abort()
+        await response.catch(() => undefined)
+        return raced
+      })
+      expect(abandoned).toBe("held")
+      const res = yield* post(url, body([user("next")]))
+      expect(events(res.text).map((c) => c.candidates[0].content.parts[0].text).join("")).toBe("soon")
+      expect((yield* server.requests).map((r) => r.step?._tag === "Text" ? r.step.text : undefined)).toEqual([
+        "too late",
+        "soon"
       ])
     }).pipe(Effect.scoped))
 

@@ -190,18 +190,24 @@ export const make = (options: Options = {}): Effect.Effect<GeminiServer, GeminiS
         res.writeHead(status, { "content-type": "application/json; charset=UTF-8" }).end(JSON.stringify(error))
         return
       }
-      const parts = responseChunks(step, request, `resp-scripted-${n}`)
-      if (target.method === "generateContent") {
-        res.writeHead(200, { "content-type": "application/json; charset=UTF-8" })
-          .end(JSON.stringify(wholeResponse(step, request, `resp-scripted-${n}`)))
-        return
+      const answer = () => {
+        if (res.destroyed) return
+        const parts = responseChunks(step, request, `resp-scripted-${n}`)
+        if (target.method === "generateContent") {
+          res.writeHead(200, { "content-type": "application/json; charset=UTF-8" })
+            .end(JSON.stringify(wholeResponse(step, request, `resp-scripted-${n}`)))
+          return
+        }
+        res.writeHead(200, {
+          "content-type": "text/event-stream",
+          "cache-control": "no-cache",
+          "x-content-type-options": "nosniff"
+        })
+        res.end(parts.map((chunk) => `data: ${JSON.stringify(chunk)}\r\n\r\n`).join(""))
       }
-      res.writeHead(200, {
-        "content-type": "text/event-stream",
-        "cache-control": "no-cache",
-        "x-content-type-options": "nosniff"
-      })
-      res.end(parts.map((chunk) => `data: ${JSON.stringify(chunk)}\r\n\r\n`).join(""))
+      if (step.delay === undefined || step.delay <= 0) return answer()
+      const timer = setTimeout(answer, step.delay)
+      res.on("close", () => clearTimeout(timer))
     }
 
     const server = Http.createServer()
