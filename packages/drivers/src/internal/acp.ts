@@ -1,0 +1,346 @@
+/**
+ * Tether's ACP client: a live session with an agent that speaks the Agent Client Protocol
+ * (Gemini CLI's `--acp`, and any other ACP agent), over the `Driver.Channel` core gives it.
+ * JSON-RPC (ids, correlation, requests from the agent, errors) is the official SDK's
+ * (`@agentclientprotocol/sdk`), connected through its message-level `Stream` interface.
+ *
+ * - `initialize` declares no file-system and no terminal capability and checks the agent's:
+ *   `mcpCapabilities.http` when the hosted tools are offered, `loadSession` for a resume.
+ * - `session/new {cwd, mcpServers}` (or `session/load` for a resume) declares the hosted tools as
+ *   an HTTP MCP server whose `Authorization` header carries the session's token. The frame
+ *   holding it goes to the channel as a `SecretFrame`: the token stays `Redacted` up to the
+ *   write, and nothing keeps the frame with it.
+ * - An agent handed a wrong token drops the server without a word: before the first turn the
+ *   session waits (bounded) until the gateway has seen that token list the hosted tools, and
+ *   fails with `HostedToolsUnavailable` otherwise.
+ * - Each turn is one `session/prompt`; its `session/update` notifications map to outputs
+ *   (`acpMap.ts`) and its result to the `Terminal` (`end_turn` is success; `cancelled` is not).
+ *   `interrupt` is `session/cancel` (the process stays warm). ACP cannot steer: a second prompt
+ *   cancels the first, so there is no `steer`.
+ * - `session/request_permission` goes to one extension point (`Options.permission`); until
+ *   approvals exist it answers `cancelled`, so the agent never waits for an answer.
+ *
+ * @internal
+ */
+import * as Acp from "@agentclientprotocol/sdk"
+import * as Driver from "@tether/core/Driver"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberSet from "effect/FiberSet"
+import * as Mailbox from "effect/Mailbox"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { randomBytes } from "node:crypto"
+import * as AcpMap from "./acpMap.js"
+import { notice } from "./lines.js"
+
+/** Answers a `session/request_permission` (the approvals extension point). @internal */
+export type Permission = (request: Acp.RequestPermissionRequest) => Effect.Effect<Acp.RequestPermissionResponse>
+
+/** The answer while Tether has no approvals: the agent treats the tool call as refused. @internal */
+export const cancelPermission: Permission = () => Effect.succeed({ outcome: { outcome: "cancelled" } })
+
+/** @internal */
+export interface Options {
+  /** How the agent's tool calls map back to tool names and sources. */
+  readonly naming: AcpMap.Naming
+  /** Bound on `initialize` plus session creation. */
+  readonly startTimeout: Duration.DurationInput
+  /** Bound on the wait for the hosted tools' `tools/list` after session creation. */
+  readonly hostedToolsTimeout: Duration.DurationInput
+  /** How long a cancelled or abandoned prompt may take to end before the next turn gives up. */
+  readonly cancelTimeout: Duration.DurationInput
+  readonly permission: Permission
+}
+
+const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+/** What a rejected SDK request says (a JSON-RPC error, or the connection closing). */
+const describe = (error: unknown): string => {
+  if (error instanceof Acp.RequestError) return `${error.message} (code ${error.code})`
+  return error instanceof Error ? error.message : "unknown failure"
+}
+
+/**
+ * Attaches to an ACP agent's process: handshake, session creation or load, the hosted-tools
+ * check, then the live session. Everything it starts lives in the scope.
+ *
+ * @internal
+ */
+export const attach = (
+  options: Options,
+  channel: Driver.Channel,
+  context: Driver.LiveContext
+): Effect.Effect<Driver.LiveSession, Driver.ProtocolError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const request = context.request
+    const run = yield* FiberSet.makeRuntimePromise<never, unknown, unknown>()
+    const mapper = AcpMap.makeMapper(context.hostedKey, options.naming)
+    /** Where the running turn's outputs go; `undefined` between turns (their updates are dropped). */
+    let current: Mailbox.Mailbox<Driver.Output, Driver.ProtocolError> | undefined = undefined
+    const deliver = (outputs: ReadonlyArray<Driver.Output>): void => {
+      if (current !== undefined && outputs.length > 0) current.unsafeOfferAll(outputs)
+    }
+
+    // The token goes into `session/new` as a placeholder; only the channel's write puts it in.
+    const placeholder = `tether-secret-${randomBytes(18).toString("base64url")}`
+    const secrets = [{
+      placeholder,
+      // As it must appear inside a JSON string (a gateway token needs no escaping; any value works).
+      value: Redacted.make(JSON.stringify(Redacted.value(context.hostedToken)).slice(1, -1))
+    }]
+    const frameOf = (message: Acp.AnyMessage): string | Driver.SecretFrame => {
+      const text = JSON.stringify(message)
+      return text.includes(placeholder) ? { _tag: "SecretFrame", text, secrets } : text
+    }
+
+    // stdout → the SDK. `session/update` notifications are mapped here, in line order, before
+    // any later line reaches the SDK: a prompt's result can never overtake its last updates
+    // (the SDK dispatches notifications asynchronously).
+    let inbound!: ReadableStreamDefaultController<Acp.AnyMessage>
+    let inboundOpen = true
+    /** Set when stdout ended: from then on every pending request fails with "connection closed". */
+    let outputEnded = false
+    const readable = new ReadableStream<Acp.AnyMessage>({
+      start: (controller) => {
+        inbound = controller
+      },
+      // The SDK cancels its reader when the connection closes: later lines have nowhere to go.
+      cancel: () => {
+        inboundOpen = false
+      }
+    })
+    const onLine = (line: string): void => {
+      const classified = AcpMap.classify(line)
+      switch (classified._tag) {
+        case "Blank":
+          return
+        case "Foreign":
+          return deliver([classified.output])
+        case "Update":
+          return deliver(mapper.update(classified.params))
+        case "Message":
+          if (inboundOpen) inbound.enqueue(classified.message as Acp.AnyMessage)
+      }
+    }
+    const ended = yield* Deferred.make<void>()
+    yield* channel.lines.pipe(
+      Stream.runForEachChunk((chunk) =>
+        Effect.sync(() => {
+          for (const line of chunk) onLine(line)
+        })
+      ),
+      Effect.ensuring(Effect.zipRight(
+        Effect.sync(() => {
+          outputEnded = true
+          if (inboundOpen) {
+            inboundOpen = false
+            inbound.close()
+          }
+        }),
+        Deferred.done(ended, Exit.void)
+      )),
+      Effect.forkScoped
+    )
+    const writable = new WritableStream<Acp.AnyMessage>({
+      write: (message) => run(channel.write(frameOf(message)))
+    })
+
+    const connection = Acp.client({ name: "tether" })
+      .onRequest("session/request_permission", ({ params }) =>
+        run(Effect.tap(options.permission(params), (answer) =>
+          Effect.sync(() => {
+            const title = params.toolCall.title ?? params.toolCall.toolCallId
+            const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled"
+            deliver([notice(
+              outcome === "cancelled" ? "warning" : "info",
+              "acp.permission",
+              `the agent asked permission for "${title}": answered ${outcome}`,
+              params
+            )])
+          }))))
+      .connect({ readable, writable })
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() =>
+        connection.close()
+      )
+    )
+
+    const gone = () => providerError("the agent's process ended (its output closed)")
+    const call = <A>(
+      what: string,
+      send: () => Promise<A>,
+      reason: Driver.ProtocolError["reason"] = "ProviderError"
+    ): Effect.Effect<A, Driver.ProtocolError> =>
+      Effect.tryPromise({
+        try: send,
+        catch: (error) =>
+          outputEnded
+            ? new Driver.ProtocolError({ reason: "ProviderError", detail: `${what} failed: ${gone().detail}` })
+            : new Driver.ProtocolError({ reason, detail: `${what} failed: ${describe(error)}` })
+      })
+    const untilEnded = Effect.zipRight(Deferred.await(ended), Effect.fail(gone()))
+
+    const hostedTools = request.hosted.tools.length > 0
+    const handshake = Effect.gen(function*() {
+      const init = yield* call("initialize", () =>
+        connection.agent.request("initialize", {
+          protocolVersion: Acp.PROTOCOL_VERSION,
+          clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false }
+        }))
+      if (init.protocolVersion !== Acp.PROTOCOL_VERSION) {
+        return yield* Effect.fail(providerError(`the agent speaks ACP version ${init.protocolVersion}, not 1`))
+      }
+      const capabilities = init.agentCapabilities ?? {}
+      if (hostedTools && capabilities.mcpCapabilities?.http !== true) {
+        return yield* Effect.fail(
+          new Driver.ProtocolError({
+            reason: "HostedToolsUnavailable",
+            detail: "the agent does not declare MCP servers over HTTP (mcpCapabilities.http)"
+          })
+        )
+      }
+      const mcpServers: Array<Acp.McpServer> = hostedTools
+        ? [{
+          type: "http",
+          name: request.hosted.key,
+          url: request.hosted.url,
+          headers: [{ name: "Authorization", value: `Bearer ${placeholder}` }]
+        }]
+        : []
+      const session = context.session
+      switch (session._tag) {
+        case "New": {
+          const created = yield* call(
+            "session/new",
+            () => connection.agent.request("session/new", { cwd: request.workspace, mcpServers })
+          )
+          return { sessionId: created.sessionId, result: created as unknown }
+        }
+        case "Resume": {
+          if (capabilities.loadSession !== true) {
+            return yield* Effect.fail(
+              new Driver.ProtocolError({
+                reason: "ResumeRejected",
+                detail: "the agent cannot load a session (no loadSession capability)"
+              })
+            )
+          }
+          const loaded = yield* call(
+            "session/load",
+            () =>
+              connection.agent.request("session/load", { sessionId: session.id, cwd: request.workspace, mcpServers }),
+            "ResumeRejected"
+          )
+          return { sessionId: session.id, result: loaded as unknown }
+        }
+        case "Fork":
+          return yield* Effect.fail(providerError("ACP cannot fork a session"))
+      }
+    })
+    const opened = yield* handshake.pipe(
+      Effect.raceFirst(untilEnded),
+      Effect.timeoutFail({
+        duration: options.startTimeout,
+        onTimeout: () => providerError("the agent did not create its session in time")
+      })
+    )
+    mapper.session = opened.sessionId
+    mapper.model = AcpMap.currentModel(opened.result) ?? request.model
+    if (hostedTools) {
+      yield* context.hostedToolsListed.pipe(
+        Effect.raceFirst(untilEnded),
+        Effect.timeoutFail({
+          duration: options.hostedToolsTimeout,
+          onTimeout: () =>
+            new Driver.ProtocolError({
+              reason: "HostedToolsUnavailable",
+              detail: `the agent did not list the hosted tools (MCP server "${request.hosted.key}") with its credential`
+            })
+        })
+      )
+    }
+
+    let started = false
+    /** The running or last prompt: done once the agent answered it (or the connection closed). */
+    let prompt: Deferred.Deferred<void> | undefined = undefined
+    const cancel = call(
+      "session/cancel",
+      () => connection.agent.notify("session/cancel", { sessionId: opened.sessionId })
+    )
+    const running = Effect.map(
+      Effect.suspend(() => prompt === undefined ? Effect.succeed(true) : Deferred.isDone(prompt)),
+      (done) => !done
+    )
+
+    const turn = (turn: Driver.LiveTurn): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        if (yield* Deferred.isDone(ended)) return yield* Effect.fail(gone())
+        // A previous prompt the consumer stopped reading was cancelled: its late updates must
+        // not land in this turn, so it has to be over first.
+        const previous = prompt
+        if (previous !== undefined) {
+          yield* Deferred.await(previous).pipe(
+            Effect.timeoutFail({
+              duration: options.cancelTimeout,
+              onTimeout: () => providerError("the agent did not end the previous, cancelled prompt")
+            })
+          )
+        }
+        const mailbox = yield* Mailbox.make<Driver.Output, Driver.ProtocolError>()
+        mapper.begin()
+        const first: Array<Driver.Output> = []
+        if (!started) {
+          started = true
+          first.push({ _tag: "SessionStarted", sessionId: opened.sessionId, model: mapper.model })
+        }
+        first.push({ _tag: "Message", role: "user", text: turn.prompt })
+        mailbox.unsafeOfferAll(first)
+        current = mailbox
+        const settled = yield* Deferred.make<void>()
+        prompt = settled
+        const finish = (exit: Exit.Exit<unknown, Driver.ProtocolError>) =>
+          Effect.sync(() => {
+            if (current !== mailbox) return
+            current = undefined
+            if (Exit.isSuccess(exit)) {
+              mailbox.unsafeOfferAll(mapper.finish(exit.value))
+              mailbox.unsafeDone(Exit.void)
+            } else {
+              mailbox.unsafeDone(exit.pipe(Exit.asVoid))
+            }
+          })
+        // The prompt belongs to the session, not to this stream: a consumer that stops early
+        // cancels it (below) and the next turn waits for its answer.
+        void run(
+          call("session/prompt", () =>
+            connection.agent.request("session/prompt", {
+              sessionId: opened.sessionId,
+              prompt: [{ type: "text", text: turn.prompt }]
+            })).pipe(
+              Effect.exit,
+              Effect.flatMap(finish),
+              // The session's scope closed under the turn: its reader must not wait forever.
+              Effect.onInterrupt(() => finish(Exit.fail(providerError("the live session closed during the turn")))),
+              Effect.ensuring(Deferred.done(settled, Exit.void))
+            )
+        ).catch(() => undefined)
+        yield* Effect.addFinalizer(() =>
+          Effect.suspend(() => {
+            if (current !== mailbox) return Effect.void
+            current = undefined
+            return Effect.ignore(cancel)
+          })
+        )
+        return Mailbox.toStream(mailbox)
+      }))
+
+    return {
+      turn,
+      interrupt: Effect.flatMap(running, (busy) => busy ? cancel : Effect.void),
+      shutdown: Effect.zipRight(channel.closeInput, Effect.sync(() => connection.close()))
+    } satisfies Driver.LiveSession
+  })

@@ -1,0 +1,328 @@
+/**
+ * ACP `session/update` notifications and `session/prompt` results → the typed outputs every
+ * driver yields, with the same shape as the one-shot parsers: text and reasoning deltas, the
+ * assistant text closed into a `Message` at each tool call and at the end, tool calls as start
+ * and end, usage, and one `Terminal` per turn. Pure and synchronous: the live session feeds it
+ * line by line, and a recorded transcript can be replayed through it (`parse`).
+ *
+ * @internal
+ */
+import * as Driver from "@tether/core/Driver"
+import { Usage } from "@tether/core/Result"
+import type * as Stream from "effect/Stream"
+import { isBlank, notice, parseLines, textOf } from "./lines.js"
+
+type Json = { readonly [key: string]: unknown }
+
+const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
+const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
+const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
+
+/** What a tool call is, as `ToolCall` outputs name it. @internal */
+export interface ToolIdentity {
+  readonly name: string
+  readonly source: "host" | "mcp" | "builtin"
+}
+
+/** What an agent tells of a tool call when the client first sees it. @internal */
+export interface ToolCallInfo {
+  readonly toolCallId: string
+  /** ACP's optional programmatic name of the tool. */
+  readonly name: string | undefined
+  readonly title: string | undefined
+  readonly kind: string | undefined
+}
+
+/** How an agent's tool calls map back to tool names and sources (agents name them differently). @internal */
+export type Naming = (call: ToolCallInfo, hostedKey: string) => ToolIdentity
+
+/**
+ * Names for agents that follow no known convention: ACP's `name` (else the title); a name
+ * `mcp__<server>__<tool>` is an MCP tool, the hosted tools' when the server is the hosted key.
+ *
+ * @internal
+ */
+export const genericNaming: Naming = (call, hostedKey) => {
+  const name = call.name ?? call.title ?? ""
+  const mcp = /^mcp__(.+?)__(.+)$/.exec(name)
+  if (mcp === null) return { name, source: "builtin" }
+  return mcp[1] === hostedKey ? { name: mcp[2]!, source: "host" } : { name, source: "mcp" }
+}
+
+/** The live session's view of the turns of one ACP session. @internal */
+export interface Mapper {
+  /** The session the updates must belong to (`undefined` until known: any). */
+  session: string | undefined
+  /** The model the agent reported at session creation, for the terminal. */
+  model: string | undefined
+  /** Starts a turn: the per-turn state (assistant text, tool calls) is reset. */
+  readonly begin: () => void
+  /** The params of one `session/update` notification → outputs. */
+  readonly update: (params: unknown) => Array<Driver.Output>
+  /** The result of the turn's `session/prompt` → the rest of the turn, ending with its `Terminal`. */
+  readonly finish: (result: unknown) => Array<Driver.Output>
+}
+
+const chunkText = (update: Json): string | undefined =>
+  isRecord(update["content"]) && update["content"]["type"] === "text" ? str(update["content"]["text"]) : undefined
+
+/** The text of a tool call's `content` blocks (`{type:"content",content:{type:"text",text}}`). */
+const contentText = (content: unknown): string | undefined => {
+  if (!Array.isArray(content)) return undefined
+  const texts: Array<string> = []
+  for (const block of content) {
+    if (isRecord(block) && block["type"] === "content" && isRecord(block["content"])) {
+      const text = str(block["content"]["text"])
+      if (text !== undefined) texts.push(text)
+    }
+  }
+  return texts.length === 0 ? undefined : texts.join("\n")
+}
+
+/** ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. */
+const usageOf = (result: Json): Usage | undefined => {
+  const fields = (input: number | undefined, output: number | undefined, cached?: number, reasoning?: number) =>
+    input === undefined && output === undefined ? undefined : new Usage({
+      ...(input !== undefined ? { inputTokens: input } : {}),
+      ...(output !== undefined ? { outputTokens: output } : {}),
+      ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
+      ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {})
+    })
+  const usage = result["usage"]
+  if (isRecord(usage)) {
+    return fields(
+      num(usage["inputTokens"]),
+      num(usage["outputTokens"]),
+      num(usage["cachedReadTokens"]),
+      num(usage["thoughtTokens"])
+    )
+  }
+  const meta = result["_meta"]
+  const quota = isRecord(meta) && isRecord(meta["quota"]) ? meta["quota"] : undefined
+  const count = quota !== undefined && isRecord(quota["token_count"]) ? quota["token_count"] : undefined
+  return count === undefined ? undefined : fields(num(count["input_tokens"]), num(count["output_tokens"]))
+}
+
+/** The one model Gemini CLI reports in `_meta.quota.model_usage`, if exactly one. */
+const modelOf = (result: Json): string | undefined => {
+  const meta = result["_meta"]
+  const quota = isRecord(meta) && isRecord(meta["quota"]) ? meta["quota"] : undefined
+  const models = quota !== undefined && Array.isArray(quota["model_usage"]) ? quota["model_usage"] : []
+  return models.length === 1 && isRecord(models[0]) ? str(models[0]["model"]) : undefined
+}
+
+/** Updates that describe the session, not the turn: nothing to report. */
+const quiet = new Set([
+  "available_commands_update",
+  "current_mode_update",
+  "config_option_update",
+  "session_info_update",
+  "usage_update"
+])
+
+/** A fresh mapper for one session. @internal */
+export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
+  // Per turn; mutated in place (a copy per update would cost as much as the turn so far).
+  let segment = ""
+  let finalText: string | undefined = undefined
+  const calls = new Map<string, ToolIdentity>()
+
+  const flush = (out: Array<Driver.Output>): void => {
+    if (segment.length === 0) return
+    out.push({ _tag: "Message", role: "assistant", text: segment })
+    finalText = segment
+    segment = ""
+  }
+
+  const start = (update: Json, callId: string, out: Array<Driver.Output>): ToolIdentity => {
+    const identity = naming(
+      { toolCallId: callId, name: str(update["name"]), title: str(update["title"]), kind: str(update["kind"]) },
+      hostedKey
+    )
+    calls.set(callId, identity)
+    flush(out)
+    out.push({
+      _tag: "ToolCall",
+      phase: "start",
+      callId,
+      ...identity,
+      ...(update["rawInput"] === undefined ? {} : { input: update["rawInput"] })
+    })
+    return identity
+  }
+
+  const end = (update: Json, callId: string, identity: ToolIdentity, out: Array<Driver.Output>): void => {
+    const output = update["rawOutput"] ?? contentText(update["content"])
+    out.push({
+      _tag: "ToolCall",
+      phase: "end",
+      callId,
+      ...identity,
+      ...(output === undefined ? {} : { output }),
+      isError: update["status"] === "failed"
+    })
+  }
+
+  const mapper: Mapper = {
+    session: undefined,
+    model: undefined,
+    begin: () => {
+      segment = ""
+      finalText = undefined
+      calls.clear()
+    },
+    update: (params) => {
+      if (!isRecord(params) || !isRecord(params["update"])) {
+        return [notice("warning", "acp.session_update", "a session/update without an update", params)]
+      }
+      if (mapper.session !== undefined && params["sessionId"] !== mapper.session) return []
+      const update = params["update"]
+      const kind = str(update["sessionUpdate"])
+      switch (kind) {
+        case "agent_message_chunk": {
+          const text = chunkText(update)
+          if (text === undefined) return [notice("info", "acp.agent_message_chunk", "a non-text message chunk", update)]
+          segment += text
+          return text.length > 0 ? [{ _tag: "TextDelta", text }] : []
+        }
+        case "agent_thought_chunk": {
+          const text = chunkText(update)
+          if (text === undefined) return [notice("info", "acp.agent_thought_chunk", "a non-text thought chunk", update)]
+          return text.length > 0 ? [{ _tag: "ReasoningDelta", text }] : []
+        }
+        case "user_message_chunk": {
+          const text = chunkText(update)
+          if (text === undefined) return [notice("info", "acp.user_message_chunk", "a non-text user chunk", update)]
+          return [{ _tag: "Message", role: "user", text }]
+        }
+        case "tool_call":
+        case "tool_call_update": {
+          const callId = str(update["toolCallId"])
+          if (callId === undefined) return [notice("warning", `acp.${kind}`, "a tool call without toolCallId", update)]
+          const out: Array<Driver.Output> = []
+          // An agent may report a call first in its final state (Gemini does after a permission).
+          const identity = calls.get(callId) ?? start(update, callId, out)
+          if (update["status"] === "completed" || update["status"] === "failed") end(update, callId, identity, out)
+          return out
+        }
+        case "plan":
+          return [notice("info", "acp.plan", "the agent's plan", update["entries"])]
+        case "notice": {
+          const level = update["severity"] === "error" ? "error" : update["severity"] === "warning" ? "warning" : "info"
+          return [notice(level, "acp.notice", str(update["title"]) ?? "", update)]
+        }
+        default:
+          return kind !== undefined && quiet.has(kind)
+            ? []
+            : [notice("info", `acp.${textOf(kind, "update")}`, "an update the client does not map", update)]
+      }
+    },
+    finish: (result) => {
+      const out: Array<Driver.Output> = []
+      flush(out)
+      const record = isRecord(result) ? result : {}
+      const stopReason = str(record["stopReason"])
+      const usage = usageOf(record)
+      if (usage !== undefined) out.push({ _tag: "Usage", usage })
+      const ok = stopReason === "end_turn"
+      out.push({
+        _tag: "Terminal",
+        ok,
+        text: finalText,
+        usage,
+        model: modelOf(record) ?? mapper.model,
+        session: mapper.session,
+        error: ok
+          ? undefined
+          : stopReason === "cancelled"
+          ? "the turn was cancelled"
+          : `the agent stopped the turn: ${stopReason ?? "no stopReason"}`,
+        raw: result
+      })
+      return out
+    }
+  }
+  return mapper
+}
+
+/** `session/new`'s (or `session/load`'s) current model, when the agent reports one (Gemini does). @internal */
+export const currentModel = (result: unknown): string | undefined =>
+  isRecord(result) && isRecord(result["models"]) ? str(result["models"]["currentModelId"]) : undefined
+
+/** What one stdout line of an ACP agent is. @internal */
+export type Line =
+  | { readonly _tag: "Blank" }
+  | { readonly _tag: "Foreign"; readonly output: Driver.Output }
+  | { readonly _tag: "Update"; readonly params: unknown }
+  | { readonly _tag: "Message"; readonly message: Json }
+
+/**
+ * Classifies one line: `session/update` notifications are mapped by the client itself (in line
+ * order), other JSON objects are JSON-RPC messages for the SDK, anything else is a `Notice`.
+ *
+ * @internal
+ */
+export const classify = (line: string): Line => {
+  if (isBlank(line)) return { _tag: "Blank" }
+  let message: unknown
+  try {
+    message = JSON.parse(line)
+  } catch {
+    return { _tag: "Foreign", output: notice("warning", "acp.non_json", line.slice(0, 2048)) }
+  }
+  if (!isRecord(message)) {
+    return { _tag: "Foreign", output: notice("warning", "acp.unknown", "a JSON line that is not an object", message) }
+  }
+  if (message["method"] === "session/update" && !("id" in message)) return { _tag: "Update", params: message["params"] }
+  return { _tag: "Message", message }
+}
+
+/**
+ * A recorded transcript of an agent's stdout replayed without a connection: `session/new`'s
+ * result starts the session (`SessionStarted`), `session/update` notifications and
+ * `session/prompt` results map as in a live session, each prompt result ends a turn, an error
+ * response is an error `Notice`, the other protocol messages give nothing, and a line that is
+ * not a JSON object is a `Notice`.
+ *
+ * @internal
+ */
+export const parse = (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext,
+  naming: Naming
+): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
+  parseLines(lines, () => {
+    const mapper = makeMapper(context.hostedKey, naming)
+    return (line) => {
+      const classified = classify(line)
+      switch (classified._tag) {
+        case "Blank":
+          return []
+        case "Foreign":
+          return [classified.output]
+        case "Update":
+          return mapper.update(classified.params)
+      }
+      const message = classified.message
+      if ("method" in message) return []
+      const result = message["result"]
+      if (isRecord(result)) {
+        const sessionId = str(result["sessionId"])
+        if (sessionId !== undefined && mapper.session === undefined) {
+          mapper.session = sessionId
+          mapper.model = currentModel(result)
+          return [{ _tag: "SessionStarted", sessionId, model: mapper.model }]
+        }
+        if (typeof result["stopReason"] === "string") {
+          const out = mapper.finish(result)
+          mapper.begin()
+          return out
+        }
+        return []
+      }
+      if (isRecord(message["error"])) {
+        return [notice("error", "acp.error", textOf(message["error"]["message"], "an error response"), message)]
+      }
+      return "result" in message ? [] : [notice("info", "acp.unknown", "a JSON object that is not ACP", message)]
+    }
+  })
