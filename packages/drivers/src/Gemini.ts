@@ -6,7 +6,8 @@
  * closed; the headless mode appends stdin to the empty `-p` prompt. `GEMINI_CLI_HOME` is the
  * execution clone: the driver rewrites `<clone>/.gemini/settings.json` as the user's copied
  * settings with its own keys merged over them (`security.auth.selectedType`, telemetry and
- * update checks off, the MCP servers), the same for every run of the agent: it declares the hosted
+ * update checks off, the CLI's session retention off: Tether's session store keeps and prunes
+ * sessions, the MCP servers), the same for every run of the agent: it declares the hosted
  * tools as an `httpUrl` server whose `Authorization` header references the token variable
  * (`Bearer ${VAR}`, never the token), with `trust: true` (only this server). The turn's allow-list
  * is per run: a policy file named by its content (`<clone>/.gemini/tether-tools-<digest>.toml`,
@@ -27,12 +28,21 @@
  * and forwards it in MCP calls: the driver declares it (`injectedArguments`), so the process's
  * gateway credential removes it before the host tool's input is decoded.
  *
+ * Live sessions (`driver.live`) run `gemini --acp` with the same files, environment and flags as a
+ * one-shot turn (no `-p`, no session flag) and drive it over the Agent Client Protocol: the
+ * session is created with `session/new` (resumed with `session/load`), which declares the hosted
+ * tools as an HTTP MCP server with the process's bearer token; each turn is a `session/prompt`,
+ * an interrupt is `session/cancel` and keeps the process warm. ACP cannot steer (a second prompt
+ * cancels the first): there is no `steer` and `streamingInput` is `false`. The CLI's permission
+ * requests are answered `cancelled` (the tool call fails) until Tether has approvals.
+ *
  * @since 0.1.0
  */
 import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as EffectConfig from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/gemini.js"
@@ -84,12 +94,24 @@ export interface Config {
    * settings is used when this is absent.
    */
   readonly maxAttempts?: number
+  /**
+   * Bounds of a live session's start (`driver.live`, `gemini --acp`): `startTimeout` (default 2
+   * minutes) covers `initialize` and the creation or load of the session; `hostedToolsTimeout`
+   * (default 20 seconds) is how long the session waits for the CLI to list the hosted tools with
+   * its credential before failing with `HostedToolsUnavailable` (a CLI given a wrong token drops
+   * the server silently).
+   */
+  readonly live?: {
+    readonly startTimeout?: Duration.DurationInput
+    readonly hostedToolsTimeout?: Duration.DurationInput
+  }
 }
 
 /**
  * What the driver can honour: resume (`--resume <uuid>`), no fork, MCP sources over stdio,
  * HTTP and SSE, appended instructions, per-turn tool allow-list (a `--policy` file), no sandbox
- * level (its approval modes are not a filesystem sandbox), no structured output.
+ * level (its approval modes are not a filesystem sandbox), no structured output; a live protocol
+ * (`persistentProcess`) without input during a turn (`streamingInput` is `false`).
  *
  * @since 0.1.0
  * @category constants
@@ -146,6 +168,18 @@ export const instructionsFile: string = internal.instructionsFile
  * `Notice`, `result` → `Usage` + `Terminal` (`ok` when `status` is `success`; the final text is
  * the assistant text after the last tool call). Unknown records and non-JSON lines become
  * `Notice`s. `classifyExit` turns "Error resuming session" into `ResumeRejected`.
+ *
+ * `live.open` fails as `prepare` does (a fork included); for a resume it waits until the next
+ * minute when the session's chat file was created in the current one (Gemini CLI 0.61's
+ * `session/load` would reset that session: its new recording gets the same file name, which
+ * carries the minute). `live.attach` fails with
+ * `ProtocolError`: `HostedToolsUnavailable` when the turn offers hosted tools and the CLI does not
+ * list them with its credential within `live.hostedToolsTimeout`; `ResumeRejected` when
+ * `session/load` fails; `ProviderError` when the handshake fails, takes longer than
+ * `live.startTimeout`, or the process ends. A live turn yields the one-shot outputs
+ * (`SessionStarted` on the first turn, the user `Message`, deltas, tool calls, `Usage`, `Terminal`;
+ * `ok` only for `end_turn`, so a cancelled turn ends with `ok: false`), except that the CLI's ACP
+ * tool calls carry no input: `ToolCall` start has no `input`.
  *
  * @example
  * ```ts

@@ -173,7 +173,8 @@ describe("Gemini.driver prepare", () => {
       expect(settings["general"]).toEqual({
         enableAutoUpdate: false,
         enableAutoUpdateNotification: false,
-        maxAttempts: Gemini.defaultMaxAttempts
+        maxAttempts: Gemini.defaultMaxAttempts,
+        sessionRetention: { enabled: false }
       })
       expect(settings["context"]).toEqual({ fileName: ["AGENTS.md", "tether-instructions.md"] })
       expect(settings["mcpServers"]).toEqual({ mine: { command: "/bin/my-mcp", trust: false }, tether: hosted })
@@ -335,7 +336,8 @@ describe("Gemini.driver prepare", () => {
         vimMode: true,
         enableAutoUpdate: false,
         enableAutoUpdateNotification: false,
-        maxAttempts: Gemini.defaultMaxAttempts
+        maxAttempts: Gemini.defaultMaxAttempts,
+        sessionRetention: { enabled: false }
       })
       const own = yield* clone("{ \"general\": { \"maxAttempts\": 5 } // mine\n}")
       expect(settingsOf(yield* prepare({ binary: "gemini" }, request(own)))["general"]["maxAttempts"]).toBe(5)

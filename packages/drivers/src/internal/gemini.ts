@@ -10,6 +10,7 @@ import * as Toml from "smol-toml"
 import type { Config } from "../Gemini.js"
 import * as Binary from "./binary.js"
 import * as Env from "./env.js"
+import * as GeminiLive from "./geminiLive.js"
 import * as parser from "./geminiParse.js"
 import * as Skills from "./skills.js"
 
@@ -41,7 +42,7 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: false,
   structuredOutput: false,
-  persistentProcess: false
+  persistentProcess: true
 }
 
 /** @internal */
@@ -210,7 +211,14 @@ export const renderSettings = (
       security: { auth: { selectedType: config.authType ?? currentAuth ?? "gemini-api-key" } },
       privacy: { usageStatisticsEnabled: false },
       telemetry: { enabled: false },
-      general: { enableAutoUpdate: false, enableAutoUpdateNotification: false, maxAttempts },
+      // The CLI's startup sweep deletes every file of a session that also has a file without
+      // conversation, which `session/load` leaves behind: the session store keeps sessions instead.
+      general: {
+        enableAutoUpdate: false,
+        enableAutoUpdateNotification: false,
+        maxAttempts,
+        sessionRetention: { enabled: false }
+      },
       mcpServers: servers,
       ...(request.instructions.length > 0 ? { context: { fileName: contextNames(context["fileName"]) } } : {})
     }
@@ -299,8 +307,13 @@ const buildEnv = (config: Config, request: Driver.InvocationRequest, home: strin
     GEMINI_CLI_NO_RELAUNCH: "true"
   }, ["GEMINI_CLI_TRUST_WORKSPACE"])
 
-/** @internal */
-export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
+/**
+ * What every Gemini CLI process of a request shares, one-shot or live: the files, the
+ * environment, the model flag and the options after it (trust, approval mode, policies).
+ *
+ * @internal
+ */
+export const processSetup = (config: Config, request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     if (request.sandbox !== undefined) {
       return yield* Effect.fail(providerError(`Gemini CLI cannot honour sandbox level "${request.sandbox}"`))
@@ -320,23 +333,43 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
     files.push(...Skills.project(request.skills, ".gemini/skills"))
+    const model = request.model ?? config.model
+    const options: Array<string> = []
+    if (config.trustWorkspace !== false) options.push("--skip-trust")
+    if (config.approvalMode !== undefined) options.push("--approval-mode", config.approvalMode)
+    for (const file of policies) options.push("--policy", file)
+    return {
+      files,
+      env: buildEnv(config, request, home, tmp),
+      model: model === undefined ? [] : ["-m", model],
+      options
+    }
+  })
+
+/** @internal */
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    const setup = yield* processSetup(config, request)
     // The prompt goes on stdin (never argv: no option parsing, no `ps` exposure, no size limit
     // below the CLI's 8 MiB); `-p ""` selects the headless mode, which appends stdin to it.
-    const args: Array<string> = [...binary.prefix, "-p", "", "--output-format", "stream-json"]
-    const model = request.model ?? config.model
-    if (model !== undefined) args.push("-m", model)
-    args.push(...(yield* sessionArgs(request.session)))
-    if (config.trustWorkspace !== false) args.push("--skip-trust")
-    if (config.approvalMode !== undefined) args.push("--approval-mode", config.approvalMode)
-    for (const file of policies) args.push("--policy", file)
+    const args: Array<string> = [
+      ...binary.prefix,
+      "-p",
+      "",
+      "--output-format",
+      "stream-json",
+      ...setup.model,
+      ...(yield* sessionArgs(request.session)),
+      ...setup.options
+    ]
     return {
       command: binary.command,
       args,
       commandSource: binary.source,
-      env: buildEnv(config, request, home, tmp),
+      env: setup.env,
       cwd: request.workspace,
       stdin: request.prompt,
-      files
+      files: setup.files
     } satisfies Driver.Invocation
   })
 
@@ -361,6 +394,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     parse: (lines, context) => parser.parse(lines, context),
     classifyExit,
     injectedArguments,
+    live: GeminiLive.live(config, binary, announce, processSetup),
     install: "install it with `npm install @google/gemini-cli`"
   }
 }
