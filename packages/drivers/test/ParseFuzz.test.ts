@@ -21,6 +21,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
+import * as AcpMap from "../src/internal/acpMap.js"
+import * as GeminiLive from "../src/internal/geminiLive.js"
 import * as Fuzz from "./fuzz/parsers.js"
 import * as Settings from "./fuzz/settings.js"
 
@@ -29,7 +31,8 @@ const subjects: ReadonlyArray<Fuzz.Subject<unknown>> = [
   Fuzz.driver("codebuddy", CodeBuddy.parse, "codebuddy"),
   Fuzz.driver("codex", Codex.parse, "codex"),
   Fuzz.driver("gemini", Gemini.parse, "gemini"),
-  Fuzz.driver("cursor", Cursor.parse, "cursor")
+  Fuzz.driver("cursor", Cursor.parse, "cursor"),
+  Fuzz.driver("gemini-acp", (lines, context) => AcpMap.parse(lines, context, GeminiLive.naming), "gemini-acp")
 ] as ReadonlyArray<Fuzz.Subject<unknown>>
 
 const sizes: Fuzz.Sizes = Settings.long ? { depth: 100_000, repeat: 1_100_000 } : { depth: 12_000, repeat: 70_000 }
