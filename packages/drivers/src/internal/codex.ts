@@ -154,8 +154,23 @@ const userSettings = (profileDir: string) =>
     return { text: (yield* read(copied)) ?? "", firstTurn: true }
   })
 
+/**
+ * What `exec` and `app-server` share for one run: the binary, the clone's files (the user's
+ * settings saved on the first turn, the rendered `config.toml`, projected skills), the
+ * environment, and the `--config` overrides of the run (sandbox level, hosted-tool allow-list).
+ *
+ * @internal
+ */
+export interface Materialized {
+  readonly binary: Binary.Binary
+  readonly env: { readonly [name: string]: string }
+  readonly files: ReadonlyArray<Driver.MaterializedFile>
+  /** `key=<TOML value>` overrides, each given after `--config` (`-c`). */
+  readonly overrides: ReadonlyArray<string>
+}
+
 /** @internal */
-export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
+export const materialize = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
     const home = request.siblings["home"]
     const tmp = request.siblings["tmp"]
@@ -172,11 +187,20 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       mode: 0o600
     })
     files.push(...Skills.project(request.skills, "skills"))
+    const overrides: Array<string> = []
+    if (request.sandbox !== undefined) overrides.push(`sandbox_mode="${sandboxMode[request.sandbox]}"`)
+    overrides.push(codexConfig.enabledToolsOverride(request))
+    return { binary, env: buildEnv(config, request, home, tmp), files, overrides } satisfies Materialized
+  })
+
+/** @internal */
+export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    const { env, files, overrides } = yield* materialize(config, binary)(request)
     const args: Array<string> = [...subcommand(request.session), "--json", "--skip-git-repo-check"]
     const model = request.model ?? config.model
     if (model !== undefined) args.push("--model", model)
-    if (request.sandbox !== undefined) args.push("--config", `sandbox_mode="${sandboxMode[request.sandbox]}"`)
-    args.push("--config", codexConfig.enabledToolsOverride(request))
+    for (const override of overrides) args.push("--config", override)
     args.push("--")
     if (request.session._tag === "Resume") args.push(request.session.id)
     if (request.session._tag === "Fork") args.push(request.session.from)
@@ -187,7 +211,7 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       command: binary.command,
       args: [...binary.prefix, ...args],
       commandSource: binary.source,
-      env: buildEnv(config, request, home, tmp),
+      env,
       cwd: request.workspace,
       stdin: request.prompt,
       files

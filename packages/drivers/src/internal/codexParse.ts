@@ -15,8 +15,12 @@ const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null 
 const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
 const num = (u: unknown): number | undefined => typeof u === "number" && Number.isFinite(u) ? u : undefined
 
-/** Mutable per-run parser state (one per `parse` call). */
-interface State {
+/**
+ * Mutable per-run parser state (one per `parse` call; one per turn of a live session).
+ *
+ * @internal
+ */
+export interface State {
   reconnects: number
   thread: string | undefined
   lastMessage: string | undefined
@@ -109,7 +113,18 @@ const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): 
   }
 }
 
-const onItem = (phase: "started" | "updated" | "completed", item: Json, state: State, context: Driver.ParseContext) => {
+/**
+ * The outputs of one `exec --json` item (`item.started` / `.updated` / `.completed`). The live
+ * driver maps app-server items to this shape and shares it.
+ *
+ * @internal
+ */
+export const onItem = (
+  phase: "started" | "updated" | "completed",
+  item: Json,
+  state: State,
+  context: Driver.ParseContext
+): Array<Output> => {
   const id = str(item["id"]) ?? ""
   const kind = str(item["type"]) ?? "unknown"
   const finished = phase === "completed"
@@ -172,7 +187,12 @@ export interface ParseOptions {
 
 const reconnecting = /^Reconnecting\.\.\./
 
-const onRecord = (
+/**
+ * The outputs of one `exec --json` record (the live driver shares its `error` handling).
+ *
+ * @internal
+ */
+export const onRecord = (
   record: Json,
   state: State,
   context: Driver.ParseContext,
@@ -274,6 +294,9 @@ const onLine = (
   return onRecord(record, state, context, options)
 }
 
+/** A fresh per-run state. @internal */
+export const makeState = (): State => ({ reconnects: 0, thread: undefined, lastMessage: undefined, started: new Set() })
+
 /** @internal */
 export const parse = (
   lines: Stream.Stream<string>,
@@ -281,7 +304,7 @@ export const parse = (
   options: ParseOptions = {}
 ): Stream.Stream<Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    const state: State = { reconnects: 0, thread: undefined, lastMessage: undefined, started: new Set() }
+    const state = makeState()
     return (line) => onLine(line, state, context, options)
   })
 
