@@ -37,6 +37,7 @@ import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/codex.js"
 import * as codexConfig from "./internal/codexConfig.js"
+import * as liveParser from "./internal/codexLiveParse.js"
 import * as parser from "./internal/codexParse.js"
 
 /**
@@ -137,7 +138,8 @@ export interface Config {
 /**
  * What the driver can honour: resume and fork, stdio and streamable-HTTP MCP sources,
  * instructions, the three sandbox levels (`read-only`, `workspace-write`,
- * `danger-full-access`) and a per-turn tool allow-list (`enabled_tools`, per run).
+ * `danger-full-access`), a per-turn tool allow-list (`enabled_tools`, per run), and the live
+ * protocol (`codex app-server`: one warm process per thread, input during a turn with `turn/steer`).
  *
  * @since 0.1.0
  * @category constants
@@ -208,6 +210,22 @@ export const userConfigFile: string = codexConfig.userConfigFile
  * thread id" to `ResumeRejected` and "required MCP servers failed to initialize" to
  * `HostedToolsUnavailable`.
  *
+ * `live` runs one `codex app-server` (stdio JSON-RPC) per thread. `live.open` materializes the
+ * same clone files and environment as `prepare`; the model, the sandbox level and the hosted-tool
+ * allow-list are `-c` overrides of the process (core reuses a warm process only while they hold). `live.attach` initializes, then starts (`thread/start`), resumes (`thread/resume`) or
+ * forks (`thread/fork`) the thread with `approvalPolicy: "never"`; a thread Codex does not know
+ * fails with `ResumeRejected`, a hosted-tools server that cannot start with
+ * `HostedToolsUnavailable`. Each `turn` is a `turn/start` whose notifications map to the same
+ * outputs as `parse` (plus `TextDelta`s of the agent's message), ending with the `Terminal` of
+ * `turn/completed` (`ok` only for status `completed`); the first turn starts with
+ * `SessionStarted`. `steer` is `turn/steer` (`Injected`: the model sees the input in the same
+ * turn), `interrupt` is `turn/interrupt` (the turn ends with `ok: false`, the process stays),
+ * `shutdown` closes stdin (the app-server exits). A turn whose stream is dropped before its
+ * terminal is interrupted. The server's own requests (approvals, user input, elicitation) are
+ * declined at once and reported as `Notice`s. A process that exits during a turn fails it with
+ * `ProtocolError("ProviderError")` after the outputs read so far; JSON-RPC error answers fail
+ * with the server's message.
+ *
  * @example
  * ```ts
  * import { Codex } from "@tether/drivers"
@@ -267,6 +285,16 @@ export const driverConfig = (
  * @category parsing
  */
 export const parse: Driver.Driver["parse"] = (lines, context) => parser.parse(lines, context)
+
+/**
+ * The live protocol's mapping alone, over the recorded stdout of one app-server session: the
+ * thread answer yields `SessionStarted`, each turn's notifications the outputs `driver(config).live`
+ * yields for it (without a `maxReconnects` limit).
+ *
+ * @since 0.2.0
+ * @category parsing
+ */
+export const parseLive: Driver.Driver["parse"] = (lines, context) => liveParser.parse(lines, context)
 
 /**
  * The exit classifier alone (what `driver(config).classifyExit` is).

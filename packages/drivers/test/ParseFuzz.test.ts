@@ -30,6 +30,7 @@ const subjects: ReadonlyArray<Fuzz.Subject<unknown>> = [
   Fuzz.driver("claude", Claude.parse, "claude"),
   Fuzz.driver("codebuddy", CodeBuddy.parse, "codebuddy"),
   Fuzz.driver("codex", Codex.parse, "codex"),
+  Fuzz.driver("codex-live", Codex.parseLive, "codex-live"),
   Fuzz.driver("gemini", Gemini.parse, "gemini"),
   Fuzz.driver("cursor", Cursor.parse, "cursor"),
   Fuzz.driver("gemini-acp", (lines, context) => AcpMap.parse(lines, context, GeminiLive.naming), "gemini-acp")

@@ -8,6 +8,7 @@ import * as Redacted from "effect/Redacted"
 import type { Config, TomlTable } from "../Codex.js"
 import * as Binary from "./binary.js"
 import * as codexConfig from "./codexConfig.js"
+import * as codexLive from "./codexLive.js"
 import * as parser from "./codexParse.js"
 import * as Env from "./env.js"
 import * as Skills from "./skills.js"
@@ -21,9 +22,9 @@ export const capabilities: Driver.Capabilities = {
   skillsProjection: true,
   sandbox: ["readOnly", "workspaceWrite", "unrestricted"],
   toolAllowList: true,
-  streamingInput: false,
+  streamingInput: true,
   structuredOutput: false,
-  persistentProcess: false
+  persistentProcess: true
 }
 
 /** @internal */
@@ -223,6 +224,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
   const binary = Binary.resolve(binarySpec, config.binary)
   const announce = Binary.announce("codex", binary)
   const prepareTurn = prepare(config, binary)
+  const materializeRun = materialize(config, binary)
   return {
     name: "codex",
     capabilities,
@@ -231,6 +233,11 @@ export const driver = (config: Config = {}): Driver.Driver => {
     parse: (lines, context) =>
       parser.parse(lines, context, { maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
     classifyExit: parser.classifyExit,
-    install: "install it with `npm install @openai/codex`"
+    install: "install it with `npm install @openai/codex`",
+    live: codexLive.make({
+      config,
+      materialize: (request) => Effect.zipRight(announce, materializeRun(request)),
+      maxReconnects: config.maxReconnects ?? defaultMaxReconnects
+    })
   }
 }

@@ -1,0 +1,245 @@
+/**
+ * The live Codex protocol without the binary: the recorded frames of one real app-server session
+ * (`fixtures/codex-live/session.frames.json` both ways, `session.jsonl` its stdout; recorded by
+ * `CodexLive.test.ts` with `RECORD_CODEX_LIVE=1`) replayed through `Codex.parseLive` and through a live session attached to
+ * a channel that answers each written frame with the recorded lines that followed it; then
+ * hand-made transcripts for what a recording rarely shows (errors, requests, exits).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Driver from "@tether/core/Driver"
+import { Codex } from "@tether/drivers"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+interface Frame {
+  readonly dir: "in" | "out" | "exit"
+  readonly line: string
+}
+
+const fixtures = Path.join(import.meta.dirname, "fixtures", "codex-live")
+/** Every frame of the recorded session, both ways, in order. */
+const recorded = JSON.parse(Fs.readFileSync(Path.join(fixtures, "session.frames.json"), "utf8")) as ReadonlyArray<Frame>
+/** The recorded session's stdout alone (also the fuzz harness's seed). */
+const stdout = Fs.readFileSync(Path.join(fixtures, "session.jsonl"), "utf8").split("\n").filter((l) => l.length > 0)
+
+const context: Driver.ParseContext = { hostedKey: "tether", session: { _tag: "New", id: "x" } }
+const prompts = ["first: remember BANANA", "second: [tool] please", "third: [think] what word?"]
+
+/**
+ * A channel that plays a transcript: each frame the session writes must equal the next `in`
+ * frame (as JSON); the `out` frames after it are then read by the session; `exit` ends stdout.
+ */
+const replay = (frames: ReadonlyArray<Frame>) =>
+  Effect.gen(function*() {
+    const out = yield* Queue.unbounded<Option.Option<string>>()
+    const written: Array<unknown> = []
+    let cursor = 0
+    const release = Effect.gen(function*() {
+      while (cursor < frames.length && frames[cursor]!.dir !== "in") {
+        const frame = frames[cursor++]!
+        yield* Queue.offer(out, frame.dir === "exit" ? Option.none() : Option.some(frame.line))
+      }
+    })
+    yield* release
+    const channel: Driver.Channel = {
+      write: (line) =>
+        Effect.suspend(() => {
+          const message = JSON.parse(line) as unknown
+          written.push(message)
+          const expected = frames[cursor]
+          if (expected?.dir !== "in") return Effect.die(new Error(`unexpected frame ${line}`))
+          expect(message).toEqual(JSON.parse(expected.line))
+          cursor++
+          return release
+        }),
+      lines: Stream.fromQueue(out).pipe(Stream.takeWhile(Option.isSome), Stream.map((line) => line.value)),
+      closeInput: Queue.offer(out, Option.none())
+    }
+    return { channel, written }
+  })
+
+const collect = (stream: Stream.Stream<Driver.Output, Driver.ProtocolError>) =>
+  Stream.runCollect(stream).pipe(Effect.map(Chunk.toReadonlyArray))
+
+const live = Codex.driver().live!
+
+const terminals = (outputs: ReadonlyArray<Driver.Output>) =>
+  outputs.filter((o): o is Driver.Terminal => o._tag === "Terminal")
+
+const line = (message: object): Frame => ({ dir: "out", line: JSON.stringify(message) })
+const sent = (message: object): Frame => ({ dir: "in", line: JSON.stringify(message) })
+
+/** The opening of a hand-made session: initialize, thread/start, one turn/start answered. */
+const opening = (prompt: string): ReadonlyArray<Frame> => [
+  sent({
+    id: 1,
+    method: "initialize",
+    params: {
+      clientInfo: { name: "tether", title: "Tether", version: "0.1.0" },
+      capabilities: {
+        experimentalApi: false,
+        requestAttestation: false,
+        optOutNotificationMethods: ["account/rateLimits/updated", "thread/readState/changed"]
+      }
+    }
+  }),
+  line({ id: 1, result: {} }),
+  sent({ method: "initialized" }),
+  sent({ id: 2, method: "thread/start", params: { approvalPolicy: "never" } }),
+  line({ id: 2, result: { thread: { id: "T" }, model: "m" } }),
+  sent({
+    id: 3,
+    method: "turn/start",
+    params: { threadId: "T", input: [{ type: "text", text: prompt, text_elements: [] }] }
+  }),
+  line({ id: 3, result: { turn: { id: "U1", status: "inProgress" } } })
+]
+
+const completed = (turn: string, status: string, extra: object = {}) =>
+  line({ method: "turn/completed", params: { threadId: "T", turn: { id: turn, status, error: null, ...extra } } })
+
+describe("Codex live protocol (recorded and hand-made transcripts)", () => {
+  it.effect("parseLive maps the recorded session to SessionStarted and three turns", () =>
+    Effect.gen(function*() {
+      expect(stdout).toEqual(recorded.filter((f) => f.dir === "out").map((f) => f.line))
+      const outputs = yield* collect(Codex.parseLive(Stream.fromIterable(stdout), context))
+      expect(outputs[0]).toMatchObject({ _tag: "SessionStarted", model: "fake-model" })
+      expect(terminals(outputs).map((t) => [t.ok, t.text])).toEqual([
+        [true, "answer 0"],
+        [true, "FINAL echoed"],
+        [true, "answer 3"]
+      ])
+      expect(outputs.filter((o) => o._tag === "ToolCall")).toEqual([
+        expect.objectContaining({ phase: "start", name: "echo", source: "host", input: { text: "warm" } }),
+        expect.objectContaining({ phase: "end", name: "echo", source: "host", isError: false })
+      ])
+      expect(outputs.filter((o) => o._tag === "Usage").map((o) => o.usage.inputTokens)).toEqual([10, 30, 40])
+      expect(outputs.filter((o) => o._tag === "ReasoningDelta")).toEqual([
+        { _tag: "ReasoningDelta", text: "weighing the word" }
+      ])
+      expect(outputs.filter((o) => o._tag === "Notice").map((o) => o.message)).toEqual([
+        expect.stringContaining("Model metadata for `fake-model` not found"),
+        expect.stringContaining("Model metadata for `fake-model` not found"),
+        expect.stringContaining("Model metadata for `fake-model` not found")
+      ])
+    }))
+
+  it.effect("a live session replaying the recording writes the same frames and yields what parseLive yields", () =>
+    Effect.gen(function*() {
+      const { channel } = yield* replay(recorded)
+      const session = yield* live.attach(channel, context)
+      const outputs: Array<Driver.Output> = []
+      for (const prompt of prompts) outputs.push(...yield* collect(session.turn({ runId: "r", prompt })))
+      expect(outputs).toEqual(yield* collect(Codex.parseLive(Stream.fromIterable(stdout), context)))
+      expect(terminals(outputs)).toHaveLength(3)
+    }).pipe(Effect.scoped))
+
+  it.effect("an interrupted turn ends with ok:false; frames of another turn and unknown methods do not mix in", () =>
+    Effect.gen(function*() {
+      const { channel } = yield* replay([
+        ...opening("go"),
+        line({ method: "item/agentMessage/delta", params: { threadId: "T", turnId: "U0", itemId: "x", delta: "old" } }),
+        line({ method: "item/agentMessage/delta", params: { threadId: "T", turnId: "U1", itemId: "m", delta: "new" } }),
+        line({ method: "some/futureNotification", params: { threadId: "T" } }),
+        { dir: "out", line: "not json at all" },
+        completed("U1", "interrupted")
+      ])
+      const session = yield* live.attach(channel, context)
+      const outputs = yield* collect(session.turn({ runId: "r", prompt: "go" }))
+      expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta", "Notice", "Notice", "Terminal"])
+      expect(outputs[1]).toEqual({ _tag: "TextDelta", text: "new" })
+      expect(outputs[2]).toMatchObject({ kind: "unknown/some/futureNotification" })
+      expect(outputs[3]).toMatchObject({ kind: "malformed" })
+      expect(outputs[4]).toMatchObject({ ok: false, error: "the turn was interrupted", session: "T" })
+    }).pipe(Effect.scoped))
+
+  it.effect("a server request is answered at once (declined, same id) and reported as a Notice", () =>
+    Effect.gen(function*() {
+      const request = {
+        id: 0,
+        method: "item/commandExecution/requestApproval",
+        params: { threadId: "T", turnId: "U1", itemId: "c1", command: "rm -rf /" }
+      }
+      const { channel, written } = yield* replay([
+        ...opening("go"),
+        line(request),
+        sent({ id: 0, result: { decision: "decline" } }),
+        line({ id: 7, method: "account/chatgptAuthTokens/refresh", params: {} }),
+        sent({ id: 7, error: { code: -32601, message: "Tether does not answer account/chatgptAuthTokens/refresh" } }),
+        completed("U1", "completed")
+      ])
+      const session = yield* live.attach(channel, context)
+      const outputs = yield* collect(session.turn({ runId: "r", prompt: "go" }))
+      expect(written.at(-2)).toEqual({ id: 0, result: { decision: "decline" } })
+      expect(outputs.filter((o) => o._tag === "Notice")).toEqual([
+        expect.objectContaining({ kind: "approval", message: expect.stringContaining("declined") }),
+        expect.objectContaining({ kind: "server_request" })
+      ])
+      expect(terminals(outputs)).toEqual([expect.objectContaining({ ok: true })])
+    }).pipe(Effect.scoped))
+
+  it.effect("stdout closing mid-turn fails the turn after its outputs; the next turn fails at once", () =>
+    Effect.gen(function*() {
+      const { channel } = yield* replay([
+        ...opening("go"),
+        line({
+          method: "item/agentMessage/delta",
+          params: { threadId: "T", turnId: "U1", itemId: "m", delta: "part" }
+        }),
+        { dir: "exit", line: "" }
+      ])
+      const session = yield* live.attach(channel, context)
+      const outputs: Array<Driver.Output> = []
+      const result = yield* session.turn({ runId: "r", prompt: "go" }).pipe(
+        Stream.runForEach((o) => Effect.sync(() => outputs.push(o))),
+        Effect.either
+      )
+      expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta"])
+      expect(Either.isLeft(result) && result.left).toBeInstanceOf(Driver.ProtocolError)
+      expect(Either.isLeft(result) && result.left.detail).toContain("exited")
+      const next = yield* Effect.either(collect(session.turn({ runId: "r", prompt: "again" })))
+      expect(Either.isLeft(next) && next.left.reason).toBe("ProviderError")
+    }).pipe(Effect.scoped))
+
+  it.effect("JSON-RPC errors: an unknown thread is ResumeRejected; others keep the server's message", () =>
+    Effect.gen(function*() {
+      const resume: Driver.ParseContext = { hostedKey: "tether", session: { _tag: "Resume", id: "gone" } }
+      const [initialize, answer, initialized] = opening("go")
+      const { channel } = yield* replay([
+        initialize!,
+        answer!,
+        initialized!,
+        sent({
+          id: 2,
+          method: "thread/resume",
+          params: { threadId: "gone", approvalPolicy: "never", excludeTurns: true }
+        }),
+        line({ id: 2, error: { code: -32600, message: "no rollout found for thread id gone" } })
+      ])
+      const rejected = yield* Effect.either(live.attach(channel, resume))
+      expect(Either.isLeft(rejected) && rejected.left.reason).toBe("ResumeRejected")
+
+      const other = yield* replay([
+        ...opening("go").slice(0, 4),
+        line({ id: 2, error: { code: -32600, message: "failed to load configuration: nope" } })
+      ])
+      const failed = yield* Effect.either(live.attach(other.channel, context))
+      expect(Either.isLeft(failed) && failed.left).toMatchObject({
+        reason: "ProviderError",
+        detail: "Codex rejected thread/start: failed to load configuration: nope"
+      })
+
+      // A resume answered with another thread is rejected, as the one-shot parser does.
+      const parsed = yield* Effect.either(collect(Codex.parseLive(
+        Stream.make(JSON.stringify({ id: 2, result: { thread: { id: "other" } } })),
+        resume
+      )))
+      expect(Either.isLeft(parsed) && parsed.left.reason).toBe("ResumeRejected")
+    }).pipe(Effect.scoped))
+})
