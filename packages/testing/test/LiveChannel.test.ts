@@ -50,6 +50,18 @@ describe("LiveChannel", () => {
       expect(live.frames.filter((f) => f.dir === "in").some((f) => f.line.includes("s3cr3t"))).toBe(false)
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
 
+  it.live("closing the scope after the process was killed by a signal succeeds", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Effect.scoped(Effect.gen(function*() {
+        const live = yield* LiveChannel.spawn(echo)
+        yield* live.channel.write("one")
+        yield* live.kill
+        // Its stdout ends with the process.
+        yield* Stream.runDrain(live.channel.lines)
+      })))
+      expect(exit._tag).toBe("Success")
+    }).pipe(Effect.provide(NodeContext.layer)), 20_000)
+
   it.live("closing the scope kills a process that ignores the end of its input", () =>
     Effect.gen(function*() {
       let pid = 0
