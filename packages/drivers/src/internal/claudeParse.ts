@@ -21,7 +21,7 @@ const num = (u: unknown): number | undefined => typeof u === "number" && Number.
 /** @internal */
 export const blocks = (u: unknown): ReadonlyArray<Json> => Array.isArray(u) ? u.filter(isRecord) : []
 
-/** Mutable per-run parser state (one per `parse` call). @internal */
+/** Mutable per-run parser state (one per `parse` call, one per turn of a live session). @internal */
 export interface State {
   model: string | undefined
   /** The session the CLI reported in `system/init`. */
@@ -250,12 +250,21 @@ const onResult = (
   return usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal]
 }
 
-const onLine = (
+/** A fresh per-run state. @internal */
+export const makeState = (): State => ({ model: undefined, sessionId: undefined, sawPartial: false, tools: new Map() })
+
+/**
+ * The outputs of one stdout line. The live session (`claudeLive.ts`) decodes each line itself to
+ * route it, then hands protocol records to `onRecord`; both paths map records the same way.
+ *
+ * @internal
+ */
+export const onLine = (
   line: string,
   state: State,
   context: Driver.ParseContext,
-  dialect: Dialect,
-  records: ((record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined) | undefined
+  dialect: Dialect = claude,
+  records?: (record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined
 ): LineResult<Output> => {
   if (isBlank(line)) return []
   let record: unknown
@@ -269,6 +278,16 @@ const onLine = (
   }
   const own = records?.(record, state, context)
   if (own !== undefined) return own
+  return onRecord(record, state, context, dialect)
+}
+
+/** The outputs of one decoded stdout record (the live session routes records itself). @internal */
+export const onRecord = (
+  record: Json,
+  state: State,
+  context: Driver.ParseContext,
+  dialect: Dialect = claude
+): LineResult<Output> => {
   switch (record["type"]) {
     case "system":
       return onSystem(record, state, context, dialect)
@@ -296,7 +315,7 @@ export const parseWith = (dialect: Dialect) =>
   context: Driver.ParseContext
 ): Stream.Stream<Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
-    const state: State = { model: undefined, sessionId: undefined, sawPartial: false, tools: new Map() }
+    const state = makeState()
     const records = dialect.records?.()
     return (line) => onLine(line, state, context, dialect, records)
   })
