@@ -408,7 +408,8 @@ export interface LiveTurn {
 
 /**
  * What the provider did with input sent during a running turn: `Injected` into the running
- * turn (the model sees it before the turn ends), or `Queued` to be answered after it.
+ * turn (the model sees it before the turn ends), or `Queued` to be answered after the turn's own
+ * answer (still within the same turn: see `LiveSession.turn`).
  *
  * @since 0.1.0
  * @category live
@@ -429,14 +430,28 @@ export interface LiveSession {
    * Runs one turn. The stream yields the same `Output`s as the one-shot parser (the first turn
    * of a session starts with `SessionStarted`) and ends right after the turn's `Terminal`.
    * An interrupted turn still ends with its `Terminal` (`ok: false`).
+   *
+   * Input steered into the turn belongs to it, however the provider delivered it: when the
+   * provider answers a `Queued` input after the turn's own answer, the stream goes on with that
+   * answer and the one `Terminal` comes after it (its `text` is the last answer, its `usage`
+   * covers both). The provider's end of a queued answer is never the end of a later turn. A
+   * turn whose predecessor still has work in the process (its stream was closed early) starts
+   * once that work is over.
    */
   readonly turn: (turn: LiveTurn) => Stream.Stream<Output, ProtocolError>
   /**
-   * Delivers input into the running turn. Only called while a turn runs. A driver whose
-   * protocol cannot steer leaves `steer` out (`capabilities.streamingInput` is then `false`).
+   * Delivers input into the running turn. Only called while a turn runs (otherwise it fails with
+   * `ProtocolError`). Resolves once the protocol shows what the provider did with the input,
+   * which may be after the write (Claude Code decides at its next tool boundary or when its
+   * reply ends). A driver whose protocol cannot steer leaves `steer` out
+   * (`capabilities.streamingInput` is then `false`).
    */
   readonly steer?: (input: string) => Effect.Effect<Delivery, ProtocolError>
-  /** Asks the provider to stop the running turn; the process stays up for the next turn. */
+  /**
+   * Asks the provider to stop the running turn, and the input queued behind it; the process
+   * stays up for the next turn. Resolves when the provider acknowledged the request (the turn's
+   * stream then ends with its `Terminal`); harmless when no turn runs.
+   */
   readonly interrupt: Effect.Effect<void, ProtocolError>
   /** Ends the session gracefully (e.g. closes stdin); core escalates to signals after a grace. */
   readonly shutdown: Effect.Effect<void>
