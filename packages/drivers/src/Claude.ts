@@ -1,9 +1,10 @@
 /**
  * The Claude Code driver (`@anthropic-ai/claude-code`, verified with 2.1.197).
  *
- * Each turn runs `claude -p --input-format stream-json --output-format stream-json --verbose
- * [--include-partial-messages]` with the prompt written to stdin as one stream-json user
- * message (never in argv) and stdin then closed. The execution clone is `CLAUDE_CONFIG_DIR`;
+ * Each one-shot turn runs `claude -p --input-format stream-json --output-format stream-json
+ * --verbose [--include-partial-messages]` with the prompt written to stdin as one stream-json
+ * user message (never in argv) and stdin then closed; a live session keeps the same process and
+ * its stdin open for every turn of a thread (`driver(config).live`). The execution clone is `CLAUDE_CONFIG_DIR`;
  * the hosted tools are declared in an MCP config file written into the clone whose
  * `Authorization` header references the token variable (`Bearer ${VAR}`), never the token.
  *
@@ -136,6 +137,19 @@ export const instructionsFile: string = internal.instructionsFile
  * Unknown records and lines that are not JSON become `Notice`s. Its `sessionConfig` (what
  * enters threads' compatibility fingerprint) is `model`, `builtinTools` and
  * `profileMcpServers`; never `env` or `binary`.
+ *
+ * `live` (DESIGN §12): `open` is `prepare`'s invocation (same flags, files, environment and
+ * session flags) plus `--replay-user-messages`, with stdin kept open; each turn is one user line
+ * and yields what `parse` yields for it (the process's running `total_cost_usd` is turned into
+ * the turn's own cost). `steer` writes a user line during the turn and resolves once the CLI
+ * shows where it went: `Injected` when the CLI took it at a tool boundary of the running turn,
+ * `Queued` when the running reply ended first (the turn then goes on with the CLI's answer to
+ * it, after a `Notice` of kind `queued_input`, and ends with that answer's terminal). `interrupt`
+ * is a `control_request` `interrupt` (the turn ends with `ok: false`, the CLI's queued input of
+ * the turn is aborted too). `shutdown` closes stdin (the CLI exits 0 after a successful turn).
+ * Control requests from the CLI (e.g. `can_use_tool` under `--permission-prompt-tool stdio`)
+ * are answered at once with an error and reported as a `Notice` of kind `control_request`. A
+ * process that ends mid-turn fails the turn with `ProtocolError("ProviderError")`.
  *
  * @example
  * ```ts

@@ -5,6 +5,7 @@ import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Claude.js"
 import * as Binary from "./binary.js"
+import * as Live from "./claudeLive.js"
 import * as parser from "./claudeParse.js"
 import * as Env from "./env.js"
 import * as Skills from "./skills.js"
@@ -26,7 +27,7 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: true,
   structuredOutput: false,
-  persistentProcess: false
+  persistentProcess: true
 }
 
 /** @internal */
@@ -236,6 +237,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     parse: (lines, context) => parser.parse(lines, context),
     classifyExit,
     install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
-      "native binary in place)"
+      "native binary in place)",
+    live: Live.make((request) => Effect.zipRight(announce, prepareTurn(request)))
   }
 }
