@@ -57,7 +57,8 @@ interface Turn {
   /** `result` records of this turn so far. */
   results: number
   interrupting: boolean
-  sessionStarted: boolean
+  /** The session this turn reported (`SessionStarted`), if any. */
+  session: string | undefined
   usage: Usage | undefined
   readonly errors: Array<string>
   failed: boolean
@@ -155,8 +156,8 @@ export const attach = (
         result.filter((output) => {
           if (output._tag !== "SessionStarted") return true
           // Each CLI turn starts with `system/init`; a host turn reports its session once.
-          if (turn.sessionStarted) return false
-          turn.sessionStarted = true
+          if (turn.session === output.sessionId) return false
+          turn.session = output.sessionId
           return true
         })
       )
@@ -234,7 +235,7 @@ export const attach = (
           ? undefined
           : turn.interrupting
           ? `interrupted: Claude Code ended the turn (${reason})`
-          : turn.errors.join("\n")
+          : turn.errors.join("\n") || "Claude Code reported a failure"
       }])
       close(turn, Take.end)
       // An interrupted turn with inputs left stays current until their CLI turns are aborted.
@@ -403,7 +404,7 @@ export const attach = (
           parser: parser.makeState(),
           results: 0,
           interrupting: false,
-          sessionStarted: false,
+          session: undefined,
           usage: undefined,
           errors: [],
           failed: false
