@@ -17,6 +17,7 @@ import * as Take from "effect/Take"
 import * as Live from "../src/internal/claudeLive.js"
 import * as Frames from "../src/internal/claudeLiveFrames.js"
 import { baseRequest, tempRoot } from "./ClaudeHarness.js"
+import * as LiveFuzz from "./ClaudeLiveFuzz.js"
 import { readFixture, replayChannel, runTurn, terminalOf } from "./ClaudeLiveHarness.js"
 import { interrupts, steering, warmTurns } from "./ClaudeLiveScenarios.js"
 
@@ -111,6 +112,40 @@ describe("Claude live protocol", () => {
       expect(interruptsWritten).toHaveLength(5)
       expect(written).toEqual(frames.filter((f) => f.dir === "in").map((f) => f.line))
     }).pipe(Effect.scoped))
+
+  it.live("as a line parser (the fuzz subject) the session gives each recorded turn, line by line", () =>
+    Effect.gen(function*() {
+      const [interrupt, steer, warm] = LiveFuzz.transcripts
+      const texts = (lines: ReadonlyArray<string>) =>
+        LiveFuzz.parse(Stream.fromIterable(lines), context).pipe(
+          Stream.runCollect,
+          Effect.map((outputs) =>
+            Array.from(outputs).flatMap((o) => o._tag === "Terminal" ? [o.ok ? o.text : o.error] : [])
+          )
+        )
+      // `/cost` prints no replay: no turn is started for it, its result is kept as an idle notice.
+      expect(yield* texts(warm!)).toEqual([
+        "answer to one",
+        "FINAL: {\"waited\":10}",
+        "answer to three",
+        "answer to five"
+      ])
+      // Without the session's own writes the steered lines start turns of their own.
+      expect(yield* texts(steer!)).toEqual([
+        "FINAL: {\"waited\":1500}",
+        "slow answer",
+        "answer to STEER queued",
+        "answer to after"
+      ])
+      expect((yield* texts(interrupt!)).at(-1)).toBe("answer to after")
+      const replay = warm!.findIndex((line) => line.includes("\"isReplay\":true"))
+      const foreign = yield* LiveFuzz.parse(
+        Stream.fromIterable([...warm!.slice(0, replay + 1), "not json", ...warm!.slice(replay + 1)]),
+        context
+      ).pipe(Stream.runCollect)
+      expect(Array.from(foreign).filter((o) => o._tag === "Notice" && o.kind === "malformed")).toHaveLength(1)
+      expect(Array.from(foreign).filter((o) => o._tag === "Terminal")).toHaveLength(4)
+    }))
 
   it.live("a line that is not JSON is a Notice of the running turn; a record before any turn goes to the next", () =>
     Effect.gen(function*() {

@@ -81,6 +81,22 @@ const queued: Driver.Delivery = { _tag: "Queued" }
 const idleLimit = 256
 
 /**
+ * A session without its reader (`build`): `feed` demultiplexes stdout lines (synchronously, then
+ * runs the writes they call for), `end` is the end of stdout, `start` begins a turn and gives the
+ * queue its outputs go to (what `turn` streams). `attach` runs `feed` over `channel.lines`.
+ *
+ * @internal
+ */
+export interface Parts {
+  readonly session: Driver.LiveSession
+  readonly feed: (lines: Iterable<string>) => Effect.Effect<void>
+  readonly end: Effect.Effect<void>
+  readonly start: (
+    request: Driver.LiveTurn
+  ) => Effect.Effect<Queue.Dequeue<Take.Take<Output, Driver.ProtocolError>>, Driver.ProtocolError, Scope.Scope>
+}
+
+/**
  * Attaches to a spawned live process: one reader fiber (in the scope) demultiplexes its stdout.
  *
  * @internal
@@ -90,6 +106,22 @@ export const attach = (
   context: Driver.ParseContext,
   options: Frames.AttachOptions = {}
 ): Effect.Effect<Driver.LiveSession, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const parts = yield* build(channel, context, options)
+    yield* channel.lines.pipe(
+      Stream.runForEachChunk(parts.feed),
+      Effect.ensuring(parts.end),
+      Effect.forkScoped
+    )
+    return parts.session
+  })
+
+/** @internal */
+export const build = (
+  channel: Driver.Channel,
+  context: Driver.ParseContext,
+  options: Frames.AttachOptions = {}
+): Effect.Effect<Parts, never, Scope.Scope> =>
   Effect.gen(function*() {
     const newId = options.newId ?? (() => crypto.randomUUID())
     const handlers = yield* FiberMap.make<string>()
@@ -354,17 +386,12 @@ export const attach = (
         )
       })
 
-    yield* channel.lines.pipe(
-      Stream.runForEachChunk((chunk) =>
-        Effect.suspend(() => {
-          const effects: Array<Effect.Effect<void>> = []
-          for (const line of chunk) onLine(line, effects)
-          return effects.length === 0 ? Effect.void : Effect.all(effects, { discard: true })
-        })
-      ),
-      Effect.ensuring(onEnd),
-      Effect.forkScoped
-    )
+    const feed = (lines: Iterable<string>) =>
+      Effect.suspend(() => {
+        const effects: Array<Effect.Effect<void>> = []
+        for (const line of lines) onLine(line, effects)
+        return effects.length === 0 ? Effect.void : Effect.all(effects, { discard: true })
+      })
 
     /** Writes a user line of the current turn; the input waits for the CLI from then on. */
     const write = (text: string, delivery: Input["delivery"]) =>
@@ -392,12 +419,12 @@ export const attach = (
       return Deferred.await(next)
     })
 
-    const turn = (request: Driver.LiveTurn): Stream.Stream<Output, Driver.ProtocolError> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
+    const start = (request: Driver.LiveTurn) =>
+      Effect.gen(function*() {
         yield* previousOver
         const failure = idleFailure ?? ended ?? (closing ? protocolError("the live session is shut down") : undefined)
         idleFailure = undefined
-        if (failure !== undefined) return Stream.fail(failure)
+        if (failure !== undefined) return yield* Effect.fail(failure)
         const state: Turn = {
           outputs: yield* Queue.unbounded<Take.Take<Output, Driver.ProtocolError>>(),
           open: true,
@@ -414,8 +441,11 @@ export const attach = (
         current = state
         yield* Effect.addFinalizer(() => Effect.sync(() => (state.open = false)))
         yield* write(request.prompt, undefined).pipe(Effect.tapError(() => Effect.sync(over)))
-        return Stream.flattenTake(Stream.fromQueue(state.outputs))
-      }))
+        return state.outputs as Queue.Dequeue<Take.Take<Output, Driver.ProtocolError>>
+      })
+
+    const turn = (request: Driver.LiveTurn): Stream.Stream<Output, Driver.ProtocolError> =>
+      Stream.unwrapScoped(Effect.map(start(request), (outputs) => Stream.flattenTake(Stream.fromQueue(outputs))))
 
     const steer = (text: string): Effect.Effect<Driver.Delivery, Driver.ProtocolError> =>
       Effect.suspend(() => {
@@ -436,7 +466,8 @@ export const attach = (
       return channel.closeInput
     })
 
-    return { turn, steer, interrupt, shutdown } satisfies Driver.LiveSession
+    const session: Driver.LiveSession = { turn, steer, interrupt, shutdown }
+    return { session, feed, end: onEnd, start } satisfies Parts
   })
 
 /**
