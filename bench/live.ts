@@ -127,7 +127,7 @@ export const measureClaude = (turns = 5): Effect.Effect<LiveFigures, unknown> =>
     yield* materialize(liveRoot, invocation)
     const spawned = performance.now()
     const proc = yield* LiveChannel.spawn({ ...invocation, env: { ...invocation.env, ...token } })
-    const session = yield* driver.live!.attach(proc.channel, { hostedKey: "tether", session: opened.session })
+    const session = yield* driver.live!.attach(proc.channel, LiveChannel.context(opened))
     const warmTurn = Effect.gen(function*() {
       const start = performance.now()
       const outputs = yield* Stream.runCollect(session.turn({ runId: crypto.randomUUID(), prompt: "hello" }))

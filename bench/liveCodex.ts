@@ -135,7 +135,7 @@ export const measure = (turns = 5): Effect.Effect<LiveCodexFigures, unknown> =>
       ...invocation,
       env: { ...invocation.env, [registration.tokenVariable]: token }
     })
-    const live = yield* driver.live!.attach(proc.channel, { hostedKey: "tether", session })
+    const live = yield* driver.live!.attach(proc.channel, LiveChannel.context(request))
     const turn = Effect.gen(function*() {
       const outputs = yield* Stream.runCollect(live.turn({ runId: crypto.randomUUID(), prompt: "hello" }))
       if (terminalText([...outputs]) !== "plain answer") return yield* Effect.dieMessage("warm turn: no answer")

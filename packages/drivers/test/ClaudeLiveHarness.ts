@@ -37,9 +37,10 @@ const Wait = Tool.make("wait", {
 /** The gateway registration serving `wait` (it really sleeps). */
 export const registration = Effect.gen(function*() {
   const gateway = yield* Gateway.Gateway
-  const executor = yield* Toolkit.executorFrom(Toolkit.make(Wait), {
-    wait: ({ ms }) => Effect.as(Effect.sleep(ms), { waited: ms })
-  })
+  const tools = Toolkit.make(Wait)
+  const executor = yield* Toolkit.executor(tools).pipe(
+    Effect.provide(tools.toLayer({ wait: ({ ms }) => Effect.as(Effect.sleep(ms), { waited: ms }) }))
+  )
   return yield* gateway.register(executor)
 })
 
@@ -127,7 +128,7 @@ export const spawnLive = (
       args: [...invocation.args, ...(options.extraArgs ?? [])],
       env: { ...invocation.env, [reg.tokenVariable]: Redacted.value(reg.token) }
     })
-    const session = yield* driver.live!.attach(proc.channel, { hostedKey: "tether", session: request.session })
+    const session = yield* driver.live!.attach(proc.channel, LiveChannel.context(request, { hostedToken: reg.token }))
     return { proc, session, request, invocation, root }
   })
 

@@ -43,7 +43,7 @@ const manualChannel = Effect.gen(function*() {
   const lines = yield* Queue.unbounded<Take.Take<string>>()
   const written: Array<string> = []
   const channel: Driver.Channel = {
-    write: (line) => Effect.sync(() => void written.push(line)),
+    write: (line) => Effect.sync(() => void written.push(typeof line === "string" ? line : line.text)),
     lines: Stream.flattenTake(Stream.fromQueue(lines)),
     closeInput: Queue.offer(lines, Take.end).pipe(Effect.asVoid)
   }

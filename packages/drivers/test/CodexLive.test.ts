@@ -150,7 +150,6 @@ const setup = (settings: Codex.TomlTable = {}) =>
     return { root, server, driver: driverFor(server, settings), registration, request } satisfies Setup
   })
 
-/** Opens, materializes, spawns and attaches a live session, as core does. */
 /** Opens, materializes and spawns a live process, as core does. */
 const spawnLive = (
   s: Setup,
@@ -179,7 +178,7 @@ const start = (
 ) =>
   Effect.gen(function*() {
     const proc = yield* spawnLive(s, session, token, sandbox)
-    const live = yield* s.driver.live!.attach(proc.channel, { hostedKey: "tether", session })
+    const live = yield* s.driver.live!.attach(proc.channel, LiveChannel.context(s.request({ session })))
     return { proc, live }
   })
 
@@ -417,7 +416,9 @@ describe("Codex live driver with the real app-server (driver level)", () => {
       const bad = yield* setup({ sandbox_mode: "bogus-mode" })
       const session: Driver.SessionRequest = { _tag: "New", id: "thread-f" }
       const proc = yield* spawnLive(bad, session)
-      const rejected = yield* Effect.either(bad.driver.live!.attach(proc.channel, { hostedKey: "tether", session }))
+      const rejected = yield* Effect.either(
+        bad.driver.live!.attach(proc.channel, LiveChannel.context(bad.request({ session })))
+      )
       expect(Either.isLeft(rejected) && rejected.left).toMatchObject({ _tag: "ProtocolError", reason: "ProviderError" })
       expect(Either.isLeft(rejected) && rejected.left.detail).toContain("before answering initialize")
       expect(yield* proc.exitCode).toBe(1)

@@ -8,6 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Driver from "@tether/core/Driver"
 import { Codex } from "@tether/drivers"
+import { LiveChannel } from "@tether/testing"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -29,6 +30,24 @@ const recorded = JSON.parse(Fs.readFileSync(Path.join(fixtures, "session.frames.
 const stdout = Fs.readFileSync(Path.join(fixtures, "session.jsonl"), "utf8").split("\n").filter((l) => l.length > 0)
 
 const context: Driver.ParseContext = { hostedKey: "tether", session: { _tag: "New", id: "x" } }
+
+/** What core gives `attach` for a process of `parse`'s session (no files, no hosted tools used). */
+const liveContext = (parse: Driver.ParseContext): Driver.LiveContext =>
+  LiveChannel.context({
+    runId: "r",
+    prompt: "",
+    model: undefined,
+    profileDir: "/nonexistent",
+    siblings: {},
+    workspace: "/nonexistent",
+    hosted: { key: parse.hostedKey, url: "http://127.0.0.1:1/mcp", tokenVariable: "TETHER_TOKEN", tools: [] },
+    instructions: "",
+    skills: [],
+    mcp: [],
+    session: parse.session,
+    sandbox: undefined,
+    hostEnv: {}
+  })
 const prompts = ["first: remember BANANA", "second: [tool] please", "third: [think] what word?"]
 
 /**
@@ -50,7 +69,7 @@ const replay = (frames: ReadonlyArray<Frame>) =>
     const channel: Driver.Channel = {
       write: (line) =>
         Effect.suspend(() => {
-          const message = JSON.parse(line) as unknown
+          const message = JSON.parse(typeof line === "string" ? line : line.text) as unknown
           written.push(message)
           const expected = frames[cursor]
           if (expected?.dir !== "in") return Effect.die(new Error(`unexpected frame ${line}`))
@@ -133,7 +152,7 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
   it.effect("a live session replaying the recording writes the same frames and yields what parseLive yields", () =>
     Effect.gen(function*() {
       const { channel } = yield* replay(recorded)
-      const session = yield* live.attach(channel, context)
+      const session = yield* live.attach(channel, liveContext(context))
       const outputs: Array<Driver.Output> = []
       for (const prompt of prompts) outputs.push(...yield* collect(session.turn({ runId: "r", prompt })))
       expect(outputs).toEqual(yield* collect(Codex.parseLive(Stream.fromIterable(stdout), context)))
@@ -150,7 +169,7 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
         { dir: "out", line: "not json at all" },
         completed("U1", "interrupted")
       ])
-      const session = yield* live.attach(channel, context)
+      const session = yield* live.attach(channel, liveContext(context))
       const outputs = yield* collect(session.turn({ runId: "r", prompt: "go" }))
       expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta", "Notice", "Notice", "Terminal"])
       expect(outputs[1]).toEqual({ _tag: "TextDelta", text: "new" })
@@ -174,7 +193,7 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
         sent({ id: 7, error: { code: -32601, message: "Tether does not answer account/chatgptAuthTokens/refresh" } }),
         completed("U1", "completed")
       ])
-      const session = yield* live.attach(channel, context)
+      const session = yield* live.attach(channel, liveContext(context))
       const outputs = yield* collect(session.turn({ runId: "r", prompt: "go" }))
       expect(written.at(-2)).toEqual({ id: 0, result: { decision: "decline" } })
       expect(outputs.filter((o) => o._tag === "Notice")).toEqual([
@@ -194,7 +213,7 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
         }),
         { dir: "exit", line: "" }
       ])
-      const session = yield* live.attach(channel, context)
+      const session = yield* live.attach(channel, liveContext(context))
       const outputs: Array<Driver.Output> = []
       const result = yield* session.turn({ runId: "r", prompt: "go" }).pipe(
         Stream.runForEach((o) => Effect.sync(() => outputs.push(o))),
@@ -222,14 +241,14 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
         }),
         line({ id: 2, error: { code: -32600, message: "no rollout found for thread id gone" } })
       ])
-      const rejected = yield* Effect.either(live.attach(channel, resume))
+      const rejected = yield* Effect.either(live.attach(channel, liveContext(resume)))
       expect(Either.isLeft(rejected) && rejected.left.reason).toBe("ResumeRejected")
 
       const other = yield* replay([
         ...opening("go").slice(0, 4),
         line({ id: 2, error: { code: -32600, message: "failed to load configuration: nope" } })
       ])
-      const failed = yield* Effect.either(live.attach(other.channel, context))
+      const failed = yield* Effect.either(live.attach(other.channel, liveContext(context)))
       expect(Either.isLeft(failed) && failed.left).toMatchObject({
         reason: "ProviderError",
         detail: "Codex rejected thread/start: failed to load configuration: nope"

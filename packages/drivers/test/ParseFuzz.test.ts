@@ -23,11 +23,14 @@ import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
 import * as AcpMap from "../src/internal/acpMap.js"
 import * as GeminiLive from "../src/internal/geminiLive.js"
+import * as ClaudeLive from "./ClaudeLiveFuzz.js"
 import * as Fuzz from "./fuzz/parsers.js"
 import * as Settings from "./fuzz/settings.js"
 
 const subjects: ReadonlyArray<Fuzz.Subject<unknown>> = [
   Fuzz.driver("claude", Claude.parse, "claude"),
+  // Its fixtures are recorded frames both ways: the session reads their stdout lines.
+  { ...Fuzz.driver("claude-live", ClaudeLive.parse, "claude"), transcripts: ClaudeLive.transcripts },
   Fuzz.driver("codebuddy", CodeBuddy.parse, "codebuddy"),
   Fuzz.driver("codex", Codex.parse, "codex"),
   Fuzz.driver("codex-live", Codex.parseLive, "codex-live"),

@@ -8,7 +8,7 @@
  */
 import * as Command from "@effect/platform/Command"
 import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import type { Channel, Invocation, SecretFrame } from "@tether/core/Driver"
+import type { Channel, Invocation, InvocationRequest, LiveContext, SecretFrame } from "@tether/core/Driver"
 import { ProtocolError } from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import type * as Duration from "effect/Duration"
@@ -136,3 +136,26 @@ export const spawn = (
       kill: Effect.sync(() => signalGroup(proc.pid, "SIGKILL"))
     } satisfies LiveProcess
   })
+
+/**
+ * The `LiveContext` core gives `live.attach` for a process opened from `request`: its hosted key
+ * and session, the request itself, and the session's hosted-tools credential (`hostedToken`,
+ * default the empty token; `hostedToolsListed`, default already complete). For driver-level
+ * tests; an agent passes a credential of the process's own.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const context = (
+  request: InvocationRequest,
+  credential: {
+    readonly hostedToken?: Redacted.Redacted<string>
+    readonly hostedToolsListed?: Effect.Effect<void>
+  } = {}
+): LiveContext => ({
+  hostedKey: request.hosted.key,
+  session: request.session,
+  request,
+  hostedToken: credential.hostedToken ?? Redacted.make(""),
+  hostedToolsListed: credential.hostedToolsListed ?? Effect.void
+})
