@@ -190,6 +190,26 @@ export interface Options<Tools extends Toolkit.Any> {
      */
     readonly leaseTtl?: Duration.DurationInput
   }
+  /**
+   * Live threads (DESIGN §12), for a driver with a live protocol (`Driver.live`): a thread's
+   * turns run on one warm provider process, started by its first turn and reused by the next
+   * ones while the turn's compatibility fingerprint, effective tools and model are unchanged
+   * (otherwise it is shut down and a fresh one resumes the checkpoint). Each live process runs
+   * on gateway credentials of its own, revoked when it ends; the agent's close shuts it down
+   * gracefully, then kills its process group. `agent.run` / `agent.stream` stay one-shot.
+   */
+  readonly live?: {
+    /** Threads go live when the driver can (default `true`); `false`: every turn is one-shot. */
+    readonly threads?: boolean
+    /** A live process idle this long is shut down (default 5 minutes). */
+    readonly idleTimeout?: Duration.DurationInput
+    /**
+     * At most this many live processes per agent (default 8): opening one more shuts down the
+     * least recently used idle one first. A process running a turn is never shut down for room:
+     * while every process is busy the count may exceed the cap, and it is restored as turns end.
+     */
+    readonly maxProcesses?: number
+  }
 }
 
 /**

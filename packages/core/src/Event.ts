@@ -159,7 +159,26 @@ export class Notice extends Schema.TaggedClass<Notice>()("Notice", {
 export class ProcessStarted extends Schema.TaggedClass<ProcessStarted>()("ProcessStarted", {
   ...base,
   pid: Schema.Number,
-  command: Schema.String
+  command: Schema.String,
+  /**
+   * `true` when the turn runs on a thread's warm live process started by an earlier turn (the
+   * same `pid` as that turn's); absent when the process was started for this turn.
+   */
+  reused: Schema.optional(Schema.Boolean)
+}) {}
+
+/**
+ * Input the host sent into the running turn with `thread.send`, and what the provider did with
+ * it: `Injected` into the running turn, or `Queued` to be answered after the turn's own answer
+ * (still within the turn). Also in the turn's transcript, as a user message.
+ *
+ * @since 0.3.0
+ * @category events
+ */
+export class InputDelivered extends Schema.TaggedClass<InputDelivered>()("InputDelivered", {
+  ...base,
+  text: Schema.String,
+  delivery: Schema.Literal("Injected", "Queued")
 }) {}
 
 /**
@@ -226,6 +245,7 @@ export const Event = Schema.Union(
   Notice,
   ProcessStarted,
   ProcessExited,
+  InputDelivered,
   Dropped,
   RunFinished
 )

@@ -41,6 +41,7 @@ import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
 import type { AgentClosed, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
+import type { ProtocolError } from "./Driver.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
 import type { LeaseLost, SupersededRecord, ThreadAlreadyExists, ThreadBusy, ThreadStoreError } from "./ThreadStore.js"
@@ -176,6 +177,40 @@ export class ThreadClosed extends Schema.TaggedError<ThreadClosed>("@tether/core
 }
 
 /**
+ * `thread.send` found no running turn on the thread (through this agent) to deliver its input
+ * to. Nothing was written to any process; `send` never starts a turn.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class NoActiveTurn extends Schema.TaggedError<NoActiveTurn>("@tether/core/NoActiveTurn")("NoActiveTurn", {
+  key: Schema.String
+}) {
+  override get message(): string {
+    return "no turn is running on the thread: send delivers input into a running turn only"
+  }
+}
+
+/**
+ * What the provider did with input sent into a running turn (`thread.send`): `Injected` into the
+ * running turn (the model sees it before the turn ends) or `Queued` to be answered after the
+ * turn's own answer, within the same turn.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type Delivery = "Injected" | "Queued"
+
+/**
+ * Why `thread.send` failed: no running turn, a driver that cannot steer (checked first; nothing
+ * is written), the provider's protocol refused the input, or the agent is closed.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type SendFailure = NoActiveTurn | UnsupportedCapability | ProtocolError | AgentClosed
+
+/**
  * The turn's `id` is the one the thread's committed record carries: that turn was already
  * committed (e.g. by a runner that died before replying), so it is not run again. Nothing was
  * started; `record` is the committed checkpoint.
@@ -292,6 +327,11 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *   events wait, so a subscriber that stops pulling without ending its stream holds the turns
  *   back, as a run's own consumer does; with `events.blocking` nothing is dropped). Ends when the
  *   thread or the agent closes, after the last turn's `RunFinished`.
+ * - `send(input)`: delivers input into the turn running on this thread (through this agent) and
+ *   tells what the provider did with it (`Injected` / `Queued`); the turn's stream, `events` and
+ *   its transcript show it as `InputDelivered`. It never starts a turn: `NoActiveTurn` when none
+ *   runs; `UnsupportedCapability` (before anything is written) when the driver cannot steer (no
+ *   live protocol, or one without input during a turn, such as Gemini's ACP).
  * - `close`: cancels the thread's running turns and waits for them (they fail with
  *   `ThreadClosed`), ends `events`, and refuses further turns. Idempotent; the agent and the
  *   committed record stay.
@@ -309,5 +349,6 @@ export interface Thread {
   readonly prune: (options?: PruneOptions) => Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
   readonly delete: Effect.Effect<ReadonlyArray<ThreadRecord>, DeleteFailure>
   readonly events: Stream.Stream<Event.Event>
+  readonly send: (input: string) => Effect.Effect<Delivery, SendFailure>
   readonly close: Effect.Effect<void>
 }

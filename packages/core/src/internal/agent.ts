@@ -29,11 +29,13 @@ import type { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
 import type { Result } from "../Result.js"
+import { NoActiveTurn } from "../Thread.js"
 import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
 import * as Definition from "./definition.js"
 import * as Emitter from "./emitter.js"
 import * as Hosts from "./hosts.js"
+import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
 import * as Thread from "./thread.js"
@@ -223,6 +225,12 @@ export const assemble = (
     const reapers = yield* FiberSet.make<void, never>().pipe(Scope.extend(workScope))
     const processes = new Set<Process.Running>()
     const killGrace = Duration.decode(options.processes?.killGrace ?? "2 seconds")
+    // Threads run live when the driver offers a live protocol, unless the host turned it off.
+    const liveThreads = driver.live !== undefined && options.live?.threads !== false
+    const pool = yield* Live.makePool({
+      idleTimeout: Duration.decode(options.live?.idleTimeout ?? "5 minutes"),
+      maxProcesses: Math.max(1, options.live?.maxProcesses ?? 8)
+    }).pipe(Scope.extend(workScope))
     const context: Run.Context = {
       get marker() {
         return handOut()
@@ -253,7 +261,8 @@ export const assemble = (
       killGrace,
       processes,
       reapers,
-      services
+      services,
+      pool
     }
     const capacity = Math.max(1, options.events?.buffer ?? 256)
     const blocking = options.events?.blocking ?? false
@@ -276,6 +285,12 @@ export const assemble = (
     const removeClones = yield* Close.once(Scope.close(cloneScope, Exit.void))
     const revokeRegistration = yield* Close.once(Scope.close(registrationScope, Exit.void))
     const closer = yield* Close.make(id, [
+      {
+        // Live processes first end gracefully (their turns were just canceled), bounded by the
+        // kill grace per step, then their groups are signalled like any process of the agent.
+        name: "shutdown-live",
+        run: pool.retireAll
+      },
       {
         // CLIs that already delivered their terminal record are not signalled here: their reaper
         // gives them their exit grace first (drained in the next step).
@@ -357,6 +372,17 @@ export const assemble = (
             commit: hooks.commit,
             reaped: hooks.reaped,
             opening: hooks.opening
+          }),
+          ...(hooks === undefined || !liveThreads ? {} : {
+            live: {
+              key: hooks.threadKey,
+              // The reuse rule: same fingerprint (the agent's), same effective tools, same model.
+              reuse: JSON.stringify([
+                fingerprint,
+                turn.toolPolicy === undefined ? tools : ToolPolicy.effective(tools, turn.toolPolicy),
+                model ?? null
+              ])
+            }
           })
         }
         const fiber = yield* admission.withPermits(1)(
@@ -399,7 +425,26 @@ export const assemble = (
       admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
       stream,
       closed: Deferred.await(agentClosed),
-      exiting
+      exiting,
+      send: (key, input) =>
+        Effect.gen(function*() {
+          if (fenced) return yield* closed
+          if (!liveThreads || !driver.capabilities.streamingInput || driver.live === undefined) {
+            return yield* new UnsupportedCapability({
+              driver: driver.name,
+              capability: "streamingInput",
+              detail: driver.live === undefined
+                ? "the driver has no live protocol: input cannot reach a running turn"
+                : !liveThreads
+                ? "live threads are turned off (live.threads: false)"
+                : "the driver's live protocol cannot take input during a turn"
+            })
+          }
+          const steer = pool.get(key)?.steer
+          if (steer === undefined) return yield* new NoActiveTurn({ key })
+          return (yield* steer(input))._tag
+        }),
+      retireLive: (key) => pool.retire(key)
     }
 
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>

@@ -73,6 +73,15 @@ export interface Running {
   readonly terminate: (grace: Duration.DurationInput) => Effect.Effect<void>
   /** Terminates, then releases the platform process. Idempotent. */
   readonly close: (grace: Duration.DurationInput) => Effect.Effect<void>
+  /**
+   * The process's stdin, when it was spawned with `input: "open"` (a live process): each write
+   * is one chunk of bytes; `closeInput` ends stdin (idempotent). `write` returns `false` once
+   * stdin is closed.
+   */
+  readonly input: {
+    readonly write: (text: string) => Effect.Effect<boolean>
+    readonly close: Effect.Effect<void>
+  } | undefined
 }
 
 class RawBuffer {
@@ -112,7 +121,8 @@ const decoder = new TextDecoder()
 export const spawn = (
   invocation: Invocation,
   extraEnv: { readonly [name: string]: string },
-  limits: Limits
+  limits: Limits,
+  options: { readonly input?: "open" } = {}
 ): Effect.Effect<
   Running,
   { readonly _tag: "SpawnFailed"; readonly message: string },
@@ -120,7 +130,12 @@ export const spawn = (
 > =>
   Effect.gen(function*() {
     const scope = yield* Scope.make()
-    const stdin = invocation.stdin === undefined
+    // A live process keeps its stdin open: frames go through this queue until it is closed.
+    const input = options.input === "open" ? yield* Queue.unbounded<Take.Take<Uint8Array>>() : undefined
+    let inputOpen = input !== undefined
+    const stdin = input !== undefined
+      ? Stream.flattenTake(Stream.fromQueue(input))
+      : invocation.stdin === undefined
       ? Stream.empty
       : Stream.make(new TextEncoder().encode(invocation.stdin))
     const command = Command.make(invocation.command, ...invocation.args).pipe(
@@ -313,6 +328,19 @@ export const spawn = (
         stderrBytes: stderr.total
       }),
       terminate,
-      close
+      close,
+      input: input === undefined ? undefined : {
+        write: (text) =>
+          Effect.suspend(() =>
+            inputOpen
+              ? Effect.as(Queue.offer(input, Take.of(new TextEncoder().encode(text))), true)
+              : Effect.succeed(false)
+          ),
+        close: Effect.suspend(() => {
+          if (!inputOpen) return Effect.void
+          inputOpen = false
+          return Effect.asVoid(Queue.offer(input, Take.end))
+        })
+      }
     } satisfies Running
   })

@@ -27,6 +27,7 @@ import * as Event from "../Event.js"
 import { Raw, Result, type ThreadOpening, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
 import type { TranscriptEntry } from "../Result.js"
 import * as Emitter from "./emitter.js"
+import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Redaction from "./redaction.js"
 import * as ScrubFiles from "./scrubFiles.js"
@@ -69,6 +70,8 @@ export interface Context {
   readonly processes: Set<Process.Running>
   readonly reapers: FiberSet.FiberSet<void, never>
   readonly services: EffectContext.Context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
+  /** The agent's warm live processes (threads run live when the driver has `live`). */
+  readonly pool?: Live.Pool
 }
 
 /** @internal */
@@ -93,6 +96,11 @@ export interface Request {
   readonly opening?: ThreadOpening
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped?: Deferred.Deferred<void>
+  /**
+   * A live thread turn: runs on the thread's warm process (opened if there is none that this
+   * turn may reuse, `reuse` being its compatibility).
+   */
+  readonly live?: { readonly key: string; readonly reuse: string }
 }
 
 interface State {
@@ -377,11 +385,35 @@ export const execute = (
       const pending: Array<Emitter.Pending> = []
       outputs((output) => outputToEvents(output, state, request.session, pending))
       // After its terminal record the CLI is only finishing: close leaves it to its reaper.
-      if (state.terminal !== undefined && state.running !== undefined) ctx.processes.delete(state.running)
+      // (A live process stays the agent's until it is shut down.)
+      if (state.terminal !== undefined && state.running !== undefined && request.live === undefined) {
+        ctx.processes.delete(state.running)
+      }
       return pending.length === 0 ? Effect.void : emitter.emit(pending)
     })
 
-  const body = Effect.gen(function*() {
+  const invocationRequest = (prompt: string): Driver.InvocationRequest => ({
+    runId: request.runId,
+    prompt,
+    model: request.model,
+    profileDir: ctx.profile.dir,
+    siblings: ctx.profile.siblings,
+    workspace: ctx.workspace,
+    hosted: {
+      key: ctx.hostedKey,
+      url: ctx.registration.url,
+      tokenVariable: ctx.registration.tokenVariable,
+      tools: request.tools ?? ctx.tools
+    },
+    instructions: ctx.instructions,
+    skills: ctx.skills,
+    mcp: ctx.mcp,
+    session: request.session,
+    sandbox: ctx.sandbox,
+    hostEnv: ctx.hostEnv
+  })
+
+  const oneShot = Effect.gen(function*() {
     const invocation = yield* ctx.driver.prepare({
       runId: request.runId,
       prompt: request.prompt,
@@ -543,6 +575,142 @@ export const execute = (
       exit
     })
   }).pipe(Effect.scoped)
+
+  // A live thread turn (DESIGN §12): on the thread's warm process, serialized by the thread's
+  // lease. The process outlives the turn: an interrupted turn asks the provider to stop it, and
+  // the process stays warm unless it failed (then it is shut down; the next turn starts fresh
+  // from the last healthy checkpoint).
+  const liveTurn = (
+    live: { readonly key: string; readonly reuse: string },
+    pool: Live.Pool,
+    driverLive: Driver.Live
+  ): Effect.Effect<Result, Failure, never> =>
+    Effect.gen(function*() {
+      const taken = yield* pool.take(live.key, live.reuse, request.session)
+      const warm = taken ?? (yield* Live.open(
+        { ...ctx, live: driverLive },
+        live.key,
+        live.reuse,
+        invocationRequest("")
+      ))
+      if (taken === undefined) yield* pool.add(warm)
+      state.running = warm.running
+      // Whether the process may serve the next turn: a turn that failed in the protocol or lost
+      // its process leaves it to be shut down.
+      let healthy = true
+      let ended = false
+      yield* Effect.addFinalizer(() =>
+        Effect.suspend(() => {
+          warm.steer = undefined
+          const reaped = request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)
+          if (healthy && ended) return Effect.zipRight(pool.release(warm), reaped)
+          if (!healthy) return Effect.zipRight(pool.retire(live.key), reaped)
+          // Left before its terminal (interrupted, its consumer gone): the provider stops the turn
+          // and the process stays warm; one that does not acknowledge in time is shut down.
+          return warm.session.interrupt.pipe(
+            Effect.interruptible,
+            Effect.timeout(ctx.killGrace),
+            Effect.matchEffect({
+              onFailure: () => pool.retire(live.key),
+              onSuccess: () => pool.release(warm)
+            }),
+            Effect.zipRight(reaped)
+          )
+        })
+      )
+      // Input sent into the turn and the turn's own outputs are published one batch at a time.
+      const lock = yield* Effect.makeSemaphore(1)
+      const publish = (outputs: (sink: (output: Driver.Output) => void) => void) =>
+        lock.withPermits(1)(emitScrubbed(outputs))
+      yield* emitter.emit([
+        Emitter.critical((base) =>
+          new Event.ProcessStarted({
+            ...base,
+            pid: warm.running.pid,
+            command: warm.running.command,
+            ...(taken === undefined ? {} : { reused: true })
+          }, true)
+        )
+      ])
+      const steer = warm.session.steer
+      if (steer !== undefined) {
+        warm.steer = (input) =>
+          Effect.tap(steer(input), (delivery) =>
+            lock.withPermits(1)(Effect.suspend(() => {
+              const text = ctx.redactor.text(input)
+              state.transcript.push(new TranscriptMessage({ role: "user", text }, true))
+              return emitter.emit([
+                Emitter.critical((base) => new Event.InputDelivered({ ...base, text, delivery: delivery._tag }, true))
+              ])
+            })))
+      }
+      yield* warm.session.turn({ runId: request.runId, prompt: request.prompt }).pipe(
+        Stream.takeUntil((output) => output._tag === "Terminal"),
+        Stream.runForEachChunk((chunk) =>
+          publish((sink) => {
+            for (const output of chunk) scrubber.push(output, sink)
+          })
+        ),
+        Effect.zipRight(publish(scrubber.flush)),
+        Effect.catchAll((error) =>
+          publish(scrubber.flush).pipe(
+            Effect.zipRight(Effect.sync(() => (healthy = false))),
+            Effect.zipRight(fail({ reason: "ProtocolError", detail: error.message, cause: error }))
+          )
+        )
+      )
+      if (state.terminal !== undefined) {
+        ended = true
+        warm.steer = undefined
+        if (!state.terminal.ok) {
+          return yield* fail({
+            reason: "ProviderFailed",
+            detail: state.terminal.error ?? "the provider reported a failure"
+          })
+        }
+        const result = resultOf(ctx, request, state)
+        if (request.commit !== undefined) {
+          yield* request.commit(result).pipe(
+            Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
+          )
+        }
+        // The process carries the committed session: the next turn resuming it may run on it.
+        if (result.session !== undefined) warm.sessionId = result.session
+        return result
+      }
+      // The session's output ended without the turn's terminal: the process died (or wrote a
+      // line over the limit). It is shut down; the next turn starts from the last checkpoint.
+      healthy = false
+      const exit = yield* warm.running.exit.pipe(
+        Effect.timeout(ctx.killGrace),
+        Effect.catchAll(() => warm.running.close(ctx.killGrace).pipe(Effect.zipRight(warm.running.exit)))
+      )
+      yield* emitter.emit([Emitter.critical((base) =>
+        new Event.ProcessExited({
+          ...base,
+          pid: warm.running.pid,
+          ...(exit.exitCode === undefined ? {} : { exitCode: exit.exitCode }),
+          ...(exit.signal === undefined ? {} : { signal: exit.signal })
+        }, true)
+      )])
+      yield* warm.running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
+      const excerpt = Redaction.stderrExcerpt(ctx.redactor, warm.running.raw().stderr)
+      return yield* fail({
+        reason: "ExitedWithoutResult",
+        detail: (exit.exitCode === undefined
+          ? `the live provider process was killed by ${exit.signal} before the turn's terminal record`
+          : `the live provider process exited with code ${exit.exitCode} before the turn's terminal record`) +
+          (excerpt === "" ? "" : `; the end of its stderr:\n${excerpt}`),
+        exit
+      })
+    }).pipe(Effect.scoped)
+
+  const live = request.live
+  const pool = ctx.pool
+  const driverLive = ctx.driver.live
+  const body = live === undefined || pool === undefined || driverLive === undefined
+    ? oneShot
+    : liveTurn(live, pool, driverLive)
 
   const finish = (exit: Exit.Exit<Result, Failure>): Effect.Effect<Result, RunError> => {
     const durationMs = Date.now() - startedAt

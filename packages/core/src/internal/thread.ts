@@ -76,6 +76,10 @@ export interface Host {
   readonly closed: Effect.Effect<void>
   /** Per key: completed once the last turn's provider process is gone (any handle of the key). */
   readonly exiting: Map<string, Deferred.Deferred<void>>
+  /** Delivers input into the key's running live turn (`thread.send`). */
+  readonly send: (key: string, input: string) => Effect.Effect<Thread.Delivery, Thread.SendFailure>
+  /** Shuts down the key's warm live process, if any. */
+  readonly retireLive: (key: string) => Effect.Effect<void>
 }
 
 const rejection = (error: RunError | AgentClosed | InvalidTurn): ProtocolError | undefined =>
@@ -410,6 +414,8 @@ export const open = (
       closed = true
       return Deferred.succeed(closedSignal, undefined).pipe(
         Effect.zipRight(Effect.suspend(() => Fiber.interruptAll(Array.from(running)))),
+        // The thread's warm process goes with it (the agent stays).
+        Effect.zipRight(host.retireLive(key)),
         Effect.zipRight(hub.end)
       )
     }).pipe(Effect.withSpan("Thread.close"))
@@ -449,6 +455,8 @@ export const open = (
       // The last turn's CLI may still be exiting: its session goes only once it is gone.
       const exiting = host.exiting.get(key)
       if (exiting !== undefined) yield* Deferred.await(exiting)
+      // A warm process carries the session being deleted.
+      yield* host.retireLive(key)
       const removed = yield* host.store.delete(lease)
       yield* dropSessions(host, removed, [])
       return removed
@@ -464,6 +472,7 @@ export const open = (
       prune,
       delete: remove,
       events: hub.subscribe,
+      send: (input: string) => Effect.withSpan(host.send(key, input), "Thread.send"),
       close
     } satisfies Thread.Thread
   }).pipe(Effect.withSpan("Agent.thread"))

@@ -1,0 +1,322 @@
+/**
+ * Live threads (DESIGN §12): the agent's warm provider processes, one per thread at most, each
+ * attached to its driver's live session. The pool decides reuse (same compatibility, same
+ * session), shuts processes down when idle, over the cap (least recently used first), on a
+ * change and at close, always the same way: graceful shutdown, then the group's SIGTERM and
+ * SIGKILL, then the process's credentials are revoked, what it wrote is scrubbed, and its
+ * credentials are released.
+ *
+ * @internal
+ */
+import type * as CommandExecutor from "@effect/platform/CommandExecutor"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import type * as Path from "@effect/platform/Path"
+import type * as Gateway from "@tether/gateway/Gateway"
+import type * as EffectContext from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as FiberMap from "effect/FiberMap"
+import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Driver from "../Driver.js"
+import * as Process from "./process.js"
+import * as ScrubFiles from "./scrubFiles.js"
+
+/** A thread's warm live process. @internal */
+export interface Warm {
+  readonly key: string
+  /** The turn compatibility it was opened for (fingerprint, effective tools, model). */
+  readonly reuse: string
+  readonly running: Process.Running
+  readonly session: Driver.LiveSession
+  /** The provider session the process carries, once a turn of it was committed. */
+  sessionId: string | undefined
+  busy: boolean
+  lastUsed: number
+  /** Delivers input into the running turn (set while a turn runs). */
+  steer: ((input: string) => Effect.Effect<Driver.Delivery, Driver.ProtocolError>) | undefined
+  retired: boolean
+  /** Shuts the process down (once; every caller waits for that one shutdown). */
+  readonly retire: Effect.Effect<void>
+}
+
+/** What opening a live process needs from the agent. @internal */
+export interface Context {
+  readonly marker: string
+  readonly driver: Driver.Driver
+  readonly live: Driver.Live
+  readonly hostedKey: string
+  readonly registration: {
+    readonly url: string
+    readonly tokenVariable: string
+    readonly credential: Gateway.Registration["credential"]
+  }
+  readonly redactor: Gateway.Redactor
+  readonly profile: {
+    readonly dir: string
+    readonly siblings: { readonly [name: string]: string }
+    readonly materialize: (
+      files: ReadonlyArray<Driver.MaterializedFile>
+    ) => Effect.Effect<void, { readonly message: string }>
+  }
+  readonly limits: Process.Limits
+  readonly killGrace: Duration.Duration
+  readonly processes: Set<Process.Running>
+  readonly reapers: FiberSet.FiberSet<void, never>
+  readonly services: EffectContext.Context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
+}
+
+/** Why a live process could not be opened (a run failure of the turn). @internal */
+export interface OpenFailure {
+  readonly reason: "PrepareFailed" | "SpawnFailed" | "ProtocolError"
+  readonly detail: string
+  readonly cause?: unknown
+}
+
+const encoder = (frame: string | Driver.SecretFrame): string =>
+  typeof frame === "string"
+    ? frame
+    : frame.secrets.reduce(
+      (text, secret) => text.split(secret.placeholder).join(Redacted.value(secret.value)),
+      frame.text
+    )
+
+/**
+ * Spawns the thread's live process from `request` (prompt empty) on two credentials of its own
+ * (the one its environment carries, and the session's `hostedToken`) and attaches the driver's
+ * session. Everything it acquired is released by its `retire`; a failure releases it at once.
+ *
+ * @internal
+ */
+export const open = (
+  ctx: Context,
+  key: string,
+  reuse: string,
+  request: Driver.InvocationRequest
+): Effect.Effect<Warm, OpenFailure> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      let spawnedAt = 0
+      let materialized: ReadonlySet<string> = new Set()
+      const credentials: Array<Gateway.Credential> = []
+      let running: Process.Running | undefined
+      // Revoked (401) first, then what the process wrote is scrubbed while the redactor still
+      // knows its tokens, then everything is released (the credentials forgotten).
+      const release = Effect.suspend(() =>
+        Effect.forEach(credentials, (credential) => credential.revoke, { discard: true }).pipe(
+          Effect.zipRight(
+            running === undefined ? Effect.void : ScrubFiles.scrub({
+              roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
+              since: spawnedAt,
+              skip: materialized,
+              redact: ctx.redactor.bytes
+            })
+          ),
+          Effect.zipRight(Scope.close(scope, Exit.void))
+        )
+      )
+      const opened = Effect.gen(function*() {
+        const invocation = yield* restore(Effect.provide(ctx.live.open(request), ctx.services)).pipe(
+          Effect.mapError((error): OpenFailure => ({ reason: "PrepareFailed", detail: error.message, cause: error }))
+        )
+        yield* restore(ctx.profile.materialize(invocation.files)).pipe(
+          Effect.mapError((error): OpenFailure => ({ reason: "PrepareFailed", detail: error.message, cause: error }))
+        )
+        materialized = new Set(invocation.files.map((file) => `${ctx.profile.dir}/${file.path}`))
+        const mint = ctx.registration.credential({
+          tools: request.hosted.tools,
+          injectedArguments: ctx.driver.injectedArguments ?? []
+        }).pipe(Scope.extend(scope), Effect.tap((credential) => Effect.sync(() => credentials.push(credential))))
+        const environment = yield* mint
+        const sessionCredential = yield* mint
+        spawnedAt = Date.now()
+        const spawned = yield* Effect.provide(
+          Process.spawn(
+            invocation,
+            {
+              [ctx.registration.tokenVariable]: Redacted.value(environment.token),
+              [Process.markerVariable]: ctx.marker
+            },
+            ctx.limits,
+            { input: "open" }
+          ),
+          ctx.services
+        ).pipe(
+          Effect.mapError((error): OpenFailure => ({
+            reason: "SpawnFailed",
+            detail: `could not start the provider CLI \`${invocation.command}\` (${error.message}${
+              invocation.commandSource === undefined ? "" : `; ${invocation.command}: ${invocation.commandSource}`
+            }): ${
+              ctx.driver.install ?? "install the CLI"
+            }, or set the driver's \`binary\` option to the path of its executable`
+          }))
+        )
+        running = spawned
+        ctx.processes.add(spawned)
+        // Closed before the credentials (finalizers run in reverse): the group is gone first.
+        yield* Scope.addFinalizer(
+          scope,
+          spawned.close(ctx.killGrace).pipe(Effect.ensuring(Effect.sync(() => ctx.processes.delete(spawned))))
+        )
+        const input = spawned.input!
+        const channel: Driver.Channel = {
+          write: (frame) =>
+            Effect.flatMap(
+              input.write(encoder(frame) + "\n"),
+              (written) =>
+                written
+                  ? Effect.void
+                  : Effect.fail(new Driver.ProtocolError({ reason: "ProviderError", detail: "stdin is closed" }))
+            ),
+          // A line over the limit ends the session's input: the turn then fails without its terminal.
+          lines: spawned.lines.pipe(Stream.catchAll(() => Stream.empty)),
+          closeInput: input.close
+        }
+        const attachScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+        const session = yield* restore(ctx.live.attach(channel, {
+          hostedKey: ctx.hostedKey,
+          session: request.session,
+          request,
+          hostedToken: sessionCredential.token,
+          hostedToolsListed: sessionCredential.listed
+        })).pipe(
+          Scope.extend(attachScope),
+          Effect.mapError((error): OpenFailure => ({ reason: "ProtocolError", detail: error.message, cause: error }))
+        )
+        return { spawned, session }
+      })
+      const { session, spawned } = yield* opened.pipe(Effect.onError(() => release))
+      const done = yield* Deferred.make<void>()
+      let started = false
+      const warm: Warm = {
+        key,
+        reuse,
+        running: spawned,
+        session,
+        sessionId: undefined,
+        busy: true,
+        lastUsed: Date.now(),
+        steer: undefined,
+        retired: false,
+        retire: Effect.suspend(() => {
+          warm.retired = true
+          if (!started) {
+            started = true
+            // A fiber of the agent's reapers: no caller's interruption cuts it between its steps,
+            // and the agent's close waits for it.
+            const work = session.shutdown.pipe(
+              Effect.timeout(ctx.killGrace),
+              Effect.ignore,
+              Effect.zipRight(spawned.exit.pipe(Effect.timeout(ctx.killGrace), Effect.ignore)),
+              Effect.zipRight(release),
+              Effect.interruptible,
+              Effect.ensuring(Deferred.done(done, Exit.void))
+            )
+            return Effect.zipRight(FiberSet.run(ctx.reapers, work), Deferred.await(done))
+          }
+          return Deferred.await(done)
+        })
+      }
+      return warm
+    })
+  )
+
+/** The agent's warm processes, by thread key. @internal */
+export interface Pool {
+  /**
+   * The key's warm process when this turn may run on it (same compatibility, the session the
+   * turn resumes, still running, idle), marked busy; otherwise any process of the key is shut
+   * down first and `undefined` is returned.
+   */
+  readonly take: (key: string, reuse: string, session: Driver.SessionRequest) => Effect.Effect<Warm | undefined>
+  /** Adds a freshly opened (busy) process, shutting down least recently used idle ones over the cap. */
+  readonly add: (warm: Warm) => Effect.Effect<void>
+  /** The turn on it ended: idle from now on (shut down after the idle timeout). */
+  readonly release: (warm: Warm) => Effect.Effect<void>
+  readonly get: (key: string) => Warm | undefined
+  /** Shuts down the key's process, if any. */
+  readonly retire: (key: string) => Effect.Effect<void>
+  /** Shuts down every process (the agent's close). */
+  readonly retireAll: Effect.Effect<void>
+  /** How many live processes the agent has (for tests). */
+  readonly size: () => number
+}
+
+/** @internal */
+export const makePool = (options: {
+  readonly idleTimeout: Duration.Duration
+  readonly maxProcesses: number
+}): Effect.Effect<Pool, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const warms = new Map<string, Warm>()
+    const timers = yield* FiberMap.make<string>()
+    const forget = (warm: Warm) => Effect.sync(() => warms.get(warm.key) === warm && warms.delete(warm.key))
+    const retire = (warm: Warm) =>
+      Effect.zipRight(
+        Effect.zipRight(forget(warm), FiberMap.remove(timers, warm.key)),
+        warm.retire
+      )
+    // Least recently used idle processes go first until the count is within the cap.
+    const enforceCap = (room: number) =>
+      Effect.suspend(() => {
+        const idle = Array.from(warms.values()).filter((warm) => !warm.busy).sort((a, b) => a.lastUsed - b.lastUsed)
+        const excess = warms.size + room - options.maxProcesses
+        return Effect.forEach(idle.slice(0, Math.max(0, excess)), retire, { discard: true })
+      })
+    const take = (key: string, reuse: string, session: Driver.SessionRequest) =>
+      Effect.gen(function*() {
+        const warm = warms.get(key)
+        if (warm === undefined) return undefined
+        const alive = Option.isNone(yield* warm.running.poll)
+        if (
+          alive && !warm.retired && !warm.busy && warm.reuse === reuse && session._tag === "Resume" &&
+          session.id === warm.sessionId
+        ) {
+          warm.busy = true
+          yield* FiberMap.remove(timers, key)
+          return warm
+        }
+        yield* retire(warm)
+        return undefined
+      })
+    const add = (warm: Warm) =>
+      Effect.zipRight(
+        enforceCap(1),
+        Effect.sync(() => {
+          warms.set(warm.key, warm)
+        })
+      )
+    const release = (warm: Warm) =>
+      Effect.suspend(() => {
+        warm.busy = false
+        warm.steer = undefined
+        warm.lastUsed = Date.now()
+        if (warm.retired) return Effect.void
+        const idle = Effect.sleep(options.idleTimeout).pipe(
+          Effect.zipRight(Effect.suspend(() => warm.busy ? Effect.void : Effect.zipRight(forget(warm), warm.retire)))
+        )
+        return Effect.zipRight(Effect.asVoid(FiberMap.run(timers, warm.key, idle)), enforceCap(0))
+      })
+    return {
+      take,
+      add,
+      release,
+      get: (key) => warms.get(key),
+      retire: (key) =>
+        Effect.suspend(() => {
+          const warm = warms.get(key)
+          return warm === undefined ? Effect.void : retire(warm)
+        }),
+      retireAll: Effect.suspend(() =>
+        Effect.forEach(Array.from(warms.values()), retire, { concurrency: "unbounded", discard: true })
+      ),
+      size: () => warms.size
+    } satisfies Pool
+  })
