@@ -599,6 +599,7 @@ export const execute = (
       // its process leaves it to be shut down.
       let healthy = true
       let ended = false
+      let failure: Driver.ProtocolError | undefined
       yield* Effect.addFinalizer(() =>
         Effect.suspend(() => {
           warm.steer = undefined
@@ -652,13 +653,19 @@ export const execute = (
           })
         ),
         Effect.zipRight(publish(scrubber.flush)),
-        Effect.catchAll((error) =>
-          publish(scrubber.flush).pipe(
-            Effect.zipRight(Effect.sync(() => (healthy = false))),
-            Effect.zipRight(fail({ reason: "ProtocolError", detail: error.message, cause: error }))
-          )
-        )
+        Effect.catchAll((error) => Effect.zipRight(publish(scrubber.flush), Effect.sync(() => (failure = error))))
       )
+      if (failure !== undefined) {
+        healthy = false
+        // A session that failed because its process died reports the death, not the symptom.
+        const died = yield* warm.running.exit.pipe(
+          Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)),
+          Effect.option
+        )
+        if (died._tag === "None") {
+          return yield* fail({ reason: "ProtocolError", detail: failure.message, cause: failure })
+        }
+      }
       if (state.terminal !== undefined) {
         ended = true
         warm.steer = undefined

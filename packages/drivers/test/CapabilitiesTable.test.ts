@@ -1,0 +1,82 @@
+/**
+ * The README's "Drivers and their capabilities" table says what `Driver.capabilities` of each
+ * driver says: every capability row, every driver column.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import type * as Driver from "@tether/core/Driver"
+import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+
+const readme = Fs.readFileSync(Path.join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8")
+
+/** The table's rows after the heading, as cells (the first cell is the row's label). */
+const table = (): ReadonlyMap<string, ReadonlyArray<string>> => {
+  const section = readme.slice(readme.indexOf("## Drivers and their capabilities"))
+  const rows = new Map<string, ReadonlyArray<string>>()
+  for (const line of section.split("\n").slice(1)) {
+    if (line.trim() === "") {
+      if (rows.size > 0) break
+      continue
+    }
+    const cells = line.split("|").slice(1, -1).map((cell) => cell.trim())
+    rows.set(cells[0]!, cells.slice(1))
+  }
+  return rows
+}
+
+const columns: ReadonlyArray<readonly [string, Driver.Capabilities]> = [
+  ["Claude Code", Claude.capabilities],
+  ["Codex", Codex.capabilities],
+  ["Gemini CLI", Gemini.capabilities],
+  ["CodeBuddy Code", CodeBuddy.capabilities],
+  ["Cursor", Cursor.capabilities]
+]
+
+// A cell states a boolean as `yes` / `no`, optionally followed by how (in parentheses).
+const flag = (cell: string): boolean => {
+  const word = cell.split(" ")[0]
+  if (word !== "yes" && word !== "no") throw new Error(`not a yes/no cell: ${cell}`)
+  return word === "yes"
+}
+
+const rows: ReadonlyArray<readonly [string, (cell: string, capabilities: Driver.Capabilities) => void]> = [
+  ["resume / fork", (cell, c) => expect(cell.split(" / ").map(flag)).toEqual([c.resume, c.fork])],
+  ["external MCP transports", (cell, c) => expect(cell.split(", ")).toEqual([...c.mcpTransports])],
+  ["instructions", (cell, c) => expect(flag(cell)).toBe(c.instructions)],
+  ["per-turn tool allow-list", (cell, c) => expect(flag(cell)).toBe(c.toolAllowList)],
+  [
+    "sandbox levels",
+    (cell, c) => expect(cell === "none (refused)" ? [] : cell.split(", ")).toEqual([...c.sandbox])
+  ],
+  ["streaming input", (cell, c) => expect(flag(cell)).toBe(c.streamingInput)],
+  ["native skills projection", (cell, c) => expect(flag(cell)).toBe(c.skillsProjection)],
+  ["structured output", (cell, c) => expect(flag(cell)).toBe(c.structuredOutput)],
+  ["persistent process (live sessions)", (cell, c) => expect(flag(cell)).toBe(c.persistentProcess)]
+]
+
+describe("README capabilities table", () => {
+  it("has one column per driver, in order", () => {
+    expect(table().get("")).toEqual(columns.map(([name]) => name))
+  })
+
+  for (const [row, check] of rows) {
+    it(`row "${row}" is each driver's Driver.capabilities`, () => {
+      const cells = table().get(row)
+      expect(cells, `the README table has no row "${row}"`).toBeDefined()
+      columns.forEach(([name, capabilities], index) => {
+        try {
+          check(cells![index]!, capabilities)
+        } catch (error) {
+          throw new Error(`${name}, ${row}: ${String(error)}`)
+        }
+      })
+    })
+  }
+
+  it("a driver offers a live protocol exactly when it declares a persistent process", () => {
+    for (const driver of [Claude.driver(), Codex.driver(), Gemini.driver(), CodeBuddy.driver(), Cursor.driver()]) {
+      expect(driver.capabilities.persistentProcess).toBe(driver.live !== undefined)
+    }
+  })
+})
