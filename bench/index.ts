@@ -25,6 +25,7 @@ import * as Os from "node:os"
 import * as Agents from "./agents.js"
 import * as Core from "./core.js"
 import * as Gateway from "./gateway.js"
+import * as LiveThreads from "./liveThreads.js"
 import * as Parse from "./parse.js"
 import * as Threads from "./threads.js"
 import * as Tool from "./tool.js"
@@ -213,13 +214,31 @@ const program = Effect.gen(function*() {
   )
 
   yield* section(
-    "P9 thread checkpoint after the saved session (bench/threads.ts)",
+    "P9 live thread: warm turn vs cold turn (bench/liveThreads.ts)",
+    LiveThreads.measure(settings.turns),
+    (rows) => {
+      log(LiveThreads.format(rows))
+      for (const row of rows) {
+        figures.push({
+          id: "P9",
+          what: `${row.driver} thread turn on its warm live process vs a cold one`,
+          measured: `${row.warmMs.toFixed(0)} ms vs ${row.coldMs.toFixed(0)} ms`,
+          ratio: x(row.ratio),
+          target: `≤ ${row.target}×`,
+          pass: row.ratio <= row.target
+        })
+      }
+    }
+  )
+
+  yield* section(
+    "P10 thread checkpoint after the saved session (bench/threads.ts)",
     Threads.measure(settings.turns),
     (rows) => {
       log(Threads.format(rows))
       for (const row of rows) {
         figures.push({
-          id: "P9",
+          id: "P10",
           what: `${row.driver} thread turn: terminal record → RunFinished`,
           measured: `${row.threadTailMs.toFixed(0)} ms (plain run ${row.plainTailMs.toFixed(0)} ms)`,
           ratio: `+${(row.threadTailMs - row.plainTailMs).toFixed(0)} ms`,

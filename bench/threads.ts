@@ -1,5 +1,5 @@
 /**
- * P9 — what committing a thread's checkpoint after its session is saved costs per turn, with the
+ * P10 — what committing a thread's checkpoint after its session is saved costs per turn, with the
  * real CLIs offline (scripted model servers). A thread turn's result waits for the CLI to exit
  * (it may still write its session after its terminal record), saves the session into the store,
  * then commits; a plain run's result does not wait. Both are measured on one agent, interleaved:
@@ -53,7 +53,9 @@ const measureDriver = (name: string, driver: Agent.Options<typeof Toolkit.empty>
       driver,
       definition: { instructions: "", skills: [], tools: Toolkit.empty },
       workspace: sandbox.workspace,
-      profile: sandbox.selection
+      profile: sandbox.selection,
+      // The one-shot turn's tail (its CLI's exit before the commit) is what this measures.
+      live: { threads: false }
     })
     const thread = yield* agent.thread("bench")
     yield* timed(agent.stream("warm up"))

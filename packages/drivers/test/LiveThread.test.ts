@@ -163,7 +163,8 @@ const gemini: Subject = {
 /** Runs `body` with an agent on `driver`, closes it through its scope, then checks nothing is left. */
 const withAgent = <A, E>(
   driver: Driver.Driver,
-  body: (agent: Agent.Agent) => Effect.Effect<A, E, Scope.Scope>
+  body: (agent: Agent.Agent) => Effect.Effect<A, E, Scope.Scope>,
+  live?: Agent.Options<never>["live"]
 ) => {
   const observed: Array<Harness.Observed> = []
   return Effect.gen(function*() {
@@ -177,7 +178,8 @@ const withAgent = <A, E>(
         definition: { instructions: "", skills: [], tools: Tools },
         workspace: sandbox.workspace,
         profile: sandbox.selection,
-        processes: { killGrace: "1 second", exitGrace: "2 seconds" }
+        processes: { killGrace: "1 second", exitGrace: "2 seconds" },
+        ...(live === undefined ? {} : { live })
       })
       return [agent, yield* body(agent)] as const
     }).pipe(Effect.scoped)
@@ -361,3 +363,42 @@ for (const subject of [claude, codex, gemini]) {
     )
   })
 }
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe("live processes of an agent (Claude Code, real CLI)", () => {
+  it.live(
+    "an idle process is shut down after the idle timeout; over the cap the least recently used goes",
+    () =>
+      Effect.gen(function*() {
+        const model = yield* claude.make
+        yield* withAgent(model.driver, (agent) =>
+          Effect.gen(function*() {
+            const a = yield* agent.thread("a")
+            const b = yield* agent.thread("b")
+            const c = yield* agent.thread("c")
+            const pidA = pidOf(Array.from(yield* Stream.runCollect(a.stream("one"))))
+            const pidB = pidOf(Array.from(yield* Stream.runCollect(b.stream("two"))))
+            expect(alive(pidA) && alive(pidB)).toBe(true)
+            // `a` is used again: `b` is now the least recently used, and goes when `c` starts.
+            expect(pidOf(Array.from(yield* Stream.runCollect(a.stream("three"))))).toBe(pidA)
+            const pidC = pidOf(Array.from(yield* Stream.runCollect(c.stream("four"))))
+            yield* eventually("b's process to end", Effect.sync(() => !alive(pidB)))
+            expect(alive(pidA) && alive(pidC)).toBe(true)
+            // Idle past the timeout: both end, and the next turn starts a fresh process.
+            yield* eventually("the idle processes to end", Effect.sync(() => !alive(pidA) && !alive(pidC)))
+            const again = Array.from(yield* Stream.runCollect(a.stream("five")))
+            expect(pidOf(again)).not.toBe(pidA)
+            expect(again.find((e) => e._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
+          }), { maxProcesses: 2, idleTimeout: "10 seconds" })
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
