@@ -67,12 +67,16 @@ const geminiSandbox = Effect.gen(function*() {
   return sandbox
 })
 
+// One-shot turns (`gemini -p`), threads included: the live path (`gemini --acp`) is covered by
+// LiveThread.test.ts. (Its ACP tool calls carry no input, and a model error there ends the turn
+// without a stream-json result record.)
 const makeAgent = (server: GeminiServer.GeminiServer, sandbox: Harness.Sandbox) =>
   Agent.make({
     driver: driverFor(server),
     definition: { instructions, skills: [], tools: IssueTools },
     workspace: sandbox.workspace,
-    profile: sandbox.selection
+    profile: sandbox.selection,
+    live: { threads: false }
   })
 
 const sinceLast = (request: GeminiServer.GenerateRequest) => GeminiServer.functionResponses(request)

@@ -336,7 +336,9 @@ for (const subject of [claude, codex, gemini]) {
               const fresh = pidOf(after)
               expect(fresh).not.toBe(pid)
               expect(after.find((e) => e._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
+              // The checkpoint saved after turn 1 holds its question and its answer.
               expect((yield* model.requests).at(-1)!.text).toContain("remember PAPAYA")
+              expect((yield* model.requests).at(-1)!.text).toContain("answer to remember PAPAYA")
               expect((yield* model.requests).at(-1)!.tools.slice().sort()).toEqual(
                 subject.slowResume ? ["echo"] : ["echo", "wait"]
               )

@@ -37,6 +37,11 @@ export interface Warm {
   readonly session: Driver.LiveSession
   /** The provider session the process carries, once a turn of it was committed. */
   sessionId: string | undefined
+  /**
+   * The committed turns that session holds (the record's `turns` after this process's last
+   * commit): a record another host advanced since is not what the process carries.
+   */
+  turns: number | undefined
   busy: boolean
   lastUsed: number
   /** Delivers input into the running turn (set while a turn runs). */
@@ -107,10 +112,12 @@ export const open = (
       let materialized: ReadonlySet<string> = new Set()
       const credentials: Array<Gateway.Credential> = []
       let running: Process.Running | undefined
-      // Revoked (401) first, then what the process wrote is scrubbed while the redactor still
-      // knows its tokens, then everything is released (the credentials forgotten).
+      // The process group is gone first (nothing writes any more), its credentials are revoked
+      // (401), then what it wrote is scrubbed while the redactor still knows its tokens, then
+      // everything is released (the credentials forgotten).
       const release = Effect.suspend(() =>
-        Effect.forEach(credentials, (credential) => credential.revoke, { discard: true }).pipe(
+        (running === undefined ? Effect.void : running.close(ctx.killGrace)).pipe(
+          Effect.zipRight(Effect.forEach(credentials, (credential) => credential.revoke, { discard: true })),
           Effect.zipRight(
             running === undefined ? Effect.void : ScrubFiles.scrub({
               roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
@@ -201,6 +208,7 @@ export const open = (
         running: spawned,
         session,
         sessionId: undefined,
+        turns: undefined,
         busy: true,
         lastUsed: Date.now(),
         steer: undefined,
@@ -231,11 +239,16 @@ export const open = (
 /** The agent's warm processes, by thread key. @internal */
 export interface Pool {
   /**
-   * The key's warm process when this turn may run on it (same compatibility, the session the
-   * turn resumes, still running, idle), marked busy; otherwise any process of the key is shut
+   * The key's warm process when this turn may run on it (same compatibility, the session and
+   * committed turns the turn resumes, still running, idle), marked busy; otherwise any process of the key is shut
    * down first and `undefined` is returned.
    */
-  readonly take: (key: string, reuse: string, session: Driver.SessionRequest) => Effect.Effect<Warm | undefined>
+  readonly take: (
+    key: string,
+    reuse: string,
+    session: Driver.SessionRequest,
+    turns: number | undefined
+  ) => Effect.Effect<Warm | undefined>
   /** Adds a freshly opened (busy) process, shutting down least recently used idle ones over the cap. */
   readonly add: (warm: Warm) => Effect.Effect<void>
   /** The turn on it ended: idle from now on (shut down after the idle timeout). */
@@ -270,14 +283,14 @@ export const makePool = (options: {
         const excess = warms.size + room - options.maxProcesses
         return Effect.forEach(idle.slice(0, Math.max(0, excess)), retire, { discard: true })
       })
-    const take = (key: string, reuse: string, session: Driver.SessionRequest) =>
+    const take = (key: string, reuse: string, session: Driver.SessionRequest, turns: number | undefined) =>
       Effect.gen(function*() {
         const warm = warms.get(key)
         if (warm === undefined) return undefined
         const alive = Option.isNone(yield* warm.running.poll)
         if (
           alive && !warm.retired && !warm.busy && warm.reuse === reuse && session._tag === "Resume" &&
-          session.id === warm.sessionId
+          session.id === warm.sessionId && turns === warm.turns
         ) {
           warm.busy = true
           yield* FiberMap.remove(timers, key)
@@ -286,12 +299,17 @@ export const makePool = (options: {
         yield* retire(warm)
         return undefined
       })
+    // Once the agent's close shut every process down, a process opened by a turn the close is
+    // canceling is shut down at once.
+    let closed = false
     const add = (warm: Warm) =>
-      Effect.zipRight(
-        enforceCap(1),
-        Effect.sync(() => {
-          warms.set(warm.key, warm)
-        })
+      Effect.suspend(() =>
+        closed ? warm.retire : Effect.zipRight(
+          enforceCap(1),
+          Effect.sync(() => {
+            warms.set(warm.key, warm)
+          })
+        )
       )
     const release = (warm: Warm) =>
       Effect.suspend(() => {
@@ -314,9 +332,10 @@ export const makePool = (options: {
           const warm = warms.get(key)
           return warm === undefined ? Effect.void : retire(warm)
         }),
-      retireAll: Effect.suspend(() =>
-        Effect.forEach(Array.from(warms.values()), retire, { concurrency: "unbounded", discard: true })
-      ),
+      retireAll: Effect.suspend(() => {
+        closed = true
+        return Effect.forEach(Array.from(warms.values()), retire, { concurrency: "unbounded", discard: true })
+      }),
       size: () => warms.size
     } satisfies Pool
   })

@@ -586,7 +586,9 @@ export const execute = (
     driverLive: Driver.Live
   ): Effect.Effect<Result, Failure, never> =>
     Effect.gen(function*() {
-      const taken = yield* pool.take(live.key, live.reuse, request.session)
+      // The turn resumes the record's session with its committed turns (`fromTurns`).
+      const resumedTurns = request.opening?.fromTurns
+      const taken = yield* pool.take(live.key, live.reuse, request.session, resumedTurns)
       const warm = taken ?? (yield* Live.open(
         { ...ctx, live: driverLive },
         live.key,
@@ -682,7 +684,12 @@ export const execute = (
           )
         }
         // The process carries the committed session: the next turn resuming it may run on it.
-        if (result.session !== undefined) warm.sessionId = result.session
+        if (result.session !== undefined && request.commit !== undefined) {
+          warm.sessionId = result.session
+          // As the thread commits them: a fresh session's first turn is 1.
+          const continued = request.opening?.mode === "resumed" || request.opening?.mode === "forked"
+          warm.turns = continued ? (resumedTurns ?? 0) + 1 : 1
+        }
         return result
       }
       // The session's output ended without the turn's terminal: the process died (or wrote a
@@ -701,6 +708,17 @@ export const execute = (
         }, true)
       )])
       yield* warm.running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
+      // The driver reads the CLI's last words as for a one-shot run (e.g. a session to resume that
+      // is gone: `ResumeRejected`, which a thread may retry fresh).
+      const classified = ctx.driver.classifyExit?.({
+        exitCode: exit.exitCode,
+        stderr: warm.running.raw().stderr,
+        terminal: undefined,
+        session: request.session
+      })
+      if (classified !== undefined) {
+        return yield* fail({ reason: "ProtocolError", detail: classified.message, cause: classified, exit })
+      }
       const excerpt = Redaction.stderrExcerpt(ctx.redactor, warm.running.raw().stderr)
       return yield* fail({
         reason: "ExitedWithoutResult",
