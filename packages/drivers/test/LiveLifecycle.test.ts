@@ -1,0 +1,171 @@
+/**
+ * The lifecycle property of live threads, on the real Claude Code CLI offline: random
+ * interleavings of turns, sends during a tool call, interrupts, tool-policy changes and crashes on
+ * two threads of one agent, then its close. Invariants: every operation ends as it must (success,
+ * `RunFinished(canceled)`, `RunError`), at most one live process (process group) per thread at
+ * every pause, and after close no process of the agent, no clone, the agent's token revoked (401).
+ * Bounded: a few sequences of a few operations (each real turn costs a CLI round trip).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Agent } from "@tether/core"
+import type * as Event from "@tether/core/Event"
+import { Gateway } from "@tether/gateway"
+import { AnthropicServer, Harness } from "@tether/testing"
+import { Tool, Toolkit } from "@tether/tool"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as FastCheck from "effect/FastCheck"
+import * as Fiber from "effect/Fiber"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import { driverFor, respond } from "./ClaudeLiveHarness.js"
+
+const Wait = Tool.make("wait", {
+  description: "Wait for the given number of milliseconds.",
+  input: { ms: Schema.Number },
+  output: Schema.Struct({ waited: Schema.Number }),
+  revision: "wait/v1"
+})
+const Echo = Tool.make("echo", {
+  description: "Echo the text.",
+  input: { text: Schema.String },
+  output: Schema.String,
+  revision: "echo/v1"
+})
+const Tools = Toolkit.make(Wait, Echo)
+const ToolsLive = Tools.toLayer({
+  wait: ({ ms }) => Effect.as(Effect.sleep(ms), { waited: ms }),
+  echo: ({ text }) => Effect.succeed(`ECHO:${text}`)
+})
+
+type Op =
+  | { readonly _tag: "Turn"; readonly thread: number }
+  | { readonly _tag: "Send"; readonly thread: number }
+  | { readonly _tag: "Interrupt"; readonly thread: number }
+  | { readonly _tag: "Policy"; readonly thread: number }
+  | { readonly _tag: "Crash"; readonly thread: number }
+
+const thread = FastCheck.integer({ min: 0, max: 1 })
+const op: FastCheck.Arbitrary<Op> = FastCheck.oneof(
+  ...(["Turn", "Send", "Interrupt", "Policy", "Crash"] as const).map((tag) =>
+    FastCheck.record({ _tag: FastCheck.constant(tag), thread }) as FastCheck.Arbitrary<Op>
+  )
+)
+const sequences = FastCheck.sample(FastCheck.array(op, { minLength: 3, maxLength: 5 }), { numRuns: 2, seed: 18 })
+
+/** The process groups (pgid) of the given pids. */
+const groups = (pids: ReadonlyArray<number>) =>
+  new Set(pids.flatMap((pid) => {
+    try {
+      const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      return [Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])]
+    } catch {
+      return []
+    }
+  }))
+
+const finishedOf = (events: ReadonlyArray<Event.Event>) => {
+  const last = events.filter((e): e is Event.RunFinished => e._tag === "RunFinished").at(-1)
+  if (last === undefined) throw new Error("no RunFinished")
+  return last
+}
+
+/** A turn's events (into `events`, readable while it runs), also when it fails. */
+const collect = (stream: Stream.Stream<Event.Event, unknown>, events: Array<Event.Event> = []) =>
+  Effect.suspend(() => {
+    return stream.pipe(
+      Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+      Effect.either,
+      Effect.map((outcome) => ({ events, outcome }))
+    )
+  })
+
+const eventually = (what: string, check: Effect.Effect<boolean>) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 30_000
+    while (!(yield* check)) {
+      if (Date.now() > deadline) return yield* Effect.die(new Error(`timed out waiting for ${what}`))
+      yield* Effect.sleep("25 millis")
+    }
+  })
+
+describe("live thread lifecycle (Claude Code, real CLI)", () => {
+  sequences.forEach((ops, index) =>
+    it.live(`sequence ${index}: ${ops.map((o) => `${o._tag}(${o.thread})`).join(" ")}`, () => {
+      const observed: Array<Harness.Observed> = []
+      return Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({ respond })
+        const gateway = yield* Gateway.Gateway
+        yield* gateway.register(yield* Toolkit.executor(Tools))
+        const sandbox = yield* Harness.sandbox
+        const marker = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", skills: [], tools: Tools },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            processes: { killGrace: "1 second", exitGrace: "2 seconds" }
+          })
+          const threads = [yield* agent.thread("zero"), yield* agent.thread("one")]
+          const narrowed = [false, false]
+          const policy = (i: number) => narrowed[i] ? { toolPolicy: { allow: ["wait"] } } : {}
+          const requests = Effect.map(server.messages, (all) => all.length)
+          const pidOf = (events: ReadonlyArray<Event.Event>) =>
+            events.flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : []).at(-1)
+          for (const o of ops) {
+            const t = threads[o.thread]!
+            switch (o._tag) {
+              case "Turn":
+              case "Policy": {
+                if (o._tag === "Policy") narrowed[o.thread] = !narrowed[o.thread]
+                const done = yield* collect(t.stream({ input: "hello", ...policy(o.thread) }))
+                expect(finishedOf(done.events).outcome).toBe("success")
+                break
+              }
+              case "Send": {
+                const events: Array<Event.Event> = []
+                const turn = yield* Effect.fork(collect(t.stream({ input: "CALL 1500", ...policy(o.thread) }), events))
+                yield* eventually("the tool call", Effect.sync(() => events.some((e) => e._tag === "ToolCall")))
+                const delivery = yield* t.send("steered")
+                const done = yield* Fiber.join(turn)
+                expect(finishedOf(done.events).outcome).toBe("success")
+                expect(done.events.filter((e) => e._tag === "InputDelivered")).toMatchObject([{ delivery }])
+                break
+              }
+              case "Interrupt":
+              case "Crash": {
+                const before = yield* requests
+                const cancel = yield* Deferred.make<void>()
+                const events: Array<Event.Event> = []
+                const turn = yield* Effect.fork(
+                  collect(
+                    t.stream({ input: "SLOW 60000", cancel: Deferred.await(cancel), ...policy(o.thread) }),
+                    events
+                  )
+                )
+                yield* eventually("the slow request", Effect.map(requests, (n) => n > before))
+                if (o._tag === "Interrupt") {
+                  yield* Deferred.succeed(cancel, undefined)
+                } else {
+                  const pid = pidOf(events)!
+                  yield* Effect.sync(() => process.kill(-pid, "SIGKILL"))
+                }
+                const done = yield* Fiber.join(turn)
+                expect(finishedOf(done.events).outcome).toBe(o._tag === "Interrupt" ? "canceled" : "failure")
+                break
+              }
+            }
+            // At a pause: at most one live process group per thread.
+            const live = groups(yield* Harness.markedProcesses(agent.marker))
+            expect(live.size).toBeLessThanOrEqual(threads.length)
+          }
+          return agent.marker
+        }).pipe(Effect.scoped)
+        expect(yield* Harness.markedProcesses(marker)).toEqual([])
+        expect(yield* Harness.entries(sandbox.root)).toEqual([])
+        expect(yield* Harness.probe(observed[1]!)).toBe(401)
+      }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.recordingLayer(observed)]))
+    }, 180_000)
+  )
+})
