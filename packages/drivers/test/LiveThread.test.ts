@@ -201,10 +201,9 @@ const finishedOf = (events: ReadonlyArray<Event.Event>): Event.RunFinished => {
   return last
 }
 
-/** A turn's events, also when it fails (its stream ends with the failure after RunFinished). */
-const collect = (stream: Stream.Stream<Event.Event, unknown>) =>
+/** A turn's events (into `events`, readable while it runs), also when it fails. */
+const collect = (stream: Stream.Stream<Event.Event, unknown>, events: Array<Event.Event> = []) =>
   Effect.suspend(() => {
-    const events: Array<Event.Event> = []
     return stream.pipe(
       Stream.runForEach((event) => Effect.sync(() => events.push(event))),
       Effect.either,
@@ -234,7 +233,7 @@ const killGroup = (pid: number) =>
 for (const subject of [claude, codex, gemini]) {
   describe(`live threads: ${subject.name} (real CLI)`, () => {
     it.live(
-      "turns run on one warm process: a host tool, send during a tool call, an interrupt, the context carried",
+      "turns run on one warm process: a host tool, send during a tool call, interrupts (slow model, consumer stop, slow tool), the context carried",
       () =>
         Effect.gen(function*() {
           const model = yield* subject.make
@@ -289,6 +288,24 @@ for (const subject of [claude, codex, gemini]) {
               expect(finishedOf(canceled.events).outcome).toBe("canceled")
               expect(pidOf(canceled.events)).toBe(pid)
 
+              // The consumer's fiber interrupted mid-turn: the same, seen on the thread's events.
+              const watched: Array<Event.Event> = []
+              const watcher = yield* Effect.fork(
+                Stream.runForEach(thread.events, (event) => Effect.sync(() => watched.push(event)))
+              )
+              yield* Effect.sleep("50 millis")
+              const asked = (yield* model.requests).length
+              const consumer = yield* Effect.fork(Stream.runDrain(thread.stream("SLOW 60000")))
+              yield* eventually("the slow request", Effect.map(model.requests, (all) => all.length > asked))
+              yield* Fiber.interrupt(consumer)
+              yield* eventually(
+                "the interrupted turn's RunFinished",
+                Effect.sync(() => watched.some((e) => e._tag === "RunFinished"))
+              )
+              yield* Fiber.interrupt(watcher)
+              expect(watched.find((e) => e._tag === "RunFinished")).toMatchObject({ outcome: "canceled" })
+              expect(pidOf(watched)).toBe(pid)
+
               const third = Array.from(yield* Stream.runCollect(thread.stream("third words")))
               expect(pidOf(third)).toBe(pid)
               expect(finishedOf(third).result.text).toBe("answer to third words")
@@ -296,6 +313,19 @@ for (const subject of [claude, codex, gemini]) {
               expect(last.text).toContain("first words")
               expect(last.text).toContain("CALL 2500")
               expect(last.text).toContain("third words")
+              // An interrupt during a slow host tool call: canceled, and the next turn runs on the same process.
+              const inTool: Array<Event.Event> = []
+              const toolCancel = yield* Deferred.make<void>()
+              const slowTool = yield* Effect.fork(
+                collect(thread.stream({ input: "CALL 30000", cancel: Deferred.await(toolCancel) }), inTool)
+              )
+              yield* eventually("the tool call", Effect.sync(() => inTool.some((e) => e._tag === "ToolCall")))
+              yield* Deferred.succeed(toolCancel, undefined)
+              expect(finishedOf((yield* Fiber.join(slowTool)).events).outcome).toBe("canceled")
+              const fourth = Array.from(yield* Stream.runCollect(thread.stream("fourth words")))
+              expect(pidOf(fourth)).toBe(pid)
+              expect(finishedOf(fourth).outcome).toBe("success")
+
               const none = yield* Effect.flip(thread.send("too late"))
               expect(none._tag).toBe(subject.steers ? "NoActiveTurn" : "UnsupportedCapability")
             }))
