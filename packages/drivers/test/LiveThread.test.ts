@@ -10,7 +10,7 @@
  * live process leaves nothing (marker scan, clones, 401).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Agent } from "@tether/core"
+import { Agent, ThreadStore } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
 import { Codex, Gemini } from "@tether/drivers"
@@ -432,5 +432,34 @@ describe("live processes of an agent (Claude Code, real CLI)", () => {
           }), { maxProcesses: 2, idleTimeout: "10 seconds" })
       }).pipe(Effect.scoped),
     120_000
+  )
+})
+
+describe("live thread checkpoints (Claude Code, real CLI)", () => {
+  it.live(
+    "the session saved for a live turn holds its answer: another agent resumes it from the store",
+    () =>
+      Effect.gen(function*() {
+        const model = yield* claude.make
+        const sandbox = yield* Harness.sandbox
+        const make = Agent.make({
+          driver: model.driver,
+          definition: { instructions: "", skills: [], tools: Tools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        // The first agent stays open, its process warm: the second has its own clone, restored from
+        // the session store (what another host does).
+        const first = yield* make
+        yield* (yield* first.thread("shared")).run("remember MANGO")
+        yield* Effect.sleep("500 millis")
+        const second = yield* make
+        const resumed = yield* (yield* second.thread("shared", { resumeOnly: true })).run("what was it?")
+        expect(resumed.thread?.mode).toBe("resumed")
+        const last = (yield* model.requests).at(-1)!.text
+        expect(last).toContain("remember MANGO")
+        expect(last).toContain("answer to remember MANGO")
+      }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.layer, ThreadStore.layerMemory])),
+    90_000
   )
 })

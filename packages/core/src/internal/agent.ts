@@ -370,6 +370,7 @@ export const assemble = (
           ...(hooks === undefined ? {} : {
             threadKey: hooks.threadKey,
             commit: hooks.commit,
+            save: hooks.save,
             reaped: hooks.reaped,
             opening: hooks.opening
           }),

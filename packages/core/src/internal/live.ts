@@ -12,9 +12,11 @@ import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
+import { ownedBy, type ProfileLayout, sessionOwner } from "@tether/profile/ProfileLayout"
+import * as Clock from "effect/Clock"
 import type * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
@@ -24,6 +26,8 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as FsSync from "node:fs"
+import * as NodePath from "node:path"
 import * as Driver from "../Driver.js"
 import * as Process from "./process.js"
 import * as ScrubFiles from "./scrubFiles.js"
@@ -338,4 +342,72 @@ export const makePool = (options: {
       }),
       size: () => warms.size
     } satisfies Pool
+  })
+
+/**
+ * The clone's files of `session` (by the layout's `sessionOf`), each as `size:mtime`. @internal
+ */
+export const sessionFiles = (
+  dir: string,
+  layout: ProfileLayout,
+  session: string
+): ReadonlyMap<string, string> => {
+  const files = new Map<string, string>()
+  const walk = (relative: string) => {
+    let entries: Array<FsSync.Dirent> = []
+    try {
+      entries = FsSync.readdirSync(NodePath.join(dir, relative), { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const entry of entries) {
+      const path = relative === "" ? entry.name : `${relative}/${entry.name}`
+      if (entry.isDirectory()) walk(path)
+      else if (entry.isFile()) {
+        const owner = sessionOwner(layout, path)
+        if (owner === undefined || !ownedBy(owner, session)) continue
+        try {
+          const stat = FsSync.statSync(NodePath.join(dir, path))
+          files.set(path, `${stat.size}:${stat.mtimeMs}`)
+        } catch {
+          // removed meanwhile
+        }
+      }
+    }
+  }
+  walk("")
+  return files
+}
+
+const same = (a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>) =>
+  a.size === b.size && Array.from(a).every(([path, stamp]) => b.get(path) === stamp)
+
+/** How long a live session's files must stay unchanged to count as written. */
+const quiet = 150
+
+/**
+ * Waits until the session's files have not changed for a short while (bounded by `bound`);
+ * `true` when they changed since `since`. @internal
+ */
+export const settle = (
+  dir: string,
+  layout: ProfileLayout,
+  session: string,
+  since: ReadonlyMap<string, string>,
+  bound: Duration.Duration
+): Effect.Effect<boolean> =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    let last = since
+    let lastChange = start
+    while (true) {
+      yield* Effect.sleep(25)
+      const now = yield* Clock.currentTimeMillis
+      const current = sessionFiles(dir, layout, session)
+      if (!same(current, last)) {
+        last = current
+        lastChange = now
+      }
+      if (now - lastChange >= quiet || now - start >= Duration.toMillis(bound)) return !same(last, since)
+    }
   })

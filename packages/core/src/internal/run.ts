@@ -92,6 +92,8 @@ export interface Request {
    * (it may still be writing the session the checkpoint points at), before `RunFinished`.
    */
   readonly commit?: (result: Result) => Effect.Effect<void, { readonly message: string }>
+  /** A thread's session save (a live turn saves again once its CLI stopped writing the turn). */
+  readonly save?: (session: string) => Effect.Effect<void, { readonly message: string }>
   /** A thread turn: how it opened its session (a `ThreadOpened` event, `Result.thread`). */
   readonly opening?: ThreadOpening
   /** Completed once the run's provider process is gone (or was never spawned). */
@@ -679,9 +681,27 @@ export const execute = (
         }
         const result = resultOf(ctx, request, state)
         if (request.commit !== undefined) {
+          const session = result.session
+          const before = session === undefined
+            ? undefined
+            : Live.sessionFiles(ctx.profile.dir, ctx.driver.layout, session)
           yield* request.commit(result).pipe(
             Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
           )
+          // The CLI stays up and may still be writing the turn into its session (Claude Code writes
+          // the last message up to ~100 ms after its result): once its files are quiet, what changed
+          // since the save is saved again, in the background (the result is not delayed).
+          if (session !== undefined && before !== undefined && request.save !== undefined) {
+            const save = request.save
+            yield* FiberSet.run(
+              ctx.reapers,
+              Live.settle(ctx.profile.dir, ctx.driver.layout, session, before, ctx.exitGrace).pipe(
+                Effect.flatMap((changed) => changed ? save(session) : Effect.void),
+                Effect.catchAll((error) => Effect.logWarning(`a live session's late save failed: ${error.message}`)),
+                Effect.interruptible
+              )
+            )
+          }
         }
         // The process carries the committed session: the next turn resuming it may run on it.
         if (result.session !== undefined && request.commit !== undefined) {

@@ -36,6 +36,8 @@ export interface Hooks {
   readonly opening: ThreadOpening
   /** Runs after a clean terminal record and the CLI's exit, before `RunFinished`; a failure fails the run. */
   readonly commit: (result: Result) => Effect.Effect<void, { readonly message: string }>
+  /** Saves the session's files again (a live CLI may finish writing the turn after its commit). */
+  readonly save: (session: string) => Effect.Effect<void, { readonly message: string }>
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped: Deferred.Deferred<void>
   /** Every batch of the run's events as it is stamped, whether or not the caller still reads. */
@@ -327,6 +329,7 @@ export const open = (
           session: plan.session,
           opening: plan.opening,
           commit,
+          save: host.sessions.save,
           reaped,
           observe: hub.publish,
           admitted
