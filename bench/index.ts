@@ -11,7 +11,8 @@
  *   P6  1,000 idle agents on one gateway; memory per idle agent                  bench/agents.ts
  *   P7  fingerprint scaling 1,000 → 10,000 tools                                 bench/tool.ts
  *   P8  Tether vs the raw CLI for the same offline Claude Code turn              bench/turn.ts
- *   P9  a thread turn's commit after its saved session vs a plain run's result   bench/threads.ts
+ *   P9  a live thread's warm turn vs the same thread turn one-shot               bench/liveThreads.ts
+ *   P10 a thread turn's commit after its saved session vs a plain run's result   bench/threads.ts
  *
  * Run: npm run bench   (node --conditions=@tether/source --import tsx bench/index.ts)
  * Bounded to a few minutes on a 2-core machine; a loaded machine skews every figure, so the

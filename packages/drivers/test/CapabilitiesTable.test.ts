@@ -1,6 +1,6 @@
 /**
- * The README's "Drivers and their capabilities" table says what `Driver.capabilities` of each
- * driver says: every capability row, every driver column.
+ * The capabilities table of the drivers guide (docs/drivers.md) says what `Driver.capabilities`
+ * of each driver says: every capability row, every driver column.
  */
 import { describe, expect, it } from "@effect/vitest"
 import type * as Driver from "@tether/core/Driver"
@@ -8,17 +8,14 @@ import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 
-const readme = Fs.readFileSync(Path.join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8")
+const guide = Fs.readFileSync(Path.join(import.meta.dirname, "..", "..", "..", "docs", "drivers.md"), "utf8")
 
-/** The table's rows after the heading, as cells (the first cell is the row's label). */
+/** The guide's first table (the one whose header row starts `| |`), as cells (the first cell is the row's label). */
 const table = (): ReadonlyMap<string, ReadonlyArray<string>> => {
-  const section = readme.slice(readme.indexOf("## Drivers and their capabilities"))
+  const section = guide.slice(guide.indexOf("\n| |") + 1)
   const rows = new Map<string, ReadonlyArray<string>>()
-  for (const line of section.split("\n").slice(1)) {
-    if (line.trim() === "") {
-      if (rows.size > 0) break
-      continue
-    }
+  for (const line of section.split("\n")) {
+    if (!line.startsWith("|")) break
     const cells = line.split("|").slice(1, -1).map((cell) => cell.trim())
     rows.set(cells[0]!, cells.slice(1))
   }
@@ -55,7 +52,7 @@ const rows: ReadonlyArray<readonly [string, (cell: string, capabilities: Driver.
   ["persistent process (live sessions)", (cell, c) => expect(flag(cell)).toBe(c.persistentProcess)]
 ]
 
-describe("README capabilities table", () => {
+describe("the drivers guide's capabilities table", () => {
   it("has one column per driver, in order", () => {
     expect(table().get("")).toEqual(columns.map(([name]) => name))
   })
@@ -63,7 +60,7 @@ describe("README capabilities table", () => {
   for (const [row, check] of rows) {
     it(`row "${row}" is each driver's Driver.capabilities`, () => {
       const cells = table().get(row)
-      expect(cells, `the README table has no row "${row}"`).toBeDefined()
+      expect(cells, `the table has no row "${row}"`).toBeDefined()
       columns.forEach(([name, capabilities], index) => {
         try {
           check(cells![index]!, capabilities)
