@@ -75,6 +75,40 @@ describe("Gateway over the official MCP client", () => {
       expect(Object.keys(recorder.calls[0]!.options as object)).toEqual(["deadline"])
     })))
 
+  it.live("a tool without an output schema is listed without one and answered with its text alone", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      // Such a tool's result is read from its one text block (Claude Code's permission prompt
+      // tool refuses a result that carries structured content).
+      const executor: Catalog.Executor = {
+        catalog: {
+          descriptors: [{
+            name: "approve",
+            title: undefined,
+            description: "Answers with text.",
+            inputSchema: { type: "object", properties: { tool_name: { type: "string" } } },
+            annotations: {},
+            revision: undefined
+          }],
+          fingerprint: "text-only"
+        },
+        execute: (_name, input) =>
+          Effect.succeed({ _tag: "Success", text: JSON.stringify({ behavior: "allow", seen: input }) })
+      }
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((t) => t.name)).toEqual(["approve"])
+      expect("outputSchema" in tools[0]!).toBe(false)
+      const answer = yield* Effect.promise(() => client.callTool({ name: "approve", arguments: { tool_name: "Bash" } }))
+      expect("structuredContent" in answer).toBe(false)
+      expect(answer.content).toEqual([{
+        type: "text",
+        text: JSON.stringify({ behavior: "allow", seen: { tool_name: "Bash" } })
+      }])
+    })))
+
   it.live("serves concurrent calls, each with its own result", () =>
     live(Effect.gen(function*() {
       const gateway = yield* Gateway.make()

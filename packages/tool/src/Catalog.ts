@@ -41,7 +41,12 @@ export interface Descriptor {
   readonly title: string | undefined
   readonly description: string
   readonly inputSchema: JsonSchema
-  readonly outputSchema: JsonSchema
+  /**
+   * Every tool made with `Tool.make` has one. Absent only for a tool answered with text alone (a
+   * `Success` without `structuredContent`), such as the approver tool a CLI's permission prompt
+   * reads: MCP clients then take the text block as the result.
+   */
+  readonly outputSchema?: JsonSchema
   readonly annotations: Annotations
   readonly revision: string | undefined
 }
@@ -89,7 +94,12 @@ export type FailureCode = "invalid_input" | "invalid_output" | "internal_error" 
  * @category models
  */
 export type Outcome =
-  | { readonly _tag: "Success"; readonly structuredContent: { readonly [key: string]: unknown }; readonly text: string }
+  | {
+    readonly _tag: "Success"
+    /** Absent only for a tool whose descriptor has no `outputSchema`: the result is `text` alone. */
+    readonly structuredContent?: { readonly [key: string]: unknown }
+    readonly text: string
+  }
   | { readonly _tag: "Rejected"; readonly code: string; readonly message: string }
   | { readonly _tag: "Failed"; readonly code: FailureCode; readonly message: string }
 

@@ -353,7 +353,7 @@ describe("Executor.execute properties", () => {
       ([value]) =>
         Effect.gen(function*() {
           const executor = yield* outExecutor
-          validate ??= ajv.compile(executor.catalog.descriptors[0]!.outputSchema)
+          validate ??= ajv.compile(executor.catalog.descriptors[0]!.outputSchema!)
           current = value
           const outcome = yield* executor.execute("out", {})
           expect(outcome._tag).toBe("Success")

@@ -110,7 +110,7 @@ const internalError: Catalog.Outcome = {
 const outputSize = (outcome: Catalog.Outcome): number => {
   if (outcome._tag !== "Success") return 0
   try {
-    return Buffer.byteLength(JSON.stringify(outcome.structuredContent)) + Buffer.byteLength(outcome.text)
+    return Buffer.byteLength(JSON.stringify(outcome.structuredContent ?? null)) + Buffer.byteLength(outcome.text)
   } catch {
     return Number.POSITIVE_INFINITY
   }

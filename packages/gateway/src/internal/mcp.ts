@@ -46,7 +46,9 @@ export const toMcpTools = (descriptors: ReadonlyArray<Catalog.Descriptor>): Read
       name: descriptor.name,
       description: descriptor.description,
       inputSchema: descriptor.inputSchema as McpTool["inputSchema"],
-      outputSchema: descriptor.outputSchema as NonNullable<McpTool["outputSchema"]>,
+      ...(descriptor.outputSchema === undefined
+        ? {}
+        : { outputSchema: descriptor.outputSchema as NonNullable<McpTool["outputSchema"]> }),
       ...(descriptor.title !== undefined ? { title: descriptor.title } : {}),
       ...(Object.keys(annotations).length > 0 ? { annotations } : {})
     }
@@ -64,7 +66,9 @@ export const toCallToolResult = (outcome: Catalog.Outcome): CallToolResult => {
     case "Success":
       return {
         content: [{ type: "text", text: outcome.text }],
-        structuredContent: outcome.structuredContent as Record<string, unknown>
+        ...(outcome.structuredContent === undefined
+          ? {}
+          : { structuredContent: outcome.structuredContent as Record<string, unknown> })
       }
     case "Rejected":
     case "Failed":

@@ -56,7 +56,7 @@ const codecOf = (definition: CatalogInternal.Definition): Codec => {
   const codec: Codec = {
     decode: Schema.decodeUnknown(definition.tool.inputSchema, { onExcessProperty: "error", errors: "first" }),
     encode: Schema.encodeUnknown(definition.tool.outputSchema, { onExcessProperty: "ignore" }),
-    validator: () => validator ??= JsonSchema.compile(definition.descriptor.outputSchema),
+    validator: () => validator ??= JsonSchema.compile(definition.descriptor.outputSchema ?? {}),
     isExpectedFailure: Schema.is(definition.tool.failureSchema)
   }
   codecs.set(definition.tool, codec)
