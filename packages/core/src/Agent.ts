@@ -65,11 +65,14 @@ import type * as Stream from "effect/Stream"
 import type {
   AgentClosed,
   AgentConfigError,
+  ApprovalAlreadyResolved,
+  ApprovalNotFound,
   CloseTimeout,
   InvalidTurn,
   RunError,
   UnsupportedCapability
 } from "./AgentError.js"
+import type * as Approval from "./Approval.js"
 import type * as Driver from "./Driver.js"
 import type * as Event from "./Event.js"
 import * as internal from "./internal/agent.js"
@@ -144,7 +147,7 @@ export interface Policy {
  * @since 0.1.0
  * @category models
  */
-export interface Options<Tools extends Toolkit.Any> {
+export interface Options<Tools extends Toolkit.Any, R = never> {
   readonly driver: Driver.Driver
   readonly definition: Definition<Tools>
   /** Absolute working directory of the provider processes. */
@@ -183,6 +186,13 @@ export interface Options<Tools extends Toolkit.Any> {
    * the scope never takes longer; what the deadline cut stays pending (see `Agent.close`).
    */
   readonly closeTimeout?: Duration.DurationInput
+  /**
+   * Approvals of the CLI's built-in tools (see `Approval`): every request is answered by
+   * `approvals.handler`, or, without one, by the host through `approve` after an
+   * `ApprovalRequested` event. The handler's requirements are required by `make`. A driver
+   * without an approval mechanism fails `make` with `UnsupportedCapability`.
+   */
+  readonly approvals?: Approval.Options<R>
   readonly threads?: {
     /**
      * A thread turn's lease duration, renewed every third of it while the turn runs; a host
@@ -227,6 +237,11 @@ export interface Turn {
    * and given to the driver's allow-list, for this turn only (see `ToolPolicy`).
    */
   readonly toolPolicy?: ToolPolicy.ToolPolicy
+  /**
+   * This turn's policy over the CLI's built-in tools (see `ToolPolicy.BuiltinToolPolicy`); a driver
+   * that cannot map it fails the turn with `InvalidTurn` (`UnsupportedCapability`) before it starts.
+   */
+  readonly builtinTools?: ToolPolicy.BuiltinToolPolicy
   /**
    * A thread turn's idempotency key, for hosts that may deliver one turn twice (a cluster
    * redelivers a turn whose runner died before replying). The checkpoint commit records it
@@ -370,6 +385,15 @@ export interface Agent {
    * ```
    */
   readonly stream: (turn: Input) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
+  /**
+   * Answers an approval a run of this agent asked for (`ApprovalRequested`): the first answer
+   * wins. `ApprovalNotFound` for an id no run is waiting on, `ApprovalAlreadyResolved` once it was
+   * answered (by the handler, the host, the deadline, a cancel or the close).
+   */
+  readonly approve: (
+    id: string,
+    decision: Approval.Decision
+  ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved>
   readonly close: (options?: CloseOptions) => Effect.Effect<void, CloseTimeout>
 }
 
@@ -417,12 +441,12 @@ export type Requirements =
  * @since 0.1.0
  * @category constructors
  */
-export const make: <Tools extends Toolkit.Any>(
-  options: Options<Tools>
+export const make: <Tools extends Toolkit.Any, R = never>(
+  options: Options<Tools, R>
 ) => Effect.Effect<
   Agent,
   AgentConfigError | UnsupportedCapability,
-  Requirements | Toolkit.HandlerServices<Tools>
+  Requirements | Toolkit.HandlerServices<Tools> | R
 > = internal.make as never
 
 /**
@@ -453,11 +477,11 @@ export const make: <Tools extends Toolkit.Any>(
  * @since 0.1.0
  * @category layers
  */
-export const layer = <I, Tools extends Toolkit.Any>(
+export const layer = <I, Tools extends Toolkit.Any, R = never>(
   tag: Context.Tag<I, Agent>,
-  options: Options<Tools>
+  options: Options<Tools, R>
 ): Layer.Layer<
   I,
   AgentConfigError | UnsupportedCapability,
-  Exclude<Requirements, Scope.Scope> | Toolkit.HandlerServices<Tools>
+  Exclude<Requirements | R, Scope.Scope> | Toolkit.HandlerServices<Tools>
 > => Layer.scoped(tag, make(options))

@@ -29,7 +29,7 @@ export class AgentClosed extends Schema.TaggedError<AgentClosed>("@tether/core/A
  * @category errors
  */
 export class InvalidTurn extends Schema.TaggedError<InvalidTurn>("@tether/core/InvalidTurn")("InvalidTurn", {
-  reason: Schema.Literal("UnknownTool"),
+  reason: Schema.Literal("UnknownTool", "UnsupportedCapability"),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -141,5 +141,43 @@ export class CloseTimeout extends Schema.TaggedError<CloseTimeout>("@tether/core
 }) {
   override get message(): string {
     return `agent ${this.agent} close timed out; pending steps: ${this.pending.join(", ")}`
+  }
+}
+
+/**
+ * `approve` named an approval id this agent (or this thread) never asked: no run of it is
+ * waiting for that answer.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class ApprovalNotFound
+  extends Schema.TaggedError<ApprovalNotFound>("@tether/core/ApprovalNotFound")("ApprovalNotFound", {
+    id: Schema.String
+  })
+{
+  override get message(): string {
+    return `no pending approval ${this.id}`
+  }
+}
+
+/**
+ * `approve` came after the request was already answered (by the handler, the host, the deadline,
+ * a cancel or the close): the first answer won and stays.
+ *
+ * @since 0.3.0
+ * @category errors
+ */
+export class ApprovalAlreadyResolved
+  extends Schema.TaggedError<ApprovalAlreadyResolved>("@tether/core/ApprovalAlreadyResolved")(
+    "ApprovalAlreadyResolved",
+    {
+      id: Schema.String,
+      by: Schema.Literal("handler", "host", "deadline", "cancel", "close")
+    }
+  )
+{
+  override get message(): string {
+    return `approval ${this.id} was already answered (by ${this.by})`
   }
 }

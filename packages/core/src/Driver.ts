@@ -18,6 +18,7 @@ import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
+import type * as Approval from "./Approval.js"
 import type { Usage } from "./Result.js"
 
 /**
@@ -60,6 +61,11 @@ export interface Capabilities {
   readonly structuredOutput: boolean
   /** Offers a live protocol (`Driver.live`): one warm process serves many turns. */
   readonly persistentProcess: boolean
+  /**
+   * Which lists of a turn's built-in tool policy (`InvocationRequest.builtinTools`) the driver maps
+   * to the CLI. Absent: none.
+   */
+  readonly builtinToolPolicy?: ReadonlyArray<"allow" | "deny">
 }
 
 /**
@@ -150,6 +156,26 @@ export interface InvocationRequest {
   readonly sandbox: SandboxLevel | undefined
   /** The host environment the driver may pick allow-listed variables from. */
   readonly hostEnv: { readonly [name: string]: string | undefined }
+  /**
+   * Present when the agent has approvals and the driver has an approver tool
+   * (`Driver.approvals.tool`): the MCP server that serves it for this run. Its token travels like
+   * the hosted tools' (in `tokenVariable`, minted per process); it is not one of the hosted tools
+   * and is never listed with them. The driver declares the server and points the CLI's permission
+   * prompt at `tool`.
+   */
+  readonly builtinTools?: {
+    /** Only these built-ins are offered (absent: the CLI's set). */
+    readonly allow?: ReadonlyArray<string>
+    /** Never these built-ins. */
+    readonly deny?: ReadonlyArray<string>
+  }
+  readonly approvals?: {
+    readonly key: string
+    readonly url: string
+    readonly tokenVariable: string
+    /** The approver tool's name on that server. */
+    readonly tool: string
+  }
 }
 
 /**
@@ -327,6 +353,11 @@ export interface Driver {
    * Absent: every turn is one-shot (`prepare` → spawn → `parse` → exit).
    */
   readonly live?: Live
+  /**
+   * How the CLI asks the host before it runs a built-in tool (DESIGN §13). Absent: an agent
+   * configured with approvals fails before spawn with `UnsupportedCapability`.
+   */
+  readonly approvals?: Approvals
 }
 
 /**
@@ -480,4 +511,54 @@ export interface Live {
     channel: Channel,
     context: LiveContext
   ) => Effect.Effect<LiveSession, ProtocolError, Scope.Scope>
+}
+
+/**
+ * What the provider asked, as the driver read it: everything of an `ApprovalRequest` but the
+ * ids core assigns.
+ *
+ * @since 0.3.0
+ * @category approvals
+ */
+export interface ApprovalAsk {
+  readonly toolName: string
+  readonly kind: Approval.Kind
+  readonly input: unknown
+  readonly callId?: string
+  readonly command?: string
+  readonly cwd?: string
+  readonly diff?: string
+  readonly paths?: ReadonlyArray<string>
+  readonly options?: ReadonlyArray<{ readonly id: string; readonly kind?: string; readonly label?: string }>
+}
+
+/**
+ * A one-shot approval mechanism: an MCP tool the CLI calls before each built-in tool (Claude
+ * Code's `--permission-prompt-tool mcp__<server>__<tool>`). Core serves it on the gateway, for one
+ * run, under a server key of its own and the process's credential; the model never sees it among
+ * the hosted tools.
+ *
+ * @since 0.3.0
+ * @category approvals
+ */
+export interface ApproverTool {
+  readonly name: string
+  readonly description: string
+  /** The JSON Schema of the input the CLI sends. */
+  readonly inputSchema: { readonly [key: string]: unknown }
+  /** Reads the CLI's call; a string is why the input is not an approval request (answered deny). */
+  readonly ask: (input: unknown) => ApprovalAsk | string
+  /** The decision as the CLI reads it: a JSON object, sent as the result's one text block (no structured content). */
+  readonly answer: (decision: Approval.Decision, input: unknown) => { readonly [key: string]: unknown }
+}
+
+/**
+ * A driver's approval mechanisms.
+ *
+ * @since 0.3.0
+ * @category approvals
+ */
+export interface Approvals {
+  /** The one-shot mechanism (an approver tool on the gateway). */
+  readonly tool?: ApproverTool
 }

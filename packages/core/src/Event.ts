@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as Approval from "./Approval.js"
 import * as Result from "./Result.js"
 
 const base = {
@@ -227,6 +228,32 @@ export class RunFinished extends Schema.TaggedClass<RunFinished>()("RunFinished"
 }) {}
 
 /**
+ * The provider asks to run a built-in tool. With an approvals handler the handler answers; in
+ * event mode the host answers with `thread.approve` / `agent.approve` using `request.id`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export class ApprovalRequested extends Schema.TaggedClass<ApprovalRequested>()("ApprovalRequested", {
+  ...base,
+  request: Approval.ApprovalRequest
+}) {}
+
+/**
+ * The one answer of an approval request and who gave it; published once per request, before
+ * the run's `RunFinished`.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export class ApprovalResolved extends Schema.TaggedClass<ApprovalResolved>()("ApprovalResolved", {
+  ...base,
+  approvalId: Schema.String,
+  decision: Approval.Decision,
+  by: Approval.DecidedBy
+}) {}
+
+/**
  * The Schema of every event a run streams (`agent.stream`, `thread.stream`), a union on `_tag`:
  * decode and encode events that cross a process boundary with it.
  *
@@ -247,6 +274,8 @@ export const Event = Schema.Union(
   ProcessExited,
   InputDelivered,
   Dropped,
+  ApprovalRequested,
+  ApprovalResolved,
   RunFinished
 )
 

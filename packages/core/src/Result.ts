@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
+import * as Approval from "./Approval.js"
 
 /**
  * Token usage. A field that is `undefined` was not reported; `0` was observed as zero.
@@ -50,13 +51,26 @@ export class TranscriptToolCall extends Schema.TaggedClass<TranscriptToolCall>()
 }) {}
 
 /**
- * The Schema of one entry of a run's transcript: a message or a tool call, in the order they
- * happened.
+/**
+ * An approval the run asked for (`request`) and, once answered, the decision and who made it.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export class TranscriptApproval extends Schema.TaggedClass<TranscriptApproval>()("Approval", {
+  request: Approval.ApprovalRequest,
+  decision: Schema.optional(Approval.Decision),
+  by: Schema.optional(Approval.DecidedBy)
+}) {}
+
+/**
+ * The Schema of one entry of a run's transcript: a message, a tool call or an approval, in the
+ * order they happened.
  *
  * @since 0.1.0
  * @category models
  */
-export const TranscriptEntry = Schema.Union(TranscriptMessage, TranscriptToolCall)
+export const TranscriptEntry = Schema.Union(TranscriptMessage, TranscriptToolCall, TranscriptApproval)
 
 /**
  * @since 0.1.0

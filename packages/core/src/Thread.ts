@@ -48,7 +48,15 @@ import type * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type * as Agent from "./Agent.js"
-import type { AgentClosed, InvalidTurn, RunError, UnsupportedCapability } from "./AgentError.js"
+import type {
+  AgentClosed,
+  ApprovalAlreadyResolved,
+  ApprovalNotFound,
+  InvalidTurn,
+  RunError,
+  UnsupportedCapability
+} from "./AgentError.js"
+import type * as Approval from "./Approval.js"
 import type { ProtocolError } from "./Driver.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
@@ -340,6 +348,9 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *   its transcript show it as `InputDelivered`. It never starts a turn: `NoActiveTurn` when none
  *   runs; `UnsupportedCapability` (before anything is written) when the driver cannot steer (no
  *   live protocol, or one without input during a turn, such as Gemini's ACP).
+ * - `approve(id, decision)`: answers an approval one of this thread's turns asked for (an
+ *   `ApprovalRequested` event); `ApprovalNotFound` for an id no turn of this thread is waiting on,
+ *   `ApprovalAlreadyResolved` when it was already answered (see `Approval`).
  * - `close`: cancels the thread's running turns and waits for them (they fail with
  *   `ThreadClosed`), ends `events`, and refuses further turns. Idempotent; the agent and the
  *   committed record stay.
@@ -358,5 +369,9 @@ export interface Thread {
   readonly delete: Effect.Effect<ReadonlyArray<ThreadRecord>, DeleteFailure>
   readonly events: Stream.Stream<Event.Event>
   readonly send: (input: string) => Effect.Effect<Delivery, SendFailure>
+  readonly approve: (
+    id: string,
+    decision: Approval.Decision
+  ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved>
   readonly close: Effect.Effect<void>
 }

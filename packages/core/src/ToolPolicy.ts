@@ -36,3 +36,20 @@ export const effective: (
   tools: ReadonlyArray<string>,
   policy: ToolPolicy | undefined
 ) => ReadonlyArray<string> = internal.effective
+
+/**
+ * A per-turn policy over the CLI's own built-in tools (shell, file edits, web…), named as the
+ * CLI names them (Claude Code: `Bash`, `Write`, `Edit`, `Read`, `WebFetch`…). `allow`: only these
+ * built-ins are offered (absent: the CLI's set); `deny`: never these (not offered, and refused if
+ * called). Enforcement is the CLI's: each driver maps it to the CLI's own switches
+ * (`Driver.capabilities.builtinToolPolicy`); a driver without a mapping fails the turn with
+ * `InvalidTurn` (`UnsupportedCapability`) before anything starts. The hosted tools are governed
+ * by `ToolPolicy`, never by this.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export interface BuiltinToolPolicy {
+  readonly allow?: ReadonlyArray<string>
+  readonly deny?: ReadonlyArray<string>
+}

@@ -1,5 +1,6 @@
 export * as Agent from "./Agent.js"
 export * as AgentError from "./AgentError.js"
+export * as Approval from "./Approval.js"
 export * as Driver from "./Driver.js"
 export * as Event from "./Event.js"
 export * as Mcp from "./Mcp.js"

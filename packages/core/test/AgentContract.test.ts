@@ -57,6 +57,22 @@ describe("Agent.make validates and freezes the definition before any I/O", () =>
         const noHttp = Reference.driver({ capabilities: { mcpTransports: ["stdio"] } })
         const transport = yield* Effect.flip(Agent.make(options(sandbox, noHttp)))
         expect(transport).toMatchObject({ _tag: "UnsupportedCapability", capability: "mcpTransports" })
+        // Malformed approvals are invalid options, named, before any capability check.
+        for (
+          const [approvals, named] of [
+            [{ deadline: "soon" }, "approvals.deadline"],
+            [{ deadline: -5 }, "approvals.deadline"],
+            [{ fallback: { _tag: "Maybe" } }, "approvals.fallback"],
+            [{ handler: "allow" }, "approvals.handler"]
+          ] as const
+        ) {
+          const invalid = yield* Effect.flip(Agent.make({ ...options(sandbox), approvals: approvals as never }))
+          expect(invalid).toMatchObject({ _tag: "AgentConfigError", reason: "InvalidOptions" })
+          expect(invalid.message).toContain(named)
+        }
+        // The reference driver has no approval mechanism: approvals cannot be honoured.
+        const approvals = yield* Effect.flip(Agent.make({ ...options(sandbox), approvals: {} }))
+        expect(approvals).toMatchObject({ _tag: "UnsupportedCapability", capability: "approvals" })
         // Nothing was acquired by the refused constructions.
         expect(yield* Harness.entries(sandbox.root)).toEqual([])
       })

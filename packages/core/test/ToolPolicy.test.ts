@@ -122,6 +122,19 @@ describe("ToolPolicy through the fake CLI and the real gateway", () => {
       })
     ))
 
+  it.live("a built-in tool policy the driver cannot map fails with InvalidTurn before anything runs", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(agent.run({ input: probe, builtinTools: { deny: ["Bash"] } }))
+        expect(error).toMatchObject({ _tag: "InvalidTurn", reason: "UnsupportedCapability" })
+        const thread = yield* agent.thread("builtin-policy")
+        const onThread = yield* Effect.flip(thread.run({ input: probe, builtinTools: { allow: [] } }))
+        expect(onThread).toMatchObject({ _tag: "InvalidTurn", reason: "UnsupportedCapability" })
+        // The refused turn held no lease: the thread's next turn runs.
+        yield* thread.run(probe)
+      })
+    ))
+
   it.live("on a thread the policy applies to that turn only and leaves the fingerprint unchanged", () =>
     withAgent((agent) =>
       Effect.gen(function*() {

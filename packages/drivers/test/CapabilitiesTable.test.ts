@@ -47,6 +47,11 @@ const rows: ReadonlyArray<readonly [string, (cell: string, capabilities: Driver.
     (cell, c) => expect(cell === "none (refused)" ? [] : cell.split(", ")).toEqual([...c.sandbox])
   ],
   ["streaming input", (cell, c) => expect(flag(cell)).toBe(c.streamingInput)],
+  [
+    "per-turn built-in tool policy",
+    (cell, c) =>
+      expect(cell === "no" ? [] : cell.split(/[:(]/)[0]!.trim().split(", ")).toEqual([...(c.builtinToolPolicy ?? [])])
+  ],
   ["native skills projection", (cell, c) => expect(flag(cell)).toBe(c.skillsProjection)],
   ["structured output", (cell, c) => expect(flag(cell)).toBe(c.structuredOutput)],
   ["persistent process (live sessions)", (cell, c) => expect(flag(cell)).toBe(c.persistentProcess)]

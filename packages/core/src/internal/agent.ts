@@ -24,12 +24,13 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as NodeProcess from "node:process"
 import type * as Agent from "../Agent.js"
-import { AgentClosed, AgentConfigError, InvalidTurn, UnsupportedCapability } from "../AgentError.js"
+import { AgentClosed, AgentConfigError, ApprovalNotFound, InvalidTurn, UnsupportedCapability } from "../AgentError.js"
 import type { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
 import type { Result } from "../Result.js"
 import { NoActiveTurn } from "../Thread.js"
+import * as Approvals from "./approvals.js"
 import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
 import * as Definition from "./definition.js"
@@ -62,10 +63,15 @@ export const validate = (options: Agent.Options<never>) =>
     if (options.identity !== undefined && (typeof options.identity.id !== "string" || options.identity.id === "")) {
       return yield* configError("InvalidOptions", "identity.id must be a non-empty string")
     }
+    const approvalsProblem = Approvals.validate(options.approvals)
+    if (approvalsProblem !== undefined) return yield* configError("InvalidOptions", approvalsProblem)
     const unsupported = (capability: string, detail: string) =>
       new UnsupportedCapability({ driver: driver.name, capability, detail })
     if (!driver.capabilities.mcpTransports.includes("http")) {
       return yield* unsupported("mcpTransports", "the hosted tools need an http MCP transport")
+    }
+    if (options.approvals !== undefined && driver.approvals === undefined) {
+      return yield* unsupported("approvals", "the driver declares no approval mechanism (Driver.approvals)")
     }
     const sandbox = options.policy?.sandbox
     if (sandbox !== undefined && !driver.capabilities.sandbox.includes(sandbox)) {
@@ -231,6 +237,10 @@ export const assemble = (
       idleTimeout: Duration.decode(options.live?.idleTimeout ?? "5 minutes"),
       maxProcesses: Math.max(1, options.live?.maxProcesses ?? 8)
     }).pipe(Scope.extend(workScope))
+    // The handler's requirements are the context `make` ran in (its signature names them).
+    const broker = options.approvals === undefined
+      ? undefined
+      : Approvals.make(options.approvals, yield* Effect.context<never>())
     const context: Run.Context = {
       get marker() {
         return handOut()
@@ -262,7 +272,14 @@ export const assemble = (
       processes,
       reapers,
       services,
-      pool
+      pool,
+      ...(broker === undefined ? {} : {
+        approvals: {
+          broker,
+          key: `${hostedKey}_approval`,
+          register: (executor: Catalog.Executor) => gateway.register(executor)
+        }
+      })
     }
     const capacity = Math.max(1, options.events?.buffer ?? 256)
     const blocking = options.events?.blocking ?? false
@@ -278,6 +295,8 @@ export const assemble = (
     // (A closed FiberSet cannot be iterated on Effect 3.22: once drained, there is nothing to cancel.)
     let drained = false
     const fence = admission.withPermits(1)(Effect.sync(() => (fenced = true))).pipe(
+      // Approvals the cancellation cuts short are answered by `close`.
+      Effect.zipRight(broker === undefined ? Effect.void : broker.closing),
       Effect.zipRight(Effect.suspend(() =>
         drained ? Effect.void : Effect.forEach(runs, (fiber) => Fiber.interruptFork(fiber), { discard: true })
       ))
@@ -357,6 +376,16 @@ export const assemble = (
             })
           }
         }
+        const unmapped = (["allow", "deny"] as const).filter((list) =>
+          turn.builtinTools?.[list] !== undefined && !(driver.capabilities.builtinToolPolicy ?? []).includes(list)
+        )
+        if (unmapped.length > 0) {
+          if (hooks !== undefined) yield* Deferred.succeed(hooks.reaped, undefined)
+          return yield* new InvalidTurn({
+            reason: "UnsupportedCapability",
+            detail: `driver ${driver.name} cannot map a built-in tool policy's ${unmapped.join(" and ")} to its CLI`
+          })
+        }
         // The run's span: the run executes in it, and the credential its process gets at spawn is
         // minted in it, so the gateway traces that process's tool calls as the run's children.
         const span = yield* Tracing.startRun({ runId, provider: driver.name, model, threadKey: hooks?.threadKey })
@@ -367,6 +396,12 @@ export const assemble = (
           model,
           session: hooks?.session ?? { _tag: "New", id: randomUUID() },
           ...(turn.toolPolicy === undefined ? {} : { tools: ToolPolicy.effective(tools, turn.toolPolicy) }),
+          ...(turn.builtinTools === undefined ? {} : {
+            builtinTools: {
+              ...(turn.builtinTools.allow === undefined ? {} : { allow: [...turn.builtinTools.allow] }),
+              ...(turn.builtinTools.deny === undefined ? {} : { deny: [...turn.builtinTools.deny] })
+            }
+          }),
           ...(hooks === undefined ? {} : {
             threadKey: hooks.threadKey,
             commit: hooks.commit,
@@ -374,7 +409,9 @@ export const assemble = (
             reaped: hooks.reaped,
             opening: hooks.opening
           }),
-          ...(hooks === undefined || !liveThreads ? {} : {
+          // Approvals and a built-in tool policy are mapped for one-shot runs only so far: such a
+          // turn runs one-shot rather than on a live process that would not honour them.
+          ...(hooks === undefined || !liveThreads || broker !== undefined || turn.builtinTools !== undefined ? {} : {
             live: {
               key: hooks.threadKey,
               // The reuse rule: same fingerprint (the agent's), same effective tools, same model.
@@ -445,7 +482,11 @@ export const assemble = (
           if (steer === undefined) return yield* new NoActiveTurn({ key })
           return (yield* steer(input))._tag
         }),
-      retireLive: (key) => pool.retire(key)
+      retireLive: (key) => pool.retire(key),
+      approve: (approvalId, decision, key) =>
+        broker === undefined
+          ? Effect.fail(new ApprovalNotFound({ id: approvalId }))
+          : broker.approve(approvalId, decision, key)
     }
 
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
@@ -480,6 +521,10 @@ export const assemble = (
         pruneThreads: (pruneOptions) => Thread.pruneAll(threadHost, pruneOptions),
         run,
         stream: (input) => stream(input),
+        approve: (approvalId, decision) =>
+          broker === undefined
+            ? Effect.fail(new ApprovalNotFound({ id: approvalId }))
+            : broker.approve(approvalId, decision),
         close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout)
       } satisfies Agent.Agent
     )

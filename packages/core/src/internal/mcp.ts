@@ -157,6 +157,9 @@ export const validate = (
   if (key.toLowerCase() === hostedKey.toLowerCase()) {
     return fail(key, "ReservedKey", `${JSON.stringify(hostedKey)} is the hosted tools' key`)
   }
+  if (key.toLowerCase() === `${hostedKey.toLowerCase()}_approval`) {
+    return fail(key, "ReservedKey", `${JSON.stringify(`${hostedKey}_approval`)} is the approver tool's key`)
+  }
   if (source.tools !== undefined) {
     if (!Array.isArray(source.tools) || source.tools.some((name) => typeof name !== "string" || name === "")) {
       return fail(key, "InvalidKey", "tools must be non-empty tool names")

@@ -9,6 +9,7 @@ import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
+import type * as Catalog from "@tether/tool/Catalog"
 import * as Cause from "effect/Cause"
 import type * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -26,6 +27,7 @@ import { ProtocolError } from "../Driver.js"
 import * as Event from "../Event.js"
 import { Raw, Result, type ThreadOpening, TranscriptMessage, TranscriptToolCall, Usage } from "../Result.js"
 import type { TranscriptEntry } from "../Result.js"
+import * as Approvals from "./approvals.js"
 import * as Emitter from "./emitter.js"
 import * as Live from "./live.js"
 import * as Process from "./process.js"
@@ -72,6 +74,18 @@ export interface Context {
   readonly services: EffectContext.Context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
   /** The agent's warm live processes (threads run live when the driver has `live`). */
   readonly pool?: Live.Pool
+  /**
+   * The agent's approvals, when it has them: the broker that answers each request, and how to
+   * serve a driver's approver tool on the gateway for one run (its own registration, never the
+   * hosted tools').
+   */
+  readonly approvals?: {
+    readonly broker: Approvals.Broker
+    readonly key: string
+    readonly register: (
+      executor: Catalog.Executor
+    ) => Effect.Effect<Gateway.Registration, Gateway.GatewayError, Scope.Scope>
+  }
 }
 
 /** @internal */
@@ -94,6 +108,8 @@ export interface Request {
   readonly commit?: (result: Result) => Effect.Effect<void, { readonly message: string }>
   /** A thread's session save (a live turn saves again once its CLI stopped writing the turn). */
   readonly save?: (session: string) => Effect.Effect<void, { readonly message: string }>
+  /** This turn's policy over the CLI's built-in tools. */
+  readonly builtinTools?: Driver.InvocationRequest["builtinTools"]
   /** A thread turn: how it opened its session (a `ThreadOpened` event, `Result.thread`). */
   readonly opening?: ThreadOpening
   /** Completed once the run's provider process is gone (or was never spawned). */
@@ -115,6 +131,8 @@ interface State {
   terminal: Driver.Terminal | undefined
   running: Process.Running | undefined
   overflow: boolean
+  /** Approval id → its transcript entry. */
+  approvals: Map<string, number>
 }
 
 // Drivers may hand plain objects; the result and events carry `Usage` instances (encodable).
@@ -273,6 +291,9 @@ interface Held {
   spawnedAt: number
   /** The files the driver materialized for this run (absolute): never scrubbed. */
   materialized: ReadonlySet<string>
+  /** The run's approver registration (one-shot approvals through the gateway). */
+  approver: Gateway.Registration | undefined
+  approverCredential: Gateway.Credential | undefined
 }
 
 /**
@@ -297,7 +318,8 @@ export const execute = (
     calls: new Map(),
     terminal: undefined,
     running: undefined,
-    overflow: false
+    overflow: false,
+    approvals: new Map()
   }
   const parseContext: Driver.ParseContext = { hostedKey: ctx.hostedKey, session: request.session }
   const scrubber = Redaction.makeOutputScrubber(ctx.redactor)
@@ -313,7 +335,9 @@ export const execute = (
     processDone: false,
     runDone: false,
     spawnedAt: 0,
-    materialized: new Set()
+    materialized: new Set(),
+    approver: undefined,
+    approverCredential: undefined
   }
   const releaseCredential = Effect.suspend(() =>
     held.processDone && held.runDone && held.scope !== undefined ? Scope.close(held.scope, Exit.void) : Effect.void
@@ -327,7 +351,9 @@ export const execute = (
     if (!held.spawned) held.processDone = true
     return releaseCredential
   })
-  const revoke = Effect.suspend(() => held.credential?.revoke ?? Effect.void)
+  const revoke = Effect.suspend(() =>
+    Effect.zipRight(held.credential?.revoke ?? Effect.void, held.approverCredential?.revoke ?? Effect.void)
+  )
   // What the process wrote into the clone (transcripts, tool output, logs) is scrubbed in place
   // once it is gone, before the session store copies any of it.
   const scrubClone = Effect.suspend(() =>
@@ -415,7 +441,22 @@ export const execute = (
     hostEnv: ctx.hostEnv
   })
 
+  // Each approval the run asks for is an event and a transcript entry, its answer another.
+  const approvalSink = Approvals.sink(emitter, state.transcript, state.approvals)
+
   const oneShot = Effect.gen(function*() {
+    const approverTool = ctx.driver.approvals?.tool
+    if (ctx.approvals !== undefined && approverTool !== undefined) {
+      const { broker } = ctx.approvals
+      held.approver = yield* ctx.approvals.register(
+        Approvals.approverExecutor(
+          approverTool,
+          // What the provider sent is scrubbed of live tokens before anyone sees it.
+          (fields) => broker.ask(request.runId, request.threadKey, ctx.redactor.value(fields), approvalSink)
+        )
+      ).pipe(Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error })))
+    }
+    const approver = held.approver
     const invocation = yield* ctx.driver.prepare({
       runId: request.runId,
       prompt: request.prompt,
@@ -434,7 +475,16 @@ export const execute = (
       mcp: ctx.mcp,
       session: request.session,
       sandbox: ctx.sandbox,
-      hostEnv: ctx.hostEnv
+      hostEnv: ctx.hostEnv,
+      ...(request.builtinTools === undefined ? {} : { builtinTools: request.builtinTools }),
+      ...(approver === undefined || approverTool === undefined ? {} : {
+        approvals: {
+          key: ctx.approvals!.key,
+          url: approver.url,
+          tokenVariable: approver.tokenVariable,
+          tool: approverTool.name
+        }
+      })
     }).pipe(
       Effect.provide(ctx.services),
       Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error }))
@@ -451,9 +501,17 @@ export const execute = (
           injectedArguments: ctx.driver.injectedArguments ?? []
         }).pipe(Scope.extend(held.scope))
         held.credential = credential
+        // The approver tool runs on a credential of this process too, revoked with it.
+        const approverCredential = approver === undefined
+          ? undefined
+          : yield* approver.credential().pipe(Scope.extend(held.scope))
+        held.approverCredential = approverCredential
         held.spawnedAt = Date.now()
         const running = yield* Process.spawn(invocation, {
           [ctx.registration.tokenVariable]: Redacted.value(credential.token),
+          ...(approver === undefined || approverCredential === undefined
+            ? {}
+            : { [approver.tokenVariable]: Redacted.value(approverCredential.token) }),
           [Process.markerVariable]: ctx.marker
         }, ctx.limits).pipe(
           Effect.provide(ctx.services),
@@ -757,7 +815,14 @@ export const execute = (
     ? oneShot
     : liveTurn(live, pool, driverLive)
 
-  const finish = (exit: Exit.Exit<Result, Failure>): Effect.Effect<Result, RunError> => {
+  const finish = (exit: Exit.Exit<Result, Failure>): Effect.Effect<Result, RunError> =>
+    Effect.zipRight(
+      // A request still pending when the run ends is answered deny, before RunFinished.
+      ctx.approvals === undefined ? Effect.void : ctx.approvals.broker.settleRun(request.runId),
+      Effect.suspend(() => finished(exit))
+    )
+
+  const finished = (exit: Exit.Exit<Result, Failure>): Effect.Effect<Result, RunError> => {
     const durationMs = Date.now() - startedAt
     if (state.running === undefined && request.reaped !== undefined) Deferred.unsafeDone(request.reaped, Exit.void)
     if (Exit.isSuccess(exit)) {

@@ -17,6 +17,8 @@ import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import type * as Agent from "../Agent.js"
 import { type AgentClosed, type InvalidTurn, type RunError, UnsupportedCapability } from "../AgentError.js"
+import type { ApprovalAlreadyResolved, ApprovalNotFound } from "../AgentError.js"
+import type * as Approval from "../Approval.js"
 import { ProtocolError } from "../Driver.js"
 import type * as Driver from "../Driver.js"
 import type * as Event from "../Event.js"
@@ -82,6 +84,12 @@ export interface Host {
   readonly send: (key: string, input: string) => Effect.Effect<Thread.Delivery, Thread.SendFailure>
   /** Shuts down the key's warm live process, if any. */
   readonly retireLive: (key: string) => Effect.Effect<void>
+  /** Answers an approval asked by a turn of thread `key`. */
+  readonly approve: (
+    id: string,
+    decision: Approval.Decision,
+    key: string
+  ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved>
 }
 
 const rejection = (error: RunError | AgentClosed | InvalidTurn): ProtocolError | undefined =>
@@ -476,6 +484,7 @@ export const open = (
       delete: remove,
       events: hub.subscribe,
       send: (input: string) => Effect.withSpan(host.send(key, input), "Thread.send"),
+      approve: (id, decision) => host.approve(id, decision, key),
       close
     } satisfies Thread.Thread
   }).pipe(Effect.withSpan("Agent.thread"))

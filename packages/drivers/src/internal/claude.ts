@@ -27,7 +27,8 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: true,
   structuredOutput: false,
-  persistentProcess: true
+  persistentProcess: true,
+  builtinToolPolicy: ["allow", "deny"]
 }
 
 /** @internal */
@@ -82,6 +83,13 @@ export const renderMcpConfig = (request: Driver.InvocationRequest): string => {
     type: "http",
     url: request.hosted.url,
     headers: { Authorization: `Bearer \${${request.hosted.tokenVariable}}` }
+  }
+  if (request.approvals !== undefined) {
+    mcpServers[request.approvals.key] = {
+      type: "http",
+      url: request.approvals.url,
+      headers: { Authorization: `Bearer \${${request.approvals.tokenVariable}}` }
+    }
   }
   return JSON.stringify({ mcpServers }, null, 2) + "\n"
 }
@@ -176,7 +184,20 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
     const allowed = allowedTools(config, request)
     if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
-    if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
+    // The turn's built-in policy narrows the configured set: `--tools` lists what is offered,
+    // `--disallowedTools` removes (and refuses) the denied ones.
+    const policy = request.builtinTools
+    const offered = policy?.allow === undefined
+      ? config.builtinTools
+      : config.builtinTools === undefined
+      ? policy.allow
+      : config.builtinTools.filter((tool) => policy.allow!.includes(tool))
+    if (offered !== undefined) args.push("--tools", offered.join(","))
+    if (policy?.deny !== undefined && policy.deny.length > 0) args.push("--disallowedTools", policy.deny.join(","))
+    if (request.approvals !== undefined) {
+      // Every built-in call not allowed outright is asked of the approver tool on the gateway.
+      args.push("--permission-prompt-tool", `mcp__${request.approvals.key}__${request.approvals.tool}`)
+    }
     const model = request.model ?? config.model
     if (model !== undefined) args.push("--model", model)
     if (request.instructions.length > 0) {
@@ -223,6 +244,65 @@ export const sessionConfig = (config: Config): { readonly [key: string]: unknown
   return out
 }
 
+const fileTools: { readonly [name: string]: string } = {
+  Write: "file_path",
+  Edit: "file_path",
+  MultiEdit: "file_path",
+  NotebookEdit: "notebook_path"
+}
+
+const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * The approver tool Claude Code calls through `--permission-prompt-tool mcp__<server>__<tool>`:
+ * input `{tool_name, input, tool_use_id}`, answer a text block `{"behavior":"allow","updatedInput":…}`
+ * or `{"behavior":"deny","message":…}` (LIVE.md, verified with 2.1.197). `allowForSession` allows
+ * this call: a one-shot process lives for one turn.
+ *
+ * @internal
+ */
+export const approverTool: Driver.ApproverTool = {
+  name: "approve",
+  description: "Answers Claude Code's permission prompt for a built-in tool call (Tether approvals).",
+  inputSchema: {
+    type: "object",
+    properties: {
+      tool_name: { type: "string" },
+      input: { type: "object" },
+      tool_use_id: { type: "string" }
+    },
+    required: ["tool_name", "input"]
+  },
+  ask: (raw) => {
+    if (!isRecord(raw) || typeof raw["tool_name"] !== "string" || !isRecord(raw["input"])) {
+      return "expected {tool_name, input, tool_use_id}"
+    }
+    const toolName = raw["tool_name"]
+    const input = raw["input"]
+    const callId = typeof raw["tool_use_id"] === "string" ? { callId: raw["tool_use_id"] } : {}
+    if (toolName === "Bash") {
+      return {
+        toolName,
+        kind: "command",
+        input,
+        ...callId,
+        ...(typeof input["command"] === "string" ? { command: input["command"] } : {})
+      }
+    }
+    const pathKey = fileTools[toolName]
+    if (pathKey !== undefined) {
+      const path = input[pathKey]
+      return { toolName, kind: "fileChange", input, ...callId, ...(typeof path === "string" ? { paths: [path] } : {}) }
+    }
+    return { toolName, kind: toolName.startsWith("mcp__") ? "tool" : "other", input, ...callId }
+  },
+  answer: (decision, raw) =>
+    decision._tag === "Deny"
+      ? { behavior: "deny", message: decision.message }
+      : { behavior: "allow", updatedInput: isRecord(raw) && isRecord(raw["input"]) ? raw["input"] : {} }
+}
+
 /** @internal */
 export const driver = (config: Config = {}): Driver.Driver => {
   const binary = Binary.resolve(binarySpec, config.binary)
@@ -236,6 +316,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: (lines, context) => parser.parse(lines, context),
     classifyExit,
+    approvals: { tool: approverTool },
     install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
       "native binary in place)",
     live: Live.make((request) => Effect.zipRight(announce, prepareTurn(request)))

@@ -24,7 +24,8 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: true,
   structuredOutput: false,
-  persistentProcess: true
+  persistentProcess: true,
+  builtinToolPolicy: ["deny"]
 }
 
 /** @internal */
@@ -170,6 +171,19 @@ export interface Materialized {
   readonly overrides: ReadonlyArray<string>
 }
 
+/**
+ * The configuration that removes each built-in tool Codex 0.171 offers, by the name the model
+ * sees (`exec_command` and `write_stdin` are the unified shell; denying one removes both).
+ *
+ * @internal
+ */
+export const builtinSwitches: { readonly [name: string]: ReadonlyArray<string> } = {
+  exec_command: ["features.shell_tool=false"],
+  write_stdin: ["features.shell_tool=false"],
+  view_image: ["features.view_image=false"],
+  web_search: ["web_search=\"disabled\""]
+}
+
 /** @internal */
 export const materialize = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
@@ -191,6 +205,16 @@ export const materialize = (config: Config, binary: Binary.Binary) => (request: 
     const overrides: Array<string> = []
     if (request.sandbox !== undefined) overrides.push(`sandbox_mode="${sandboxMode[request.sandbox]}"`)
     overrides.push(codexConfig.enabledToolsOverride(request))
+    // The turn's denied built-ins, each switched off for this run.
+    for (const name of request.builtinTools?.deny ?? []) {
+      const switches = builtinSwitches[name]
+      if (switches === undefined) {
+        return yield* Effect.fail(protocolError(
+          `Codex cannot deny the built-in tool "${name}" (it can deny: ${Object.keys(builtinSwitches).join(", ")})`
+        ))
+      }
+      overrides.push(...switches)
+    }
     return { binary, env: buildEnv(config, request, home, tmp), files, overrides } satisfies Materialized
   })
 

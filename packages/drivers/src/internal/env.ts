@@ -53,5 +53,6 @@ export const buildEnv = (
   Object.assign(env, provider)
   for (const name of remove) delete env[name]
   delete env[request.hosted.tokenVariable]
+  if (request.approvals !== undefined) delete env[request.approvals.tokenVariable]
   return env
 }

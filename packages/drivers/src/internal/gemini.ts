@@ -42,7 +42,8 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: false,
   structuredOutput: false,
-  persistentProcess: true
+  persistentProcess: true,
+  builtinToolPolicy: ["deny"]
 }
 
 /** @internal */
@@ -118,7 +119,8 @@ export const hostedEntry = (request: Driver.InvocationRequest): Json => ({
 
 /**
  * The turn's hosted-tool allow-list as a policy file (given to the run with `--policy`): every
- * hosted tool is denied (a denied tool is not offered to the model) except the turn's tools.
+ * hosted tool is denied (a denied tool is not offered to the model) except the turn's tools, and
+ * so is every built-in the turn's `builtinTools.deny` names.
  * The clone's `settings.json` is read by every run of the agent, so nothing of a turn goes
  * there; this file is named by its content, so a run never sees it change. The rules rank just
  * above the allow rule the CLI derives from the server's `trust` (user tier + 0.2): the user's
@@ -134,6 +136,9 @@ export const renderToolPolicy = (request: Driver.InvocationRequest): Effect.Effe
     if (request.hosted.tools.length > 0) {
       rules.push({ mcpName: request.hosted.key, toolName: [...request.hosted.tools], decision: "allow", priority: 220 })
     }
+    // The turn's denied built-ins (e.g. `run_shell_command`): not offered, refused if called.
+    const denied = request.builtinTools?.deny ?? []
+    if (denied.length > 0) rules.push({ toolName: [...denied], decision: "deny", priority: 230 })
     const content = Toml.stringify({ rule: rules }) + "\n"
     const digest = createHash("sha256").update(content).digest("hex").slice(0, 16)
     return { path: toolPolicyPattern.replace("*", digest), content, mode: 0o600 }
