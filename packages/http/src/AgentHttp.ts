@@ -18,6 +18,10 @@
  *   after the run's end.
  * - `DELETE /threads/:key/runs/:run`: cancels the run; answers `204` once it has ended (its
  *   readers get `RunFinished` with outcome `canceled`).
+ * - `POST /threads/:key/runs/:run/approvals/:id`, body `{ "decision": "allow" | "allowForSession" }` or
+ *   `{ "decision": "deny", "message": string }`: answers the approval `:id` (an `ApprovalRequested`
+ *   event of that thread's turn) and answers `204`; `404 not_found` for an id no turn of the thread
+ *   waits on, `409 approval_resolved` when it was already answered (the first answer stays).
  * - `GET /threads/:key`: the thread's snapshot `{ key, provider?, turns, updatedAt?, run? }`
  *   (`run`: the id of its running turn, for a client that reconnects after a reload).
  * - `POST /agui`: the AG-UI protocol (`RunAgentInput` in, AG-UI events out as SSE, encoded
@@ -29,7 +33,7 @@
  * principal may not use, exactly as for a missing thread or run; `400 invalid_json` /
  * `invalid_request` / `invalid_last_event_id`; `413 body_too_large`; `415 unsupported_media_type`
  * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
- * thread_busy` (a turn already runs on the thread: `ThreadBusy`) or `thread_incompatible`; `410
+ * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible` or `approval_resolved`; `410
  * events_expired`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
  *
  * @since 0.1.0

@@ -10,7 +10,9 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
+import * as Fs from "node:fs"
 import * as Http from "node:http"
+import * as Os from "node:os"
 import { authorize, events, Fixture, layer as fixture, parseFrames, readUntil } from "./support.js"
 
 const alice = { authorization: "Bearer alice" }
@@ -318,6 +320,62 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         const finished = frames.at(-1)!
         expect(finished.event).toBe("RunFinished")
         expect(finished.data.outcome).toBe("failure")
+      }))
+
+    it.effect("an approval answered by POST: foreign or unknown ids are 404, the first answer wins, a second is 409", () =>
+      Effect.gen(function*() {
+        const { origin } = yield* Fixture
+        const sandbox = yield* Effect.sync(() => Fs.mkdtempSync(`${Os.tmpdir()}/tether-http-approval-`))
+        const file = `${sandbox}/approved.txt`
+        const answers: Array<readonly [string, number, string]> = []
+        const answer = (key: string, run: string, id: string, body: unknown, headers: Record<string, string>) =>
+          fetch(`${origin}/agent/threads/${encodeURIComponent(key)}/runs/${run}/approvals/${id}`, {
+            method: "POST",
+            headers: { ...json, ...headers },
+            body: JSON.stringify(body)
+          }).then(async (response) => [response.status, await response.text()] as const)
+        const response = yield* postTurn("alice/approvals", { input: `[bash] touch ${file}` })
+        expect(response.status).toBe(200)
+        // Keep reading while answering: the run belongs to a reader.
+        const frames = yield* Effect.promise(async () => {
+          const reader = response.body!.getReader()
+          const decoder = new TextDecoder()
+          let text = ""
+          for (;;) {
+            const { done, value } = await reader.read()
+            if (done) break
+            text += decoder.decode(value, { stream: true })
+            const requested = parseFrames(text).find((frame) => frame.event === "ApprovalRequested")
+            if (requested !== undefined && answers.length === 0) {
+              const { id, runId } = requested.data.request
+              const attempts: ReadonlyArray<readonly [string, string, unknown, Record<string, string>]> = [
+                ["bob", id, { decision: "allow" }, { authorization: "Bearer bob" }],
+                ["unknown id", "not-an-id", { decision: "allow" }, alice],
+                ["bad body", id, { decision: "maybe" }, alice],
+                ["alice", id, { decision: "allow" }, alice],
+                ["alice again", id, { decision: "deny", message: "no" }, alice]
+              ]
+              for (const [label, approval, body, headers] of attempts) {
+                const [status, reply] = await answer("alice/approvals", runId, approval, body, headers)
+                answers.push([label, status, reply])
+              }
+            }
+          }
+          return parseFrames(text)
+        })
+        expect(answers.map(([label, status]) => [label, status])).toEqual([
+          ["bob", 404],
+          ["unknown id", 404],
+          ["bad body", 400],
+          ["alice", 204],
+          ["alice again", 409]
+        ])
+        expect(answers[4]![2]).toContain("approval_resolved")
+        const resolved = frames.filter((frame) => frame.event === "ApprovalResolved").map((frame) => frame.data)
+        expect(resolved.map((r) => [r.decision._tag, r.by])).toEqual([["Allow", "host"]])
+        expect(frames.at(-1)!.data.result.text).toMatch(/^TOOL OK/)
+        expect(Fs.existsSync(file)).toBe(true)
+        Fs.rmSync(sandbox, { recursive: true, force: true })
       }))
   }
 )

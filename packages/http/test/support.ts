@@ -43,7 +43,8 @@ const promptOf = (request: AnthropicServer.MessagesRequest): string => {
 
 /**
  * The scripted model: `[hang]` never answers in time, `[slow]` answers after a second, `[fail]`
- * is a provider error; anything else looks up ISSUE-42 and then answers with its state.
+ * is a provider error, `[bash] <command>` runs the command with Bash (asked of the host's
+ * approvals) and reports the tool result; anything else looks up ISSUE-42 and then answers with its state.
  */
 export const respond: AnthropicServer.Responder = (request) => {
   const prompt = promptOf(request)
@@ -51,6 +52,12 @@ export const respond: AnthropicServer.Responder = (request) => {
   if (prompt.includes("[slow]")) return AnthropicServer.delayed(1_000, AnthropicServer.reply("slow answer"))
   if (prompt.includes("[fail]")) return AnthropicServer.fail(400, "scripted failure")
   const results = AnthropicServer.toolResults(request)
+  const bash = /\[bash\] (.*)$/.exec(prompt)?.[1]
+  if (bash !== undefined) {
+    return results.length > 0
+      ? AnthropicServer.reply(`TOOL ${results[0]!.isError ? "ERROR" : "OK"}: ${results[0]!.text}`)
+      : AnthropicServer.callTool("Bash", { command: bash, description: "Run it" })
+  }
   if (results.length > 0) {
     const state = /"state"\s*:\s*"(\w+)"/.exec(results[0]!.text)?.[1] ?? "unknown"
     return AnthropicServer.reply(`ISSUE-42 is ${state}.`, { usage: { inputTokens: 30, outputTokens: 7 } })
@@ -96,7 +103,9 @@ export const layer = Layer.scoped(
       definition: { instructions: "You triage issues.", skills: [], tools: IssueTools },
       workspace: sandbox.workspace,
       profile: sandbox.selection,
-      processes: { killGrace: "500 millis" }
+      processes: { killGrace: "500 millis" },
+      // Event mode: Bash calls wait for an answer by HTTP.
+      approvals: { deadline: "30 seconds" }
     })
     // The routers inside the server's lifetime: closing cancels their runs before the server closes.
     const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })

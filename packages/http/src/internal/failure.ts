@@ -41,6 +41,9 @@ export const threadIncompatible = make(
 export const eventsExpired = make(410, "events_expired", "The missed events are no longer buffered.")
 /** @internal */
 export const agentClosed = make(503, "agent_closed", "The agent is closed.")
+
+/** @internal */
+export const approvalResolved = make(409, "approval_resolved", "This approval was already answered.")
 /** @internal */
 export const internalError = make(500, "internal_error", "The request failed.")
 

@@ -10,6 +10,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Agent from "@tether/core/Agent"
+import * as Approval from "@tether/core/Approval"
 import type * as Thread from "@tether/core/Thread"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
@@ -37,6 +38,11 @@ const AgUiBody = Schema.Struct({
   runId: Schema.String,
   messages: Schema.Array(Schema.Struct({ role: Schema.String, content: Schema.optional(Schema.Unknown) }))
 })
+
+const ApprovalBody = Schema.Union(
+  Schema.Struct({ decision: Schema.Literal("allow", "allowForSession") }),
+  Schema.Struct({ decision: Schema.Literal("deny"), message: Schema.String.pipe(Schema.maxLength(4096)) })
+)
 
 const encoder = new TextEncoder()
 
@@ -274,6 +280,29 @@ export const make = <Principal, R>(
       return HttpServerResponse.empty({ status: 204 })
     }))
 
+    // The answer goes through a handle of the run's thread: only that thread's approvals are found.
+    const postApproval = handle(Effect.gen(function*() {
+      const entry = yield* findRun
+      const id = (yield* HttpRouter.params)["id"]
+      const body = yield* decode(ApprovalBody, yield* readJson)
+      const decision = body.decision === "deny"
+        ? Approval.deny(body.message)
+        : body.decision === "allow"
+        ? Approval.allow
+        : Approval.allowForSession
+      const thread = yield* agent.thread(entry.key).pipe(
+        Effect.catchAll((error) => Effect.fail(startFailure(error) ?? Failure.internalError))
+      )
+      yield* thread.approve(id ?? "", decision).pipe(
+        Effect.ensuring(thread.close),
+        Effect.catchTags({
+          ApprovalNotFound: () => Failure.notFound,
+          ApprovalAlreadyResolved: () => Failure.approvalResolved
+        })
+      )
+      return HttpServerResponse.empty({ status: 204 })
+    }))
+
     const getThread = handle(Effect.gen(function*() {
       const key = yield* keyParam
       yield* authorize(key)
@@ -333,6 +362,7 @@ export const make = <Principal, R>(
       HttpRouter.get("/threads/:key", getThread),
       HttpRouter.get("/threads/:key/runs/:run/events", getEvents),
       HttpRouter.del("/threads/:key/runs/:run", deleteRun),
+      HttpRouter.post("/threads/:key/runs/:run/approvals/:id", postApproval),
       HttpRouter.post("/agui", postAgUi)
     ) as HttpRouter.HttpRouter<never, R>
   })
