@@ -23,6 +23,7 @@ export default defineConfig({
             { text: "Getting started", link: "/getting-started" },
             { text: "Concepts", link: "/concepts" },
             { text: "Tools", link: "/tools" },
+            { text: "Approvals and built-in tools", link: "/approvals" },
             { text: "Instructions, skills and MCP", link: "/skills-and-mcp" },
             { text: "Threads and stores", link: "/threads" },
             { text: "Profiles", link: "/profiles" },
