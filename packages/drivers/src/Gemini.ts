@@ -34,7 +34,7 @@
  * tools as an HTTP MCP server with the process's bearer token; each turn is a `session/prompt`,
  * an interrupt is `session/cancel` and keeps the process warm. ACP cannot steer (a second prompt
  * cancels the first): there is no `steer` and `streamingInput` is `false`. The CLI's permission
- * requests are answered `cancelled` (the tool call fails) until Tether has approvals.
+ * requests are denied (the tool call fails) until core wires approvals in.
  *
  * @since 0.1.0
  */

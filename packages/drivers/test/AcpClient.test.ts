@@ -24,7 +24,8 @@ const options: Acp.Options = {
   startTimeout: "20 seconds",
   hostedToolsTimeout: "5 seconds",
   cancelTimeout: "10 seconds",
-  permission: Acp.cancelPermission
+  permission: Acp.denyPermission,
+  sources: false
 }
 
 const request = (tools: ReadonlyArray<string>, session: Driver.SessionRequest): Driver.InvocationRequest => ({

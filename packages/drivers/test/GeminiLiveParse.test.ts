@@ -183,7 +183,9 @@ describe("ACP update mapping", () => {
       toolCallId: "c",
       name,
       title,
-      kind: undefined
+      kind: undefined,
+      meta: undefined,
+      input: undefined
     })
     expect(AcpMap.genericNaming(call("mcp__tether__lookup"), "tether")).toEqual({ name: "lookup", source: "host" })
     expect(AcpMap.genericNaming(call("mcp__docs__search"), "tether")).toEqual({
@@ -208,7 +210,14 @@ describe("Gemini's tool call ids", () => {
     expect(GeminiLive.functionName("read_file__call-7")).toBe("read_file")
     expect(GeminiLive.functionName("no-separator")).toBeUndefined()
     expect(
-      GeminiLive.naming({ toolCallId: "mcp_docs_search__x", name: undefined, title: "t", kind: "other" }, "tether")
+      GeminiLive.naming({
+        toolCallId: "mcp_docs_search__x",
+        name: undefined,
+        title: "t",
+        kind: "other",
+        meta: undefined,
+        input: undefined
+      }, "tether")
     )
       .toEqual({ name: "mcp_docs_search", source: "mcp" })
   })

@@ -17,8 +17,12 @@
  *   (`acpMap.ts`) and its result to the `Terminal` (`end_turn` is success; `cancelled` is not).
  *   `interrupt` is `session/cancel` (the process stays warm). ACP cannot steer: a second prompt
  *   cancels the first, so there is no `steer`.
- * - `session/request_permission` goes to one extension point (`Options.permission`); until
- *   approvals exist it answers `cancelled`, so the agent never waits for an answer.
+ * - `session/new` also declares the definition's MCP sources when the driver asks it to
+ *   (`Options.sources`; Gemini CLI reads them from its settings instead); a source's bearer
+ *   variable is read from the host environment and travels as a secret like the hosted token.
+ * - `session/request_permission` goes to one extension point (`Options.permission`), which
+ *   returns a decision (`acpApproval.ts` maps it onto the offered options); until core wires
+ *   approvals in, every driver passes `denyPermission`, so the agent never waits for an answer.
  *
  * @internal
  */
@@ -34,14 +38,15 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
+import * as AcpApproval from "./acpApproval.js"
 import * as AcpMap from "./acpMap.js"
 import { notice } from "./lines.js"
 
-/** Answers a `session/request_permission` (the approvals extension point). @internal */
-export type Permission = (request: Acp.RequestPermissionRequest) => Effect.Effect<Acp.RequestPermissionResponse>
+/** Decides a `session/request_permission` (the approvals extension point). @internal */
+export type Permission = (request: Acp.RequestPermissionRequest) => Effect.Effect<AcpApproval.Decision>
 
-/** The answer while Tether has no approvals: the agent treats the tool call as refused. @internal */
-export const cancelPermission: Permission = () => Effect.succeed({ outcome: { outcome: "cancelled" } })
+/** The decision while core has no approver wired in: the agent's tool call is refused. @internal */
+export const denyPermission: Permission = () => Effect.succeed(AcpApproval.denied)
 
 /** @internal */
 export interface Options {
@@ -54,6 +59,8 @@ export interface Options {
   /** How long a cancelled or abandoned prompt may take to end before the next turn gives up. */
   readonly cancelTimeout: Duration.DurationInput
   readonly permission: Permission
+  /** Declare the request's MCP sources in `session/new` (an agent with no configuration of its own). */
+  readonly sources: boolean
 }
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
@@ -87,14 +94,15 @@ export const attach = (
 
     // The token goes into `session/new` as a placeholder; only the channel's write puts it in.
     const placeholder = `tether-secret-${randomBytes(18).toString("base64url")}`
-    const secrets = [{
+    // As it must appear inside a JSON string (a gateway token needs no escaping; any value works).
+    const jsonText = (value: string) => Redacted.make(JSON.stringify(value).slice(1, -1))
+    const secrets: Array<Driver.SecretFrame["secrets"][number]> = [{
       placeholder,
-      // As it must appear inside a JSON string (a gateway token needs no escaping; any value works).
-      value: Redacted.make(JSON.stringify(Redacted.value(context.hostedToken)).slice(1, -1))
+      value: jsonText(Redacted.value(context.hostedToken))
     }]
     const frameOf = (message: Acp.AnyMessage): string | Driver.SecretFrame => {
       const text = JSON.stringify(message)
-      return text.includes(placeholder) ? { _tag: "SecretFrame", text, secrets } : text
+      return secrets.some((secret) => text.includes(secret.placeholder)) ? { _tag: "SecretFrame", text, secrets } : text
     }
 
     // stdout → the SDK. `session/update` notifications are mapped here, in line order, before
@@ -149,25 +157,34 @@ export const attach = (
       write: (message) => run(channel.write(frameOf(message)))
     })
 
+    // The hosted tools are the host's own, offered under the turn's policy and enforced by the
+    // gateway: an agent asking permission for one (claude-agent-acp asks for every MCP tool) is
+    // allowed; everything else is the approvals' to decide.
+    const decide = (params: Acp.RequestPermissionRequest): Effect.Effect<AcpApproval.Decision> => {
+      const call = params.toolCall
+      const identity = mapper.identity(call.toolCallId) ??
+        options.naming(
+          AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
+          context.hostedKey
+        )
+      return identity.source === "host" ? Effect.succeed(AcpApproval.allowHosted) : options.permission(params)
+    }
     const connection = Acp.client({ name: "tether" })
       .onRequest("session/request_permission", ({ params }) =>
-        run(Effect.tap(options.permission(params), (answer) =>
-          Effect.sync(() => {
-            const title = params.toolCall.title ?? params.toolCall.toolCallId
-            const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled"
-            deliver([notice(
-              outcome === "cancelled" ? "warning" : "info",
-              "acp.permission",
-              `the agent asked permission for "${title}": answered ${outcome}`,
-              params
-            )])
-          }))))
+        run(Effect.map(decide(params), (decision) => {
+          const answer = AcpApproval.outcomeOf(decision, params.options)
+          const title = params.toolCall.title ?? params.toolCall.toolCallId
+          const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled"
+          deliver([notice(
+            decision._tag === "Deny" ? "warning" : "info",
+            "acp.permission",
+            `the agent asked permission for "${title}": ${decision._tag} (answered ${outcome})`,
+            { request: params, ask: AcpApproval.askOf(params), decision }
+          )])
+          return answer
+        })))
       .connect({ readable, writable })
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() =>
-        connection.close()
-      )
-    )
+    yield* Effect.addFinalizer(() => Effect.sync(() => connection.close()))
 
     const gone = () => providerError("the agent's process ended (its output closed)")
     const call = <A>(
@@ -185,6 +202,39 @@ export const attach = (
     const untilEnded = Effect.zipRight(Deferred.await(ended), Effect.fail(gone()))
 
     const hostedTools = request.hosted.tools.length > 0
+    /** The definition's MCP sources as ACP declares them; a bearer variable's value is a secret. */
+    const sourcesOf = (capabilities: Acp.AgentCapabilities) =>
+      Effect.forEach(request.mcp, (server): Effect.Effect<Acp.McpServer, Driver.ProtocolError> => {
+        if (server.key === request.hosted.key) {
+          return Effect.fail(providerError(`the MCP source key "${server.key}" is reserved for the hosted tools`))
+        }
+        if (server._tag === "stdio") {
+          return Effect.succeed({
+            name: server.key,
+            command: server.command,
+            args: [...server.args],
+            env: Object.entries(server.env).map(([name, value]) => ({ name, value }))
+          })
+        }
+        if (capabilities.mcpCapabilities?.[server._tag] !== true) {
+          return Effect.fail(
+            providerError(`the agent cannot connect to MCP source "${server.key}" over ${server._tag}`)
+          )
+        }
+        const headers = Object.entries(server.headers).map(([name, value]) => ({ name, value }))
+        if (server.bearerTokenEnv !== undefined) {
+          const value = request.hostEnv[server.bearerTokenEnv]
+          if (value === undefined) {
+            return Effect.fail(
+              providerError(`MCP source "${server.key}": the host has no variable ${server.bearerTokenEnv}`)
+            )
+          }
+          const secret = `tether-secret-${randomBytes(18).toString("base64url")}`
+          secrets.push({ placeholder: secret, value: jsonText(value) })
+          headers.push({ name: "Authorization", value: `Bearer ${secret}` })
+        }
+        return Effect.succeed({ type: server._tag, name: server.key, url: server.url, headers })
+      })
     const handshake = Effect.gen(function*() {
       const init = yield* call("initialize", () =>
         connection.agent.request("initialize", {
@@ -203,14 +253,15 @@ export const attach = (
           })
         )
       }
-      const mcpServers: Array<Acp.McpServer> = hostedTools
-        ? [{
+      const mcpServers: Array<Acp.McpServer> = options.sources ? yield* sourcesOf(capabilities) : []
+      if (hostedTools) {
+        mcpServers.push({
           type: "http",
           name: request.hosted.key,
           url: request.hosted.url,
           headers: [{ name: "Authorization", value: `Bearer ${placeholder}` }]
-        }]
-        : []
+        })
+      }
       const session = context.session
       switch (session._tag) {
         case "New": {

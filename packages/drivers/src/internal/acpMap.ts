@@ -31,22 +31,80 @@ export interface ToolCallInfo {
   readonly name: string | undefined
   readonly title: string | undefined
   readonly kind: string | undefined
+  /** The agent's own `_meta` of the update (claude-agent-acp puts the tool's name there). */
+  readonly meta: unknown
+  /** The call's `rawInput` as the agent sent it (codex-acp names MCP calls there). */
+  readonly input: unknown
 }
 
 /** How an agent's tool calls map back to tool names and sources (agents name them differently). @internal */
 export type Naming = (call: ToolCallInfo, hostedKey: string) => ToolIdentity
 
 /**
- * Names for agents that follow no known convention: ACP's `name` (else the title); a name
- * `mcp__<server>__<tool>` is an MCP tool, the hosted tools' when the server is the hosted key.
+ * Names for agents that follow no known convention: ACP's `name`; a name `mcp__<server>__<tool>`
+ * is an MCP tool, the hosted tools' when the server is the hosted key. A call without a `name` is
+ * built in, named by its title: a title is display text (often the command itself, which the
+ * model chooses), so it never makes a call a hosted one, whose permission requests are allowed.
  *
  * @internal
  */
-export const genericNaming: Naming = (call, hostedKey) => {
-  const name = call.name ?? call.title ?? ""
+export const genericNaming: Naming = (call, hostedKey) =>
+  call.name === undefined ? { name: call.title ?? "", source: "builtin" } : identityOf(call.name, hostedKey)
+
+/**
+ * codex-acp: an MCP call's `rawInput` is `{server, tool, arguments}` (its title `Tool: <server>/<tool>`
+ * is for display); other calls are named as {@link genericNaming} names them.
+ *
+ * @internal
+ */
+export const codexNaming: Naming = (call, hostedKey) => {
+  const input = call.input
+  if (isRecord(input) && typeof input["server"] === "string" && typeof input["tool"] === "string") {
+    return input["server"] === hostedKey
+      ? { name: input["tool"], source: "host" }
+      : { name: `mcp__${input["server"]}__${input["tool"]}`, source: "mcp" }
+  }
+  return genericNaming(call, hostedKey)
+}
+
+/** A tool name in Claude's convention: `mcp__<server>__<tool>` is an MCP tool. @internal */
+export const identityOf = (name: string, hostedKey: string): ToolIdentity => {
   const mcp = /^mcp__(.+?)__(.+)$/.exec(name)
   if (mcp === null) return { name, source: "builtin" }
   return mcp[1] === hostedKey ? { name: mcp[2]!, source: "host" } : { name, source: "mcp" }
+}
+
+/**
+ * claude-agent-acp: the Claude Code tool name is in `_meta.claudeCode.toolName` (the title of a
+ * built-in call is for display: `Terminal`, then the command), in Claude's MCP convention.
+ *
+ * @internal
+ */
+export const claudeNaming: Naming = (call, hostedKey) => {
+  const meta = isRecord(call.meta) && isRecord(call.meta["claudeCode"]) ? call.meta["claudeCode"] : undefined
+  const toolName = meta === undefined ? undefined : str(meta["toolName"])
+  return toolName === undefined ? genericNaming(call, hostedKey) : identityOf(toolName, hostedKey)
+}
+
+/** What the naming of a tool call is given, from an update. @internal */
+export const infoOf = (update: Json, toolCallId: string): ToolCallInfo => ({
+  toolCallId,
+  name: str(update["name"]),
+  title: str(update["title"]),
+  kind: str(update["kind"]),
+  meta: update["_meta"],
+  input: update["rawInput"]
+})
+
+const isEmptyInput = (input: unknown): boolean =>
+  input === undefined || (isRecord(input) && Object.keys(input).length === 0)
+
+/** A held announcement with the fields of the update that follows it (the update wins where it has them). */
+const merged = (announced: Json, update: Json): Json => {
+  const out: { [key: string]: unknown } = { ...announced }
+  for (const [key, value] of Object.entries(update)) if (value !== undefined && value !== null) out[key] = value
+  if (isEmptyInput(update["rawInput"])) out["rawInput"] = announced["rawInput"]
+  return out
 }
 
 /** The live session's view of the turns of one ACP session. @internal */
@@ -61,6 +119,8 @@ export interface Mapper {
   readonly update: (params: unknown) => Array<Driver.Output>
   /** The result of the turn's `session/prompt` → the rest of the turn, ending with its `Terminal`. */
   readonly finish: (result: unknown) => Array<Driver.Output>
+  /** What a tool call of the running turn is, by its id (named from everything seen of it so far). */
+  readonly identity: (callId: string) => ToolIdentity | undefined
 }
 
 const chunkText = (update: Json): string | undefined =>
@@ -134,11 +194,14 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     segment = ""
   }
 
+  /**
+   * Calls announced `pending` with an empty input (claude-agent-acp announces each call before it
+   * has the input, then sends it in an update): the start waits for the call's next update.
+   */
+  const held = new Map<string, Json>()
+
   const start = (update: Json, callId: string, out: Array<Driver.Output>): ToolIdentity => {
-    const identity = naming(
-      { toolCallId: callId, name: str(update["name"]), title: str(update["title"]), kind: str(update["kind"]) },
-      hostedKey
-    )
+    const identity = naming(infoOf(update, callId), hostedKey)
     calls.set(callId, identity)
     flush(out)
     out.push({
@@ -166,10 +229,17 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
   const mapper: Mapper = {
     session: undefined,
     model: undefined,
+    identity: (callId) => {
+      const known = calls.get(callId)
+      if (known !== undefined) return known
+      const announced = held.get(callId)
+      return announced === undefined ? undefined : naming(infoOf(announced, callId), hostedKey)
+    },
     begin: () => {
       segment = ""
       finalText = undefined
       calls.clear()
+      held.clear()
     },
     update: (params) => {
       if (!isRecord(params) || !isRecord(params["update"])) {
@@ -200,8 +270,18 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
           const callId = str(update["toolCallId"])
           if (callId === undefined) return [notice("warning", `acp.${kind}`, "a tool call without toolCallId", update)]
           const out: Array<Driver.Output> = []
+          const known = calls.get(callId)
+          if (
+            known === undefined && update["status"] === "pending" && isRecord(update["rawInput"]) &&
+            isEmptyInput(update["rawInput"])
+          ) {
+            held.set(callId, { ...held.get(callId), ...update })
+            return out
+          }
+          const announced = held.get(callId)
+          held.delete(callId)
           // An agent may report a call first in its final state (Gemini does after a permission).
-          const identity = calls.get(callId) ?? start(update, callId, out)
+          const identity = known ?? start(announced === undefined ? update : merged(announced, update), callId, out)
           if (update["status"] === "completed" || update["status"] === "failed") end(update, callId, identity, out)
           return out
         }
@@ -219,6 +299,9 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     },
     finish: (result) => {
       const out: Array<Driver.Output> = []
+      // A call announced and never heard of again still started.
+      for (const [callId, announced] of held) start(announced, callId, out)
+      held.clear()
       flush(out)
       const record = isRecord(result) ? result : {}
       const stopReason = str(record["stopReason"])
@@ -279,7 +362,9 @@ export const classify = (line: string): Line => {
 
 /**
  * A recorded transcript of an agent's stdout replayed without a connection: `session/new`'s
- * result starts the session (`SessionStarted`), `session/update` notifications and
+ * result starts the session (`SessionStarted`; for a resume, the first result that is neither
+ * `initialize`'s nor a prompt's, i.e. `session/load`'s; updates before it are dropped: a load
+ * replays the history), `session/update` notifications and
  * `session/prompt` results map as in a live session, each prompt result ends a turn, an error
  * response is an error `Notice`, the other protocol messages give nothing, and a line that is
  * not a JSON object is a `Notice`.
@@ -293,6 +378,7 @@ export const parse = (
 ): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
   parseLines(lines, () => {
     const mapper = makeMapper(context.hostedKey, naming)
+    const resumed = context.session._tag === "Resume" ? context.session.id : undefined
     return (line) => {
       const classified = classify(line)
       switch (classified._tag) {
@@ -301,7 +387,8 @@ export const parse = (
         case "Foreign":
           return [classified.output]
         case "Update":
-          return mapper.update(classified.params)
+          // Before the session is known the updates are not a turn's (a load replays history).
+          return mapper.session === undefined ? [] : mapper.update(classified.params)
       }
       const message = classified.message
       if ("method" in message) return []
@@ -312,6 +399,15 @@ export const parse = (
           mapper.session = sessionId
           mapper.model = currentModel(result)
           return [{ _tag: "SessionStarted", sessionId, model: mapper.model }]
+        }
+        // A resume: `session/load`'s result (neither `initialize`'s nor a prompt's) starts it.
+        if (
+          resumed !== undefined && mapper.session === undefined && result["protocolVersion"] === undefined &&
+          result["stopReason"] === undefined
+        ) {
+          mapper.session = resumed
+          mapper.model = currentModel(result)
+          return [{ _tag: "SessionStarted", sessionId: resumed, model: mapper.model }]
         }
         if (typeof result["stopReason"] === "string") {
           const out = mapper.finish(result)
@@ -326,3 +422,14 @@ export const parse = (
       return "result" in message ? [] : [notice("info", "acp.unknown", "a JSON object that is not ACP", message)]
     }
   })
+
+/** The namings a one-shot turn runner can be told about, by id. @internal */
+export const namings: { readonly [id: string]: Naming } = {
+  generic: genericNaming,
+  claude: claudeNaming,
+  codex: codexNaming
+}
+
+/** The id of a known naming (`undefined` for any other function). @internal */
+export const namingId = (naming: Naming): string | undefined =>
+  Object.entries(namings).find(([, known]) => known === naming)?.[0]

@@ -109,7 +109,8 @@ export const live = (
     startTimeout: config.live?.startTimeout ?? defaults.startTimeout,
     hostedToolsTimeout: config.live?.hostedToolsTimeout ?? defaults.hostedToolsTimeout,
     cancelTimeout: defaults.cancelTimeout,
-    permission: Acp.cancelPermission
+    permission: Acp.denyPermission,
+    sources: false
   }
   return {
     open: (request) =>
