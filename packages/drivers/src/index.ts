@@ -1,3 +1,4 @@
+export * as Acp from "./Acp.js"
 export * as Claude from "./Claude.js"
 export * as CodeBuddy from "./CodeBuddy.js"
 export * as Codex from "./Codex.js"

@@ -1,0 +1,177 @@
+/**
+ * The generic ACP driver: any agent that speaks the Agent Client Protocol over stdio, through
+ * Tether's one ACP client (`acp.ts`).
+ *
+ * - Live (`driver.live`): the agent itself is the long-lived process; `attach` is the ACP client.
+ * - One-shot (`prepare` / `parse`): ACP has no one-shot mode (the session id the prompt needs is
+ *   the agent's answer to `session/new`, and the hosted token goes inside that request, not in the
+ *   environment). The invocation therefore runs the turn runner (`acpTurn.ts`) with this Node: it
+ *   spawns the agent as its child in the same process group, drives one turn with the same ACP
+ *   client, relays the agent's stdout verbatim (what `parse` reads) and ends the agent.
+ *
+ * @internal
+ */
+import * as Driver from "@tether/core/Driver"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import { createRequire } from "node:module"
+import * as NodePath from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import type { Config } from "../Acp.js"
+import * as Acp from "./acp.js"
+import * as AcpMap from "./acpMap.js"
+import * as Env from "./env.js"
+
+/** @internal */
+export const defaults = {
+  startTimeout: "2 minutes",
+  hostedToolsTimeout: "20 seconds",
+  cancelTimeout: "30 seconds"
+} as const
+
+/** What the turn runner reads on its stdin. @internal */
+export interface TurnSpec {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly request: Omit<Driver.InvocationRequest, "hostEnv">
+  /** The driver's naming when it is a known one (`AcpMap.namings`), else `custom`. */
+  readonly naming: string
+  readonly startTimeoutMs: number
+  readonly cancelTimeoutMs: number
+}
+
+/** The prefix of a line the turn runner writes to stderr when the turn could not run. @internal */
+export const failurePrefix = "tether-acp-turn: "
+
+const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
+
+/** @internal */
+export const capabilitiesOf = (config: Config): Driver.Capabilities => ({
+  resume: config.resume ?? true,
+  fork: false,
+  mcpTransports: config.mcpTransports ?? ["stdio", "http"],
+  instructions: false,
+  skillsProjection: false,
+  sandbox: [],
+  toolAllowList: false,
+  streamingInput: false,
+  structuredOutput: false,
+  persistentProcess: true
+})
+
+/** Where the turn runner is and how to start it: the built file, or the source through tsx. */
+const runner = (): ReadonlyArray<string> => {
+  const url = import.meta.url
+  const here = url.startsWith("file:") ? fileURLToPath(url) : url
+  const dir = NodePath.dirname(here)
+  if (here.endsWith(".js")) return [NodePath.join(dir, "acpTurn.js")]
+  // From source (the repository's tests): the TypeScript runner with the source condition.
+  const tsx = pathToFileURL(createRequire(here).resolve("tsx")).href
+  return ["--conditions=@tether/source", "--import", tsx, NodePath.join(dir, "acpTurn.ts")]
+}
+
+/** Checks what no ACP agent can honour and builds the agent's environment. */
+const processEnv = (config: Config, request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    if (request.sandbox !== undefined) {
+      return yield* Effect.fail(providerError(`an ACP agent cannot honour sandbox level "${request.sandbox}"`))
+    }
+    if (request.model !== undefined) {
+      return yield* Effect.fail(
+        providerError(
+          `ACP has no stable model selection: configure the agent's model (its arguments or environment), not "${request.model}"`
+        )
+      )
+    }
+    if (request.session._tag === "Fork") return yield* Effect.fail(providerError("ACP cannot fork a session"))
+    const provider: { [name: string]: string } = {}
+    for (const name of config.layout.selectorEnv) provider[name] = request.profileDir
+    const home = request.siblings["home"]
+    const tmp = request.siblings["tmp"]
+    if (home !== undefined) provider["HOME"] = home
+    if (tmp !== undefined) provider["TMPDIR"] = tmp
+    return Env.buildEnv(config, request, provider)
+  })
+
+/** @internal */
+export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined => {
+  const line = info.stderr.split("\n").find((l) => l.startsWith(failurePrefix))
+  if (line === undefined) return undefined
+  const match = /^(HostedToolsUnavailable|ResumeRejected|MalformedOutput|ProviderError): (.*)$/s.exec(
+    line.slice(failurePrefix.length)
+  )
+  return match === null
+    ? providerError(line.slice(failurePrefix.length))
+    : new Driver.ProtocolError({ reason: match[1] as Driver.ProtocolError["reason"], detail: match[2]! })
+}
+
+/**
+ * The one-shot parse: the relayed stdout of the agent. A resumed session starts at the result of
+ * `session/load` (which carries no session id); the history the agent replays before it is not
+ * this turn's.
+ *
+ * @internal
+ */
+export const parse =
+  (naming: AcpMap.Naming) =>
+  (lines: Stream.Stream<string>, context: Driver.ParseContext): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
+    AcpMap.parse(lines, context, naming)
+
+/** @internal */
+export const driver = (config: Config): Driver.Driver => {
+  const naming = config.naming ?? AcpMap.genericNaming
+  const name = config.name ?? "acp"
+  const options: Acp.Options = {
+    naming,
+    startTimeout: config.live?.startTimeout ?? defaults.startTimeout,
+    hostedToolsTimeout: config.live?.hostedToolsTimeout ?? defaults.hostedToolsTimeout,
+    cancelTimeout: config.live?.cancelTimeout ?? defaults.cancelTimeout,
+    permission: Acp.denyPermission,
+    sources: true
+  }
+  const args = config.args ?? []
+  return {
+    name,
+    capabilities: capabilitiesOf(config),
+    layout: config.layout,
+    ...(config.sessionConfig === undefined ? {} : { sessionConfig: config.sessionConfig }),
+    prepare: (request) =>
+      Effect.gen(function*() {
+        const env = yield* processEnv(config, request)
+        const { hostEnv: _, ...rest } = request
+        const spec: TurnSpec = {
+          command: config.command,
+          args,
+          request: rest,
+          naming: AcpMap.namingId(naming) ?? "custom",
+          startTimeoutMs: Duration.toMillis(Duration.decode(options.startTimeout)),
+          cancelTimeoutMs: Duration.toMillis(Duration.decode(options.cancelTimeout))
+        }
+        return {
+          command: process.execPath,
+          commandSource: `the ACP turn runner with this Node, spawning ${config.command}`,
+          args: runner(),
+          env,
+          cwd: request.workspace,
+          stdin: JSON.stringify(spec),
+          files: []
+        } satisfies Driver.Invocation
+      }),
+    parse: parse(naming),
+    classifyExit,
+    live: {
+      open: (request) =>
+        Effect.map(processEnv(config, request), (env) => ({
+          command: config.command,
+          args,
+          env,
+          cwd: request.workspace,
+          stdin: undefined,
+          files: []
+        })),
+      attach: (channel, context) => Acp.attach(options, channel, context)
+    },
+    ...(config.install === undefined ? {} : { install: config.install })
+  }
+}

@@ -1,0 +1,343 @@
+/**
+ * The ACP driver against two real ACP agents, offline: `@zed-industries/claude-agent-acp` 0.23.1
+ * driving the pinned Claude Code (scripted Anthropic server) and `@zed-industries/codex-acp`
+ * 0.16.0 with its own Codex core (scripted Responses server). Live sessions are opened as core
+ * opens them (`AcpHarness.openLive`); one-shot turns go through `Agent.make` and the turn runner.
+ */
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Agent, ThreadStore } from "@tether/core"
+import type * as Driver from "@tether/core/Driver"
+import type * as Event from "@tether/core/Event"
+import { AnthropicServer, Harness, ResponsesServer } from "@tether/testing"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Acp from "../src/internal/acp.js"
+import * as AcpMap from "../src/internal/acpMap.js"
+import * as H from "./AcpHarness.js"
+import { baseRequest, type Root, tempRoot } from "./ClaudeHarness.js"
+
+/** One agent under test: its driver on a scripted model, and what the model sees. */
+interface Subject {
+  readonly name: string
+  readonly driver: Driver.Driver
+  /** Every user text of the model's last request, joined. */
+  readonly lastRequestText: Effect.Effect<string>
+  readonly requestCount: Effect.Effect<number>
+  /** The built-in tool call that asks permission writes this file in the workspace. */
+  readonly deniedFile: string
+  /** Whether a denied built-in call ends the turn (codex-acp's only refusal is `abort`). */
+  readonly denialCancels: boolean
+  readonly naming: AcpMap.Naming
+  /** The adapter answers the first prompt after a cancel with the cancelled turn's leftover. */
+  readonly emptyTurnAfterCancel: boolean
+}
+
+/**
+ * The scripted turns, by the marker in the turn's prompt: `[echo]` calls the hosted `echo`,
+ * `[wait]` calls the hosted `slow_wait`, `[shell]` runs a command that asks permission; anything else
+ * is answered `reply: <n>`. After a tool result the model answers `FINAL: <result>`.
+ */
+const claudeSubject = Effect.gen(function*() {
+  const model = yield* AnthropicServer.make({
+    respond: AnthropicServer.roundTrip(
+      (request) => {
+        const last = AnthropicServer.transcript(request).at(-1)?.[1] ?? ""
+        if (last.includes("[echo]")) return AnthropicServer.callTool("mcp__tether__echo", { text: "hello-acp" })
+        if (last.includes("[wait]")) return AnthropicServer.callTool("mcp__tether__slow_wait", {})
+        if (last.includes("[shell]")) {
+          return AnthropicServer.callTool("Bash", { command: "echo ran > shell.txt", description: "write a file" })
+        }
+        return AnthropicServer.reply(`reply: ${AnthropicServer.transcript(request).length}`)
+      },
+      (results) => AnthropicServer.reply(`FINAL: ${results.map((r) => r.text).join("|")}`)
+    )
+  })
+  return {
+    name: "claude-agent-acp",
+    driver: H.claudeAgentDriver(model.url),
+    lastRequestText: Effect.map(
+      model.messages,
+      (all) => (all.at(-1) === undefined ? [] : AnthropicServer.transcript(all.at(-1)!)).map(([, t]) => t).join("\n")
+    ),
+    requestCount: Effect.map(model.messages, (all) => all.length),
+    deniedFile: "shell.txt",
+    denialCancels: false,
+    naming: AcpMap.claudeNaming,
+    emptyTurnAfterCancel: true
+  } satisfies Subject
+})
+
+const codexSubject = Effect.gen(function*() {
+  const model = yield* ResponsesServer.make({
+    script: (request) => {
+      const output = ResponsesServer.lastFunctionCallOutput(request)
+      if (output !== undefined) return ResponsesServer.text(`FINAL: ${output.text}`)
+      const last = ResponsesServer.userTexts(request).at(-1) ?? ""
+      if (last.includes("[echo]")) return ResponsesServer.mcpTool("tether", "echo", { text: "hello-acp" })
+      if (last.includes("[wait]")) return ResponsesServer.mcpTool("tether", "slow_wait", {})
+      if (last.includes("[shell]")) {
+        return ResponsesServer.callTool({
+          name: "exec_command",
+          input: { cmd: "echo ran > shell.txt", sandbox_permissions: "require_escalated", justification: "write" }
+        })
+      }
+      return ResponsesServer.text(`reply: ${request.index}`)
+    }
+  })
+  return {
+    name: "codex-acp",
+    driver: H.codexAgentDriver(model.baseUrl),
+    lastRequestText: Effect.map(
+      model.requests,
+      (all) => (all.at(-1) === undefined ? [] : ResponsesServer.userTexts(all.at(-1)!)).join("\n")
+    ),
+    requestCount: Effect.map(model.requests, (all) => all.length),
+    deniedFile: "shell.txt",
+    denialCancels: true,
+    naming: AcpMap.codexNaming,
+    emptyTurnAfterCancel: false
+  } satisfies Subject
+})
+
+const liveRequest = (root: Root, url: string, tokenVariable: string, session?: Driver.SessionRequest) =>
+  baseRequest(root, url, {
+    prompt: "",
+    hosted: { key: "tether", url, tokenVariable, tools: ["echo", "slow_wait"] },
+    ...(session === undefined ? {} : { session })
+  })
+
+const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+  Effect.gen(function*() {
+    const subject = yield* make
+    const root = yield* tempRoot
+    const hosted = yield* H.hostedTools
+    const mint = hosted.registration.credential({ tools: ["echo", "slow_wait"] })
+    const credentials = { environment: (yield* mint).token, session: yield* mint }
+    const request = liveRequest(root, hosted.registration.url, hosted.registration.tokenVariable)
+    const first = yield* Scope.make()
+    const opened = yield* H.openLive(subject.driver, request, credentials).pipe(Scope.extend(first))
+    const { process: proc, session } = opened
+
+    // Turn 1: plain text; the first turn starts the session.
+    const turn1 = yield* H.collect(session.turn({ runId: "r1", prompt: "turn one: remember BANANA" }))
+    expect(turn1[0]).toMatchObject({ _tag: "SessionStarted" })
+    expect(turn1[1]).toEqual({ _tag: "Message", role: "user", text: "turn one: remember BANANA" })
+    const sessionId = turn1[0]!._tag === "SessionStarted" ? turn1[0].sessionId : ""
+    expect(H.terminalOf(turn1)).toMatchObject({ ok: true, session: sessionId })
+    expect(H.terminalOf(turn1).text).toMatch(/reply: \d+$/)
+
+    // Turn 2: the hosted tool through the gateway; the agent's permission request for it is allowed.
+    const turn2 = yield* H.collect(session.turn({ runId: "r2", prompt: "turn two [echo]" }))
+    const calls = H.toolCalls(turn2)
+    expect(calls.map((c) => [c.phase, c.name, c.source])).toEqual([["start", "echo", "host"], [
+      "end",
+      "echo",
+      "host"
+    ]])
+    expect(calls[1]).toMatchObject({ isError: false })
+    expect(JSON.stringify(calls[1]!.output)).toContain("ECHO:hello-acp")
+    expect(H.terminalOf(turn2)).toMatchObject({ ok: true, session: sessionId })
+    expect(H.terminalOf(turn2).text).toContain("ECHO:hello-acp")
+    expect(turn2.filter((o) => o._tag === "Notice" && o.kind === "acp.permission" && o.level !== "info")).toEqual([])
+
+    // Turn 3: its request to the model carries turns 1 and 2.
+    const turn3 = yield* H.collect(session.turn({ runId: "r3", prompt: "turn three: what word?" }))
+    expect(H.terminalOf(turn3).ok).toBe(true)
+    const said = yield* subject.lastRequestText
+    expect(said).toContain("turn one: remember BANANA")
+    expect(said).toContain("turn three: what word?")
+
+    // Turn 4: cancelled during a slow hosted tool; the process stays warm and turn 5 works.
+    const waiting = yield* Effect.fork(H.collect(session.turn({ runId: "r4", prompt: "turn four [wait]" })))
+    yield* Deferred.await(hosted.slowStarted)
+    yield* session.interrupt
+    const turn4 = yield* Fiber.join(waiting)
+    expect(H.terminalOf(turn4)).toMatchObject({ ok: false, error: "the turn was cancelled" })
+    if (subject.emptyTurnAfterCancel) {
+      // claude-agent-acp 0.23.1 answers `cancelled` before the Claude Agent SDK delivered the
+      // interrupted turn's own result, and the next prompt takes that result as its answer: an
+      // empty `end_turn` without a model request. The prompt after it is answered normally.
+      const requests = yield* subject.requestCount
+      const leftover = yield* H.collect(session.turn({ runId: "r5a", prompt: "turn five a" }))
+      expect(H.terminalOf(leftover)).toMatchObject({ ok: true, text: undefined })
+      expect(yield* subject.requestCount).toBe(requests)
+    }
+    const turn5 = yield* H.collect(session.turn({ runId: "r5", prompt: "turn five: after the cancel" }))
+    expect(H.terminalOf(turn5)).toMatchObject({ ok: true })
+    expect(H.terminalOf(turn5).text).toMatch(/reply: \d+$/)
+
+    // Turn 6: a built-in command asks permission; with no approver wired in it is denied.
+    const turn6 = yield* H.collect(session.turn({ runId: "r6", prompt: "turn six [shell]" }))
+    expect(turn6.filter((o) => o._tag === "Notice" && o.kind === "acp.permission")).toEqual([
+      expect.objectContaining({ level: "warning" })
+    ])
+    expect(H.terminalOf(turn6).ok).toBe(!subject.denialCancels)
+    expect(Fs.existsSync(Path.join(root.work, subject.deniedFile))).toBe(false)
+    expect(yield* Harness.markedProcesses(opened.marker)).toContain(proc.pid)
+
+    // The token went to the agent, but nothing Tether keeps or emits has it.
+    const token = Redacted.value(credentials.session.token)
+    const everything = [
+      ...proc.frames.map((f) => f.line),
+      ...[turn1, turn2, turn3, turn4, turn5, turn6].flat().map((o) => JSON.stringify(o)),
+      proc.stderr()
+    ].join("\n")
+    expect(everything).not.toContain(token)
+
+    // Shutdown, then core's escalation: nothing is left.
+    yield* session.shutdown
+    yield* Scope.close(first, Exit.void)
+    expect(yield* Harness.markedProcesses(opened.marker)).toEqual([])
+
+    // Resume in a new process with session/load: the next request carries the earlier turns.
+    const again = { environment: (yield* mint).token, session: yield* mint }
+    const resumed = yield* H.openLive(
+      subject.driver,
+      liveRequest(root, hosted.registration.url, hosted.registration.tokenVariable, { _tag: "Resume", id: sessionId }),
+      again
+    )
+    const turn7 = yield* H.collect(resumed.session.turn({ runId: "r7", prompt: "turn seven: after resume" }))
+    expect(turn7[0]).toMatchObject({ _tag: "SessionStarted", sessionId })
+    expect(turn7.filter((o) => o._tag === "Message").map((o) => o._tag === "Message" && o.role)).toEqual([
+      "user",
+      "assistant"
+    ])
+    expect(H.terminalOf(turn7)).toMatchObject({ ok: true, session: sessionId })
+    expect(resumed.process.pid).not.toBe(proc.pid)
+    const after = yield* subject.lastRequestText
+    expect(after).toContain("turn one: remember BANANA")
+    expect(after).toContain("turn seven: after resume")
+  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+
+/** A permission request answered `allow` by the approvals extension point runs the command. */
+const allowed = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+  Effect.gen(function*() {
+    const subject = yield* make
+    const root = yield* tempRoot
+    const request = baseRequest(root, "http://127.0.0.1:9/mcp", {
+      prompt: "",
+      hosted: { key: "tether", url: "http://127.0.0.1:9/mcp", tokenVariable: "TETHER_TEST_TOKEN_5F0C2A9B", tools: [] }
+    })
+    const asked = yield* Deferred.make<string>()
+    const invocation = yield* subject.driver.live!.open(request)
+    const { LiveChannel } = yield* Effect.promise(() => import("@tether/testing"))
+    const proc = yield* LiveChannel.spawn(invocation)
+    const session = yield* Acp.attach(
+      {
+        naming: subject.naming,
+        startTimeout: "1 minute",
+        hostedToolsTimeout: "1 second",
+        cancelTimeout: "20 seconds",
+        permission: (params) =>
+          Effect.as(Deferred.succeed(asked, params.options.map((o) => o.kind).join(",")), { _tag: "Allow" as const }),
+        sources: true
+      },
+      proc.channel,
+      LiveChannel.context(request)
+    )
+    const turn = yield* H.collect(session.turn({ runId: "a1", prompt: "run it [shell]" }))
+    expect(yield* Deferred.await(asked)).toContain("allow_once")
+    expect(H.terminalOf(turn)).toMatchObject({ ok: true })
+    expect(Fs.readFileSync(Path.join(root.work, subject.deniedFile), "utf8")).toBe("ran\n")
+  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+
+/** One-shot through `Agent.make`: the turn runner, a hosted tool, a thread resumed after a rebuild. */
+const oneShot = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+  Effect.gen(function*() {
+    const subject = yield* make
+    const sandbox = yield* Harness.sandbox
+    const build = Agent.make({
+      driver: subject.driver,
+      definition: { instructions: "", skills: [], tools: H.Tools },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    })
+    const tools = H.Tools.toLayer({
+      echo: ({ text }) => Effect.succeed({ echoed: `ECHO:${text}` }),
+      slow_wait: () => Effect.succeed({ done: true })
+    })
+    const first = yield* Effect.gen(function*() {
+      const agent = yield* build
+      const thread = yield* agent.thread("acp-thread")
+      const events = Array.from(yield* Stream.runCollect(thread.stream("remember BANANA [echo]")))
+      return { events, marker: agent.marker }
+    }).pipe(Effect.scoped, Effect.provide(tools))
+    const calls = first.events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
+    expect(calls.map((c) => [c.phase, c.name, c.source])).toEqual([["start", "echo", "host"], [
+      "end",
+      "echo",
+      "host"
+    ]])
+    const finished = first.events.at(-1)
+    expect(finished).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+    expect(finished?._tag === "RunFinished" ? finished.result.text : "").toContain("ECHO:hello-acp")
+    expect(yield* Harness.markedProcesses(first.marker)).toEqual([])
+
+    // The agent rebuilt (new gateway port and token): the thread resumes with session/load.
+    const second = yield* Effect.gen(function*() {
+      const agent = yield* build
+      const thread = yield* agent.thread("acp-thread", { resumeOnly: true })
+      return yield* thread.run("what word?")
+    }).pipe(Effect.scoped, Effect.provide(tools))
+    expect(second.session).toBe(finished?._tag === "RunFinished" ? finished.result.session : "none")
+    const said = yield* subject.lastRequestText
+    expect(said).toContain("remember BANANA")
+    expect(said).toContain("what word?")
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+  }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory]))
+
+describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", () => {
+  it.live(
+    "live: turns with context, a hosted tool, cancel, a denied permission, nothing left, resume with session/load",
+    liveSession(claudeSubject),
+    180_000
+  )
+  it.live("live: a permission request the approver allows runs the command", allowed(claudeSubject), 90_000)
+  it.live(
+    "one-shot: a hosted tool through the turn runner; the thread resumes after a rebuild",
+    oneShot(claudeSubject),
+    120_000
+  )
+  it.live(
+    "a wrong token fails with HostedToolsUnavailable before the first prompt",
+    () =>
+      Effect.gen(function*() {
+        const subject = yield* claudeSubject
+        const root = yield* tempRoot
+        const hosted = yield* H.hostedTools
+        const driver = H.claudeAgentDriver("http://127.0.0.1:9", { hostedToolsTimeout: "3 seconds" })
+        const mint = hosted.registration.credential({ tools: ["echo"] })
+        const credentials = { environment: (yield* mint).token, session: yield* mint }
+        const request = liveRequest(root, hosted.registration.url, hosted.registration.tokenVariable)
+        const failure = yield* H.openLive(driver, request, credentials, Redacted.make("wrong-token")).pipe(
+          Effect.as("attached with a wrong token" as const),
+          Effect.flip
+        )
+        expect(failure).toMatchObject({ _tag: "ProtocolError", reason: "HostedToolsUnavailable" })
+        expect(yield* subject.requestCount).toBe(0)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    90_000
+  )
+})
+
+describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
+  it.live(
+    "live: turns with context, a hosted tool, cancel, a denied permission, nothing left, resume with session/load",
+    liveSession(codexSubject),
+    180_000
+  )
+  it.live("live: a permission request the approver allows runs the command", allowed(codexSubject), 90_000)
+  it.live(
+    "one-shot: a hosted tool through the turn runner; the thread resumes after a rebuild",
+    oneShot(codexSubject),
+    120_000
+  )
+})

@@ -1,0 +1,249 @@
+/**
+ * The ACP driver's pure parts: permission decisions onto the options each agent offers (as
+ * recorded from Gemini CLI, claude-agent-acp and codex-acp), tool naming per agent, tool calls
+ * announced before their input, the one-shot parse of a resumed session, and the turn runner's
+ * failure line.
+ */
+import type * as AcpSdk from "@agentclientprotocol/sdk"
+import { describe, expect, it } from "@effect/vitest"
+import type * as Driver from "@tether/core/Driver"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as AcpApproval from "../src/internal/acpApproval.js"
+import * as AcpDriver from "../src/internal/acpDriver.js"
+import * as AcpMap from "../src/internal/acpMap.js"
+
+const options = (...pairs: ReadonlyArray<readonly [string, AcpSdk.PermissionOptionKind]>) =>
+  pairs.map(([optionId, kind]) => ({ optionId, kind, name: optionId }))
+
+/** As recorded from each agent (LIVE.md and this driver's tests). */
+const offered = {
+  gemini: options(["proceed_always", "allow_always"], ["proceed_once", "allow_once"], ["cancel", "reject_once"]),
+  claude: options(["allow_always", "allow_always"], ["allow", "allow_once"], ["reject", "reject_once"]),
+  codex: options(
+    ["approved", "allow_once"],
+    ["approved-execpolicy-amendment", "allow_always"],
+    ["abort", "reject_once"]
+  )
+}
+
+const selected = (decision: AcpApproval.Decision, given: ReadonlyArray<AcpSdk.PermissionOption>) => {
+  const answer = AcpApproval.outcomeOf(decision, given).outcome
+  return answer.outcome === "selected" ? answer.optionId : "cancelled"
+}
+
+describe("ACP permission decisions", () => {
+  it("allow, allowForSession and deny pick the agent's own option of that kind", () => {
+    const allow = { _tag: "Allow" } as const
+    const session = { _tag: "AllowForSession" } as const
+    expect([selected(allow, offered.gemini), selected(session, offered.gemini)]).toEqual([
+      "proceed_once",
+      "proceed_always"
+    ])
+    expect([selected(allow, offered.claude), selected(session, offered.claude)]).toEqual(["allow", "allow_always"])
+    expect([selected(allow, offered.codex), selected(AcpApproval.denied, offered.codex)]).toEqual([
+      "approved",
+      "abort"
+    ])
+    expect(selected(AcpApproval.denied, offered.claude)).toBe("reject")
+  })
+
+  it("never broader than decided: allow without allow_once is a refusal; allowForSession falls back to once", () => {
+    const onlyAlways = options(["always", "allow_always"], ["no", "reject_always"])
+    expect(selected({ _tag: "Allow" }, onlyAlways)).toBe("cancelled")
+    expect(selected({ _tag: "AllowForSession" }, options(["once", "allow_once"]))).toBe("once")
+    expect(selected(AcpApproval.denied, onlyAlways)).toBe("no")
+    expect(selected(AcpApproval.denied, options(["once", "allow_once"]))).toBe("cancelled")
+  })
+
+  it("the request reads as an approval: kind, input, the diff and paths, the options", () => {
+    const ask = AcpApproval.askOf({
+      sessionId: "s",
+      options: offered.gemini,
+      toolCall: {
+        toolCallId: "write_file__1",
+        title: "Write notes.md",
+        kind: "edit",
+        rawInput: { path: "notes.md" },
+        content: [{ type: "diff", path: "/w/notes.md", oldText: "a", newText: "b" }],
+        locations: [{ path: "/w/notes.md" }]
+      }
+    })
+    expect(ask).toMatchObject({
+      toolName: "Write notes.md",
+      kind: "fileChange",
+      input: { path: "notes.md" },
+      callId: "write_file__1",
+      paths: ["/w/notes.md"]
+    })
+    expect(ask.diff).toContain("+++ /w/notes.md\nb")
+    expect(ask.options.map((o) => o.kind)).toEqual(["allow_always", "allow_once", "reject_once"])
+    const command = AcpApproval.askOf({
+      sessionId: "s",
+      options: offered.codex,
+      toolCall: { toolCallId: "call_3", title: "echo x", kind: "execute" }
+    })
+    expect(command.kind).toBe("command")
+  })
+})
+
+const info = (fields: Partial<AcpMap.ToolCallInfo>): AcpMap.ToolCallInfo => ({
+  toolCallId: "c",
+  name: undefined,
+  title: undefined,
+  kind: undefined,
+  meta: undefined,
+  input: undefined,
+  ...fields
+})
+
+describe("ACP tool naming per agent", () => {
+  it("claude-agent-acp: the tool name in _meta.claudeCode, not the display title", () => {
+    const meta = (toolName: string) => ({ claudeCode: { toolName } })
+    expect(AcpMap.claudeNaming(info({ title: "Terminal", meta: meta("Bash") }), "tether")).toEqual({
+      name: "Bash",
+      source: "builtin"
+    })
+    expect(AcpMap.claudeNaming(info({ title: "x", meta: meta("mcp__tether__echo") }), "tether")).toEqual({
+      name: "echo",
+      source: "host"
+    })
+    expect(AcpMap.claudeNaming(info({ name: "mcp__docs__find" }), "tether")).toEqual({
+      name: "mcp__docs__find",
+      source: "mcp"
+    })
+  })
+
+  it("codex-acp: MCP calls by their {server, tool} input; the title is only for display", () => {
+    const mcp = (server: string) =>
+      info({ title: `Tool: ${server}/echo`, input: { server, tool: "echo", arguments: {} } })
+    expect(AcpMap.codexNaming(mcp("tether"), "tether")).toEqual({ name: "echo", source: "host" })
+    expect(AcpMap.codexNaming(mcp("docs"), "tether")).toEqual({ name: "mcp__docs__echo", source: "mcp" })
+    expect(AcpMap.codexNaming(info({ title: "ls -la", kind: "execute", input: { command: ["ls"] } }), "tether"))
+      .toEqual({ name: "ls -la", source: "builtin" })
+  })
+
+  it("a title never makes a call hosted: it is display text, often the model's own command", () => {
+    expect(AcpMap.genericNaming(info({ title: "mcp__tether__echo" }), "tether")).toEqual({
+      name: "mcp__tether__echo",
+      source: "builtin"
+    })
+    expect(AcpMap.genericNaming(info({ name: "mcp__tether__echo", title: "Echo" }), "tether")).toEqual({
+      name: "echo",
+      source: "host"
+    })
+    // claude-agent-acp's Bash titled with a command that looks like a hosted tool stays Bash.
+    expect(
+      AcpMap.claudeNaming(info({ title: "mcp__tether__echo", meta: { claudeCode: { toolName: "Bash" } } }), "tether")
+    )
+      .toEqual({ name: "Bash", source: "builtin" })
+    expect(AcpMap.namingId(AcpMap.codexNaming)).toBe("codex")
+    expect(AcpMap.namingId(() => ({ name: "x", source: "host" }))).toBeUndefined()
+  })
+})
+
+const update = (sessionUpdate: string, fields: object) => ({
+  sessionId: "s",
+  update: { sessionUpdate, ...fields }
+})
+
+describe("ACP update mapping", () => {
+  it("a call announced pending with an empty input starts when its input arrives", () => {
+    const mapper = AcpMap.makeMapper("tether", AcpMap.claudeNaming)
+    mapper.session = "s"
+    const meta = { claudeCode: { toolName: "Bash" } }
+    expect(mapper.update(update("tool_call", {
+      toolCallId: "t1",
+      status: "pending",
+      rawInput: {},
+      title: "Terminal",
+      kind: "execute",
+      _meta: meta
+    }))).toEqual([])
+    expect(mapper.identity("t1")).toEqual({ name: "Bash", source: "builtin" })
+    expect(mapper.update(update("tool_call_update", {
+      toolCallId: "t1",
+      rawInput: { command: "ls" },
+      title: "ls",
+      _meta: meta
+    }))).toEqual([{
+      _tag: "ToolCall",
+      phase: "start",
+      callId: "t1",
+      name: "Bash",
+      source: "builtin",
+      input: { command: "ls" }
+    }])
+    expect(mapper.update(update("tool_call_update", { toolCallId: "t1", status: "failed", rawOutput: "refused" })))
+      .toEqual([{
+        _tag: "ToolCall",
+        phase: "end",
+        callId: "t1",
+        name: "Bash",
+        source: "builtin",
+        output: "refused",
+        isError: true
+      }])
+  })
+
+  it("a call announced and never heard of again still starts before the terminal", () => {
+    const mapper = AcpMap.makeMapper("tether", AcpMap.genericNaming)
+    mapper.session = "s"
+    mapper.update(update("tool_call", { toolCallId: "t2", status: "pending", rawInput: {}, title: "Read" }))
+    const out = mapper.finish({ stopReason: "cancelled" })
+    expect(out.map((o) => o._tag)).toEqual(["ToolCall", "Terminal"])
+    expect(out[0]).toMatchObject({ phase: "start", callId: "t2", name: "Read", input: {} })
+  })
+})
+
+const parseAll = (lines: ReadonlyArray<string>, session: Driver.SessionRequest) =>
+  Effect.runSync(
+    AcpDriver.parse(AcpMap.genericNaming)(Stream.fromIterable(lines), { hostedKey: "tether", session }).pipe(
+      Stream.runCollect,
+      Effect.map(Chunk.toReadonlyArray)
+    )
+  )
+
+describe("ACP one-shot parse", () => {
+  const replayed = JSON.stringify({
+    jsonrpc: "2.0",
+    method: "session/update",
+    params: update("agent_message_chunk", { content: { type: "text", text: "an old answer" } })
+  })
+  const answer = JSON.stringify({
+    jsonrpc: "2.0",
+    method: "session/update",
+    params: update("agent_message_chunk", { content: { type: "text", text: "new" } })
+  })
+  const initialized = JSON.stringify({ jsonrpc: "2.0", id: 0, result: { protocolVersion: 1, agentCapabilities: {} } })
+  const done = JSON.stringify({ jsonrpc: "2.0", id: 2, result: { stopReason: "end_turn" } })
+
+  it("a resume starts at session/load's result: the history replayed before it is not the turn's", () => {
+    const loaded = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { models: { currentModelId: "m1" } } })
+    const outputs = parseAll([initialized, replayed, loaded, answer, done], { _tag: "Resume", id: "s" })
+    expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta", "Message", "Terminal"])
+    expect(outputs[0]).toEqual({ _tag: "SessionStarted", sessionId: "s", model: "m1" })
+    expect(outputs.at(-1)).toMatchObject({ ok: true, text: "new", session: "s" })
+  })
+
+  it("a new session starts at session/new's result, with the agent's own id", () => {
+    const created = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { sessionId: "s" } })
+    const outputs = parseAll([initialized, created, answer, done], { _tag: "New", id: "ours" })
+    expect(outputs[0]).toEqual({ _tag: "SessionStarted", sessionId: "s", model: undefined })
+    expect(outputs.at(-1)).toMatchObject({ ok: true, session: "s" })
+  })
+
+  it("the turn runner's failure line is the run's typed error", () => {
+    const classify = (stderr: string) =>
+      AcpDriver.classifyExit({ exitCode: 2, stderr, terminal: undefined, session: { _tag: "New", id: "x" } })
+    expect(classify(`noise\n${AcpDriver.failurePrefix}HostedToolsUnavailable: no http MCP\n`)).toMatchObject({
+      reason: "HostedToolsUnavailable",
+      detail: "no http MCP"
+    })
+    expect(classify(`${AcpDriver.failurePrefix}ResumeRejected: session/load failed`)).toMatchObject({
+      reason: "ResumeRejected"
+    })
+    expect(classify("just noise")).toBeUndefined()
+  })
+})
