@@ -249,8 +249,12 @@ const allowed = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
     expect(Fs.readFileSync(Path.join(root.work, subject.deniedFile), "utf8")).toBe("ran\n")
   }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
-/** One-shot through `Agent.make`: the turn runner, a hosted tool, a thread resumed after a rebuild. */
-const oneShot = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+/**
+ * Through `Agent.make`: a plain run is one-shot (the turn runner) and calls the hosted tool; a
+ * thread runs on a warm live process of core's, and resumes with `session/load` after the agent
+ * is rebuilt (new gateway port and token).
+ */
+const throughAgent = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
   Effect.gen(function*() {
     const subject = yield* make
     const sandbox = yield* Harness.sandbox
@@ -266,28 +270,35 @@ const oneShot = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
     })
     const first = yield* Effect.gen(function*() {
       const agent = yield* build
+      const oneShot = Array.from(yield* Stream.runCollect(agent.stream("one-shot [echo]")))
       const thread = yield* agent.thread("acp-thread")
-      const events = Array.from(yield* Stream.runCollect(thread.stream("remember BANANA [echo]")))
-      return { events, marker: agent.marker }
+      const threaded = Array.from(yield* Stream.runCollect(thread.stream("remember BANANA [echo]")))
+      // The thread's process stays up after its turn: the warm live process of core's.
+      const warm = threaded.flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
+      expect(warm).toHaveLength(1)
+      expect(yield* Harness.markedProcesses(agent.marker)).toContain(warm[0])
+      return { oneShot, threaded, marker: agent.marker }
     }).pipe(Effect.scoped, Effect.provide(tools))
-    const calls = first.events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
-    expect(calls.map((c) => [c.phase, c.name, c.source])).toEqual([["start", "echo", "host"], [
-      "end",
-      "echo",
-      "host"
-    ]])
-    const finished = first.events.at(-1)
-    expect(finished).toMatchObject({ _tag: "RunFinished", outcome: "success" })
-    expect(finished?._tag === "RunFinished" ? finished.result.text : "").toContain("ECHO:hello-acp")
+    for (const events of [first.oneShot, first.threaded]) {
+      const calls = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
+      expect(calls.map((c) => [c.phase, c.name, c.source])).toEqual([["start", "echo", "host"], [
+        "end",
+        "echo",
+        "host"
+      ]])
+      const finished = events.at(-1)
+      expect(finished).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+      expect(finished?._tag === "RunFinished" ? finished.result.text : "").toContain("ECHO:hello-acp")
+    }
     expect(yield* Harness.markedProcesses(first.marker)).toEqual([])
+    const session = first.threaded.at(-1)?._tag === "RunFinished" ? first.threaded.at(-1) : undefined
 
-    // The agent rebuilt (new gateway port and token): the thread resumes with session/load.
     const second = yield* Effect.gen(function*() {
       const agent = yield* build
       const thread = yield* agent.thread("acp-thread", { resumeOnly: true })
       return yield* thread.run("what word?")
     }).pipe(Effect.scoped, Effect.provide(tools))
-    expect(second.session).toBe(finished?._tag === "RunFinished" ? finished.result.session : "none")
+    expect(second.session).toBe(session?._tag === "RunFinished" ? session.result.session : "none")
     const said = yield* subject.lastRequestText
     expect(said).toContain("remember BANANA")
     expect(said).toContain("what word?")
@@ -302,8 +313,8 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
   )
   it.live("live: a permission request the approver allows runs the command", allowed(claudeSubject), 90_000)
   it.live(
-    "one-shot: a hosted tool through the turn runner; the thread resumes after a rebuild",
-    oneShot(claudeSubject),
+    "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
+    throughAgent(claudeSubject),
     120_000
   )
   it.live(
@@ -336,8 +347,8 @@ describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
   )
   it.live("live: a permission request the approver allows runs the command", allowed(codexSubject), 90_000)
   it.live(
-    "one-shot: a hosted tool through the turn runner; the thread resumes after a rebuild",
-    oneShot(codexSubject),
+    "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
+    throughAgent(codexSubject),
     120_000
   )
 })

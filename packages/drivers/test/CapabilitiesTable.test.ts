@@ -7,6 +7,7 @@ import type * as Driver from "@tether/core/Driver"
 import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import { claudeAgentDriver, codexAgentDriver } from "./AcpHarness.js"
 
 const guide = Fs.readFileSync(Path.join(import.meta.dirname, "..", "..", "..", "docs", "drivers.md"), "utf8")
 
@@ -27,7 +28,9 @@ const columns: ReadonlyArray<readonly [string, Driver.Capabilities]> = [
   ["Codex", Codex.capabilities],
   ["Gemini CLI", Gemini.capabilities],
   ["CodeBuddy Code", CodeBuddy.capabilities],
-  ["Cursor", Cursor.capabilities]
+  ["Cursor", Cursor.capabilities],
+  ["ACP: claude-agent-acp", claudeAgentDriver("http://127.0.0.1:1").capabilities],
+  ["ACP: codex-acp", codexAgentDriver("http://127.0.0.1:1/v1").capabilities]
 ]
 
 // A cell states a boolean as `yes` / `no`, optionally followed by how (in parentheses).
@@ -77,7 +80,17 @@ describe("the drivers guide's capabilities table", () => {
   }
 
   it("a driver offers a live protocol exactly when it declares a persistent process", () => {
-    for (const driver of [Claude.driver(), Codex.driver(), Gemini.driver(), CodeBuddy.driver(), Cursor.driver()]) {
+    for (
+      const driver of [
+        Claude.driver(),
+        Codex.driver(),
+        Gemini.driver(),
+        CodeBuddy.driver(),
+        Cursor.driver(),
+        claudeAgentDriver("http://127.0.0.1:1"),
+        codexAgentDriver("http://127.0.0.1:1/v1")
+      ]
+    ) {
       expect(driver.capabilities.persistentProcess).toBe(driver.live !== undefined)
     }
   })
