@@ -15,8 +15,9 @@
  * and reasoning deltas, messages, tool calls with source `host` / `mcp` / `builtin`, usage when the
  * agent reports it) and the prompt's `stopReason` the terminal (`end_turn` is success).
  * `session/request_permission` is answered with a decision mapped onto the offered options
- * (`allow_once`, `allow_always`, `reject_once`, …): a request for a hosted tool is allowed (the
- * host offered it; claude-agent-acp and codex-acp ask for every MCP tool); until core wires
+ * (`allow_once`, `allow_always`, `reject_once`, …): a request for a hosted tool or a tool of the
+ * definition's MCP sources is allowed (the host offered it; claude-agent-acp and codex-acp ask for
+ * every MCP tool); until core wires
  * approvals in, every other request is denied (the agent's tool call fails; codex-acp's only
  * refusal, `abort`, ends the turn).
  *

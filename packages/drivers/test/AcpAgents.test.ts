@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
-import { AnthropicServer, Harness, ResponsesServer } from "@tether/testing"
+import { AnthropicServer, Harness, McpStdioServer, ResponsesServer } from "@tether/testing"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -52,6 +52,7 @@ const claudeSubject = Effect.gen(function*() {
         const last = AnthropicServer.transcript(request).at(-1)?.[1] ?? ""
         if (last.includes("[echo]")) return AnthropicServer.callTool("mcp__tether__echo", { text: "hello-acp" })
         if (last.includes("[wait]")) return AnthropicServer.callTool("mcp__tether__slow_wait", {})
+        if (last.includes("[stamp]")) return AnthropicServer.callTool("mcp__ext__stamp", { text: "hi" })
         if (last.includes("[shell]")) {
           return AnthropicServer.callTool("Bash", { command: "echo ran > shell.txt", description: "write a file" })
         }
@@ -83,6 +84,7 @@ const codexSubject = Effect.gen(function*() {
       const last = ResponsesServer.userTexts(request).at(-1) ?? ""
       if (last.includes("[echo]")) return ResponsesServer.mcpTool("tether", "echo", { text: "hello-acp" })
       if (last.includes("[wait]")) return ResponsesServer.mcpTool("tether", "slow_wait", {})
+      if (last.includes("[stamp]")) return ResponsesServer.mcpTool("ext", "stamp", { text: "hi" })
       if (last.includes("[shell]")) {
         return ResponsesServer.callTool({
           name: "exec_command",
@@ -107,10 +109,20 @@ const codexSubject = Effect.gen(function*() {
   } satisfies Subject
 })
 
+/** The definition's MCP source: the stdio `stamp` server of @tether/testing, declared in session/new. */
+const stampSource: Driver.McpServer = {
+  _tag: "stdio",
+  key: "ext",
+  command: process.execPath,
+  args: [McpStdioServer.path],
+  env: { STAMP_SUFFIX: "acp" }
+}
+
 const liveRequest = (root: Root, url: string, tokenVariable: string, session?: Driver.SessionRequest) =>
   baseRequest(root, url, {
     prompt: "",
     hosted: { key: "tether", url, tokenVariable, tools: ["echo", "slow_wait"] },
+    mcp: [stampSource],
     ...(session === undefined ? {} : { session })
   })
 
@@ -147,6 +159,16 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     expect(H.terminalOf(turn2)).toMatchObject({ ok: true, session: sessionId })
     expect(H.terminalOf(turn2).text).toContain("ECHO:hello-acp")
     expect(turn2.filter((o) => o._tag === "Notice" && o.kind === "acp.permission" && o.level !== "info")).toEqual([])
+
+    // Turn 2b: a tool of the definition's MCP source, which the agent started from session/new.
+    const stamped = yield* H.collect(session.turn({ runId: "r2b", prompt: "turn two b [stamp]" }))
+    const stampCalls = H.toolCalls(stamped)
+    expect(stampCalls.map((c) => [c.phase, c.name, c.source])).toEqual([
+      ["start", "mcp__ext__stamp", "mcp"],
+      ["end", "mcp__ext__stamp", "mcp"]
+    ])
+    expect(JSON.stringify(stampCalls[1]!.output)).toContain(McpStdioServer.stamp("hi", "acp"))
+    expect(H.terminalOf(stamped).text).toContain(McpStdioServer.stamp("hi", "acp"))
 
     // Turn 3: its request to the model carries turns 1 and 2.
     const turn3 = yield* H.collect(session.turn({ runId: "r3", prompt: "turn three: what word?" }))
@@ -307,7 +329,7 @@ const throughAgent = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () 
 
 describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", () => {
   it.live(
-    "live: turns with context, a hosted tool, cancel, a denied permission, nothing left, resume with session/load",
+    "live: turns with context, a hosted tool, an MCP source's tool, cancel, a denied permission, nothing left, resume with session/load",
     liveSession(claudeSubject),
     180_000
   )
@@ -341,7 +363,7 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
 
 describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
   it.live(
-    "live: turns with context, a hosted tool, cancel, a denied permission, nothing left, resume with session/load",
+    "live: turns with context, a hosted tool, an MCP source's tool, cancel, a denied permission, nothing left, resume with session/load",
     liveSession(codexSubject),
     180_000
   )

@@ -158,8 +158,12 @@ export const attach = (
     })
 
     // The hosted tools are the host's own, offered under the turn's policy and enforced by the
-    // gateway: an agent asking permission for one (claude-agent-acp asks for every MCP tool) is
-    // allowed; everything else is the approvals' to decide.
+    // gateway, and the definition's MCP sources are the host's choice too: an agent asking
+    // permission for one of their tools (claude-agent-acp and codex-acp ask for every MCP tool)
+    // is allowed. Built-in tools, and MCP servers of the agent's own configuration, are the
+    // approvals' to decide.
+    const declared = (name: string) =>
+      options.sources && request.mcp.some((server) => name.startsWith(`mcp__${server.key}__`))
     const decide = (params: Acp.RequestPermissionRequest): Effect.Effect<AcpApproval.Decision> => {
       const call = params.toolCall
       const identity = mapper.identity(call.toolCallId) ??
@@ -167,7 +171,9 @@ export const attach = (
           AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
           context.hostedKey
         )
-      return identity.source === "host" ? Effect.succeed(AcpApproval.allowHosted) : options.permission(params)
+      return identity.source === "host" || (identity.source === "mcp" && declared(identity.name))
+        ? Effect.succeed(AcpApproval.allowHosted)
+        : options.permission(params)
     }
     const connection = Acp.client({ name: "tether" })
       .onRequest("session/request_permission", ({ params }) =>

@@ -22,7 +22,7 @@ export type Decision =
 /** The decision while no approver is wired: the agent's tool call is refused. @internal */
 export const denied: Decision = { _tag: "Deny", message: "No approver is configured: the action was not run." }
 
-/** The decision for a hosted tool's permission request: the host offered the tool. @internal */
+/** The decision for a permission request of a hosted or declared MCP tool: the host offered it. @internal */
 export const allowHosted: Decision = { _tag: "Allow" }
 
 /** What an approval request carries, as read from the agent's permission request. @internal */
