@@ -36,6 +36,10 @@ interface Subject {
   /** Whether a denied built-in call ends the turn (codex-acp's only refusal is `abort`). */
   readonly denialCancels: boolean
   readonly naming: AcpMap.Naming
+  /** The adapter reports the turn's usage. */
+  readonly reportsUsage: boolean
+  /** The scripted model reasons before its plain answers (the scripted Anthropic server cannot). */
+  readonly reasons: boolean
   /** The adapter answers the first prompt after a cancel with the cancelled turn's leftover. */
   readonly emptyTurnAfterCancel: boolean
 }
@@ -72,7 +76,9 @@ const claudeSubject = Effect.gen(function*() {
     deniedFile: "shell.txt",
     denialCancels: false,
     naming: AcpMap.claudeNaming,
-    emptyTurnAfterCancel: true
+    emptyTurnAfterCancel: true,
+    reasons: false,
+    reportsUsage: true
   } satisfies Subject
 })
 
@@ -91,7 +97,7 @@ const codexSubject = Effect.gen(function*() {
           input: { cmd: "echo ran > shell.txt", sandbox_permissions: "require_escalated", justification: "write" }
         })
       }
-      return ResponsesServer.text(`reply: ${request.index}`)
+      return ResponsesServer.text(`reply: ${request.index}`, { reasoning: "thinking it over" })
     }
   })
   return {
@@ -105,7 +111,9 @@ const codexSubject = Effect.gen(function*() {
     deniedFile: "shell.txt",
     denialCancels: true,
     naming: AcpMap.codexNaming,
-    emptyTurnAfterCancel: false
+    emptyTurnAfterCancel: false,
+    reasons: true,
+    reportsUsage: false
   } satisfies Subject
 })
 
@@ -124,6 +132,17 @@ const liveRequest = (root: Root, url: string, tokenVariable: string, session?: D
     hosted: { key: "tether", url, tokenVariable, tools: ["echo", "slow_wait"] },
     mcp: [stampSource],
     ...(session === undefined ? {} : { session })
+  })
+
+/** The processes still carrying `marker` once they had 5 seconds to exit. */
+const gone = (marker: string) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 100; i++) {
+      const left = yield* Harness.markedProcesses(marker)
+      if (left.length === 0) return left
+      yield* Effect.sleep("50 millis")
+    }
+    return yield* Harness.markedProcesses(marker)
   })
 
 const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
@@ -145,6 +164,12 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     const sessionId = turn1[0]!._tag === "SessionStarted" ? turn1[0].sessionId : ""
     expect(H.terminalOf(turn1)).toMatchObject({ ok: true, session: sessionId })
     expect(H.terminalOf(turn1).text).toMatch(/reply: \d+$/)
+    // claude-agent-acp reports usage in the prompt's result; codex-acp 0.16.0 reports none.
+    expect(H.terminalOf(turn1).usage?.outputTokens !== undefined).toBe(subject.reportsUsage)
+    if (subject.reasons) {
+      const reasoning = turn1.flatMap((o) => o._tag === "ReasoningDelta" ? [o.text] : []).join("")
+      expect(reasoning).toContain("thinking it over")
+    }
 
     // Turn 2: the hosted tool through the gateway; the agent's permission request for it is allowed.
     const turn2 = yield* H.collect(session.turn({ runId: "r2", prompt: "turn two [echo]" }))
@@ -217,7 +242,8 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     // Shutdown, then core's escalation: nothing is left.
     yield* session.shutdown
     yield* Scope.close(first, Exit.void)
-    expect(yield* Harness.markedProcesses(opened.marker)).toEqual([])
+    // The group is signalled; its members (the agent's MCP servers too) take a moment to die.
+    expect(yield* gone(opened.marker)).toEqual([])
 
     // Resume in a new process with session/load: the next request carries the earlier turns.
     const again = { environment: (yield* mint).token, session: yield* mint }
