@@ -3,6 +3,9 @@
  * driving the pinned Claude Code (scripted Anthropic server) and `@zed-industries/codex-acp`
  * 0.16.0 with its own Codex core (scripted Responses server). Live sessions are opened as core
  * opens them (`AcpHarness.openLive`); one-shot turns go through `Agent.make` and the turn runner.
+ *
+ * `TETHER_RECORD_ACP=1` rewrites `fixtures/claude-agent-acp/` and `fixtures/codex-acp/` from the
+ * live sessions (the parser fuzz seeds from them).
  */
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
@@ -238,6 +241,14 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
       proc.stderr()
     ].join("\n")
     expect(everything).not.toContain(token)
+
+    if (process.env["TETHER_RECORD_ACP"] === "1") {
+      const dir = Path.join(import.meta.dirname, "fixtures", subject.name)
+      Fs.mkdirSync(dir, { recursive: true })
+      const lines = (dir: "in" | "out") => proc.frames.filter((f) => f.dir === dir).map((f) => `${f.line}\n`)
+      Fs.writeFileSync(Path.join(dir, "session.jsonl"), lines("out").join(""))
+      Fs.writeFileSync(Path.join(dir, "session.stdin.ndjson"), lines("in").join(""))
+    }
 
     // Shutdown, then core's escalation: nothing is left.
     yield* session.shutdown

@@ -10,9 +10,12 @@ import type * as Driver from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as AcpApproval from "../src/internal/acpApproval.js"
 import * as AcpDriver from "../src/internal/acpDriver.js"
 import * as AcpMap from "../src/internal/acpMap.js"
+import { claudeAgentDriver, codexAgentDriver } from "./AcpHarness.js"
 
 const options = (...pairs: ReadonlyArray<readonly [string, AcpSdk.PermissionOptionKind]>) =>
   pairs.map(([optionId, kind]) => ({ optionId, kind, name: optionId }))
@@ -246,4 +249,39 @@ describe("ACP one-shot parse", () => {
     })
     expect(classify("just noise")).toBeUndefined()
   })
+})
+
+describe("ACP recorded sessions replayed through the driver's parse", () => {
+  const replay = (dir: string, driver: Driver.Driver) => {
+    const read = (file: string) =>
+      Fs.readFileSync(Path.join(import.meta.dirname, "fixtures", dir, file), "utf8").split("\n").filter((l) => l !== "")
+    const outputs = Effect.runSync(
+      driver.parse(Stream.fromIterable(read("session.jsonl")), {
+        hostedKey: "tether",
+        session: { _tag: "New", id: "ours" }
+      }).pipe(Stream.runCollect, Effect.map(Chunk.toReadonlyArray))
+    )
+    return { outputs, prompts: read("session.stdin.ndjson").filter((l) => l.includes(`"session/prompt"`)).length }
+  }
+
+  for (
+    const [dir, driver] of [
+      ["claude-agent-acp", claudeAgentDriver("http://127.0.0.1:1")],
+      ["codex-acp", codexAgentDriver("http://127.0.0.1:1/v1")]
+    ] as const
+  ) {
+    it(`${dir}: one terminal per prompt, the hosted and the MCP source's tool calls named, one session`, () => {
+      const { outputs, prompts } = replay(dir, driver)
+      const terminals = outputs.filter((o): o is Driver.Terminal => o._tag === "Terminal")
+      expect(terminals).toHaveLength(prompts)
+      expect(new Set(terminals.map((t) => t.session)).size).toBe(1)
+      expect(outputs.filter((o) => o._tag === "SessionStarted")).toHaveLength(1)
+      const started = outputs.flatMap((o) => o._tag === "ToolCall" && o.phase === "start" ? [[o.name, o.source]] : [])
+      expect(started).toEqual(expect.arrayContaining([["echo", "host"], ["mcp__ext__stamp", "mcp"], [
+        "slow_wait",
+        "host"
+      ]]))
+      expect(terminals.filter((t) => !t.ok).map((t) => t.error)).toContain("the turn was cancelled")
+    })
+  }
 })

@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
 import * as AcpMap from "../src/internal/acpMap.js"
 import * as GeminiLive from "../src/internal/geminiLive.js"
+import { claudeAgentDriver, codexAgentDriver } from "./AcpHarness.js"
 import * as ClaudeLive from "./ClaudeLiveFuzz.js"
 import * as Fuzz from "./fuzz/parsers.js"
 import * as Settings from "./fuzz/settings.js"
@@ -36,7 +37,9 @@ const subjects: ReadonlyArray<Fuzz.Subject<unknown>> = [
   Fuzz.driver("codex-live", Codex.parseLive, "codex-live"),
   Fuzz.driver("gemini", Gemini.parse, "gemini"),
   Fuzz.driver("cursor", Cursor.parse, "cursor"),
-  Fuzz.driver("gemini-acp", (lines, context) => AcpMap.parse(lines, context, GeminiLive.naming), "gemini-acp")
+  Fuzz.driver("gemini-acp", (lines, context) => AcpMap.parse(lines, context, GeminiLive.naming), "gemini-acp"),
+  Fuzz.driver("claude-agent-acp", claudeAgentDriver("http://127.0.0.1:1").parse, "claude-agent-acp"),
+  Fuzz.driver("codex-acp", codexAgentDriver("http://127.0.0.1:1/v1").parse, "codex-acp")
 ] as ReadonlyArray<Fuzz.Subject<unknown>>
 
 const sizes: Fuzz.Sizes = Settings.long ? { depth: 100_000, repeat: 1_100_000 } : { depth: 12_000, repeat: 70_000 }
