@@ -23,10 +23,8 @@ import * as Stream from "effect/Stream"
 import { spawn } from "node:child_process"
 import * as Readline from "node:readline"
 import * as Acp from "./acp.js"
-import type { TurnSpec } from "./acpDriver.js"
+import { failurePrefix, type TurnSpec } from "./acpDriver.js"
 import * as AcpMap from "./acpMap.js"
-
-const failurePrefix = "tether-acp-turn: "
 
 const noHostedTools: AcpMap.Naming = (call) => ({ name: call.name ?? call.title ?? "", source: "builtin" })
 
