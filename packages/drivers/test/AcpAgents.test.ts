@@ -157,7 +157,9 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     const credentials = { environment: (yield* mint).token, session: yield* mint }
     const request = liveRequest(root, hosted.registration.url, hosted.registration.tokenVariable)
     const first = yield* Scope.make()
+    const opening = performance.now()
     const opened = yield* H.openLive(subject.driver, request, credentials).pipe(Scope.extend(first))
+    const openMs = performance.now() - opening
     const { process: proc, session } = opened
 
     // Turn 1: plain text; the first turn starts the session.
@@ -199,7 +201,9 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     expect(H.terminalOf(stamped).text).toContain(McpStdioServer.stamp("hi", "acp"))
 
     // Turn 3: its request to the model carries turns 1 and 2.
+    const warming = performance.now()
     const turn3 = yield* H.collect(session.turn({ runId: "r3", prompt: "turn three: what word?" }))
+    const warmMs = performance.now() - warming
     expect(H.terminalOf(turn3).ok).toBe(true)
     const said = yield* subject.lastRequestText
     expect(said).toContain("turn one: remember BANANA")
@@ -274,6 +278,11 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     const after = yield* subject.lastRequestText
     expect(after).toContain("turn one: remember BANANA")
     expect(after).toContain("turn seven: after resume")
+    console.info(
+      `${subject.name} live: spawn to session ready ${Math.round(openMs)} ms, a warm plain turn ${
+        Math.round(warmMs)
+      } ms`
+    )
   }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
 /** A permission request answered `allow` by the approvals extension point runs the command. */
@@ -329,9 +338,19 @@ const throughAgent = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () 
     })
     const first = yield* Effect.gen(function*() {
       const agent = yield* build
+      const cold = performance.now()
       const oneShot = Array.from(yield* Stream.runCollect(agent.stream("one-shot [echo]")))
+      const coldMs = performance.now() - cold
       const thread = yield* agent.thread("acp-thread")
       const threaded = Array.from(yield* Stream.runCollect(thread.stream("remember BANANA [echo]")))
+      const again = performance.now()
+      yield* thread.run("and again [echo]")
+      console.info(
+        `${subject.name}: a one-shot run with a hosted tool call ${
+          Math.round(coldMs)
+        } ms (turn runner, agent spawn, session), ` +
+          `the same on the thread's warm process ${Math.round(performance.now() - again)} ms`
+      )
       // The thread's process stays up after its turn: the warm live process of core's.
       const warm = threaded.flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
       expect(warm).toHaveLength(1)
