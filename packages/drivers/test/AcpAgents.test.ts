@@ -216,17 +216,22 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     const turn4 = yield* Fiber.join(waiting)
     expect(H.terminalOf(turn4)).toMatchObject({ ok: false, error: "the turn was cancelled" })
     if (subject.emptyTurnAfterCancel) {
-      // claude-agent-acp 0.23.1 answers `cancelled` before the Claude Agent SDK delivered the
-      // interrupted turn's own result, and the next prompt takes that result as its answer: an
-      // empty `end_turn` without a model request. The prompt after it is answered normally.
+      // claude-agent-acp 0.23.1 answers `cancelled` as soon as it reads anything after the cancel;
+      // when that was not the interrupted turn's own result (the usual case here), the next prompt
+      // takes that result as its answer: an empty `end_turn` without a model request. The prompt
+      // after it is answered normally.
       const requests = yield* subject.requestCount
       const leftover = yield* H.collect(session.turn({ runId: "r5a", prompt: "turn five a" }))
-      expect(H.terminalOf(leftover)).toMatchObject({ ok: true, text: undefined })
-      expect(yield* subject.requestCount).toBe(requests)
+      expect(H.terminalOf(leftover)).toMatchObject({ ok: true })
+      if (H.terminalOf(leftover).text === undefined) expect(yield* subject.requestCount).toBe(requests)
     }
     const turn5 = yield* H.collect(session.turn({ runId: "r5", prompt: "turn five: after the cancel" }))
     expect(H.terminalOf(turn5)).toMatchObject({ ok: true })
-    expect(H.terminalOf(turn5).text).toMatch(/reply: \d+$/)
+    // Answered by the model from a request carrying this turn's prompt. (Claude Code may put the
+    // interrupted tool's result into that request's last message too, and the scripted model then
+    // answers `FINAL: …`: which one depends on when the interrupt landed.)
+    expect(H.terminalOf(turn5).text).toMatch(/reply: \d+$|^FINAL: /)
+    expect(yield* subject.lastRequestText).toContain("turn five: after the cancel")
 
     // Turn 6: a built-in command asks permission; with no approver wired in it is denied.
     const turn6 = yield* H.collect(session.turn({ runId: "r6", prompt: "turn six [shell]" }))
