@@ -156,7 +156,9 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     const mint = hosted.registration.credential({ tools: ["echo", "slow_wait"] })
     const credentials = { environment: (yield* mint).token, session: yield* mint }
     const request = liveRequest(root, hosted.registration.url, hosted.registration.tokenVariable)
-    const first = yield* Scope.make()
+    // Closed below once its turns are done, and by the test's scope if an assertion fails first
+    // (closing twice is harmless): a failing test leaves no process behind either.
+    const first = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => Scope.close(scope, exit))
     const opening = performance.now()
     const opened = yield* H.openLive(subject.driver, request, credentials).pipe(Scope.extend(first))
     const openMs = performance.now() - opening
