@@ -6,7 +6,10 @@
  */
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
+import type * as Schema from "effect/Schema"
 import * as internal from "./internal/catalog.js"
+import * as internalJsonSchema from "./internal/jsonSchema.js"
 
 /**
  * A JSON Schema document (Draft 2020-12), inline, describing the encoded side of a Schema.
@@ -15,6 +18,33 @@ import * as internal from "./internal/catalog.js"
  * @category models
  */
 export type JsonSchema = { readonly [key: string]: unknown }
+
+/**
+ * A published output schema: `jsonSchema` is always an object schema; `envelope` says whether
+ * the value travels wrapped as `{ "result": <value> }` (the Schema's own JSON Schema is not an
+ * object schema).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface OutputSchema {
+  readonly jsonSchema: JsonSchema
+  readonly envelope: boolean
+}
+
+/**
+ * The JSON Schema a value of `schema` is published with, by the derivation every tool output
+ * uses (`Toolkit.catalog`'s `outputSchema`): inferred from the encoded side (Draft 2020-12,
+ * inline at the top level, schemas with an identifier and recursive ones as local `$ref`s into
+ * `$defs`), wrapped in the `{ result }` envelope when it is not an object schema. Deep-frozen.
+ * `@tether/core`'s structured output sends it to providers. Fails with the reason when the
+ * schema cannot be expressed as JSON Schema (a declaration, a bigint, a symbol…).
+ *
+ * @since 0.2.0
+ * @category schemas
+ */
+export const outputSchema: (schema: Schema.Schema.AnyNoContext) => Either.Either<OutputSchema, string> =
+  internalJsonSchema.outputSchema
 
 /**
  * The tri-state MCP tool hints. A key that is absent is "unspecified"; an explicit `false`

@@ -170,6 +170,22 @@ describe("descriptors", () => {
     })
   })
 
+  it("Catalog.outputSchema publishes a Schema as a tool's output is published, frozen", () => {
+    const Output = Schema.Struct({ n: Schema.NumberFromString, tags: Schema.optional(Schema.Array(Schema.String)) })
+    const tool = catalogOf(
+      Tool.make("t", { ...base, output: Output }),
+      Tool.make("u", { ...base, output: Schema.Number })
+    )
+    if (Either.isLeft(tool)) return expect.unreachable(tool.left.message)
+    const object = Either.getOrThrow(Catalog.outputSchema(Output))
+    expect(object).toStrictEqual({ jsonSchema: tool.right.descriptors[0]!.outputSchema, envelope: false })
+    const number = Either.getOrThrow(Catalog.outputSchema(Schema.Number))
+    expect(number).toStrictEqual({ jsonSchema: tool.right.descriptors[1]!.outputSchema, envelope: true })
+    expect(Object.isFrozen(object.jsonSchema["properties"])).toBe(true)
+    const bigint = Catalog.outputSchema(Schema.Struct({ n: Schema.BigIntFromSelf }))
+    expect(Either.isLeft(bigint) && bigint.left).toContain("bigint")
+  })
+
   it("keeps explicit false hints and omits unspecified ones", () => {
     const result = catalogOf(
       Tool.make("t", { ...base, annotations: { readOnly: false, destructive: false, openWorld: true } })

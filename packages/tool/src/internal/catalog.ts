@@ -95,8 +95,7 @@ const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError
       return yield* fail(name, "NonObjectInput", "the input must encode as a JSON object (MCP requires an object)")
     }
     const published = yield* schemaOf("output schema", tool.outputSchemaJson, tool.outputSchema)
-    const wrap = !JsonSchema.isObjectSchema(published)
-    const outputSchema = wrap ? JsonSchema.envelope(published) : published
+    const { envelope: wrap, jsonSchema: outputSchema } = JsonSchema.publish(published)
     // Keys in canonical order (and frozen): the fingerprint writes it with `JSON.stringify`.
     const descriptor: Catalog.Descriptor = Json.ordered({
       name,

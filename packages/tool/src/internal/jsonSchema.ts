@@ -184,3 +184,23 @@ export const envelope = (schema: Catalog.JsonSchema): Catalog.JsonSchema => {
     additionalProperties: false
   }
 }
+
+/**
+ * How an output is published: an object schema as it is, any other schema in the `result`
+ * envelope (`envelope: true`: the JSON value is `{ "result": <value> }`).
+ *
+ * @internal
+ */
+export const publish = (schema: Catalog.JsonSchema): Catalog.OutputSchema =>
+  isObjectSchema(schema) ? { jsonSchema: schema, envelope: false } : { jsonSchema: envelope(schema), envelope: true }
+
+/**
+ * The published output schema of an Effect Schema (inferred, then `publish`ed), deep-frozen.
+ *
+ * @internal
+ */
+export const outputSchema = (schema: Schema.Schema.AnyNoContext): Either.Either<Catalog.OutputSchema, string> =>
+  Either.map(
+    Either.mapLeft(infer(schema), (problem) => problem.detail),
+    (inferred) => Json.deepFreeze(publish(inferred))
+  )
