@@ -60,6 +60,7 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type {
@@ -79,6 +80,7 @@ import * as internal from "./internal/agent.js"
 import type * as Mcp from "./Mcp.js"
 import type { Result } from "./Result.js"
 import type * as Skill from "./Skill.js"
+import type * as StructuredOutput from "./StructuredOutput.js"
 import type * as Thread from "./Thread.js"
 import type { ThreadStoreError } from "./ThreadStore.js"
 import type * as ToolPolicy from "./ToolPolicy.js"
@@ -284,6 +286,8 @@ export interface CloseOptions {
  *   last (it carries the `Result`); fails with `RunError` (after `RunFinished`) or, before
  *   admission, `AgentClosed`. A consumer that stops early cancels the run.
  * - `run(turn)`: `stream` drained; returns the `RunFinished` result.
+ * - `runAs(schema, turn)` / `streamAs(schema, turn)`: a turn whose answer is a value of
+ *   `schema`, decoded and validated (see `StructuredOutput`).
  * - `close(options?)`: the ordered close of DESIGN §6; idempotent and safe to call concurrently
  *   (also from inside a stream consumer); fails with `CloseTimeout` when its deadline expires,
  *   naming the steps left pending (the clone is not removed and the token not revoked while a
@@ -394,8 +398,42 @@ export interface Agent {
     id: string,
     decision: Approval.Decision
   ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved>
+  /**
+   * Runs a turn whose answer is a value of `schema` (see `StructuredOutput`): returns it decoded,
+   * with the `Result` of the turn that gave it. An answer that does not decode after the repair
+   * turns fails with `StructuredOutputError`; a Schema that cannot be expressed as JSON Schema
+   * fails with `InvalidTurn` and a repair turn the driver cannot run (it cannot resume) with
+   * `UnsupportedCapability`, both before anything runs.
+   */
+  readonly runAs: <A, I>(
+    schema: Schema.Schema<A, I>,
+    turn: Input,
+    options?: StructuredOutput.Options
+  ) => Effect.Effect<StructuredOutput.Decoded<A>, StructuredFailure>
+  /**
+   * `runAs` as a stream: the events of every attempt (each its own run, from `RunStarted` to
+   * `RunFinished`), then the `Decoded` value as the last element.
+   */
+  readonly streamAs: <A, I>(
+    schema: Schema.Schema<A, I>,
+    turn: Input,
+    options?: StructuredOutput.Options
+  ) => Stream.Stream<Event.Event | StructuredOutput.Decoded<A>, StructuredFailure>
   readonly close: (options?: CloseOptions) => Effect.Effect<void, CloseTimeout>
 }
+
+/**
+ * Why an agent's `runAs` / `streamAs` failed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type StructuredFailure =
+  | RunError
+  | AgentClosed
+  | InvalidTurn
+  | UnsupportedCapability
+  | StructuredOutput.StructuredOutputError
 
 /**
  * What `make` needs from its context besides the tool handlers.

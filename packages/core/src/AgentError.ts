@@ -21,15 +21,21 @@ export class AgentClosed extends Schema.TaggedError<AgentClosed>("@tether/core/A
 }
 
 /**
- * A turn asked for something the agent's definition does not have (e.g. a tool policy naming a
- * tool that is not in the definition: a misspelled `deny` must never leave a tool allowed).
- * Raised before the run is admitted; nothing was spawned.
+ * A turn asked for something the agent cannot do as asked. Raised before the run is admitted;
+ * nothing was spawned.
+ *
+ * - `UnknownTool`: a tool policy names a tool that is not in the definition (a misspelled `deny`
+ *   must never leave a tool allowed);
+ * - `UnsupportedCapability`: the turn asks for something the driver cannot do (e.g. a built-in
+ *   tool policy);
+ * - `InvalidStructuredOutput`: a `runAs` Schema that cannot be expressed as JSON Schema, or a
+ *   `repairs` option that is not a non-negative integer.
  *
  * @since 0.1.0
  * @category errors
  */
 export class InvalidTurn extends Schema.TaggedError<InvalidTurn>("@tether/core/InvalidTurn")("InvalidTurn", {
-  reason: Schema.Literal("UnknownTool", "UnsupportedCapability"),
+  reason: Schema.Literal("UnknownTool", "UnsupportedCapability", "InvalidStructuredOutput"),
   detail: Schema.String
 }) {
   override get message(): string {

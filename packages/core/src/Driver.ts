@@ -38,6 +38,20 @@ export type SandboxLevel = "readOnly" | "workspaceWrite" | "unrestricted"
 export type McpTransport = "stdio" | "http" | "sse"
 
 /**
+ * How a driver gets structured output (`runAs`) from its provider:
+ * - `native`: the provider takes the turn's JSON Schema itself (`InvocationRequest.outputSchema`)
+ *   and the parser reports what it returned for it (`Terminal.structuredOutput`);
+ * - `instruction`: core adds an instruction with the JSON Schema to the prompt and extracts the
+ *   JSON value from the final answer's text; the driver does nothing for it.
+ *
+ * Either way core validates the value against the Schema; a repair turn needs `resume`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type StructuredOutputSupport = "native" | "instruction"
+
+/**
  * What a driver can honour. Asking for anything else fails before spawn with
  * `UnsupportedCapability`; nothing is silently dropped.
  *
@@ -58,7 +72,8 @@ export interface Capabilities {
   readonly toolAllowList: boolean
   /** Accepts input during a running turn (live `steer`). */
   readonly streamingInput: boolean
-  readonly structuredOutput: boolean
+  /** How the driver gets structured output (see `StructuredOutputSupport`). */
+  readonly structuredOutput: StructuredOutputSupport
   /** Offers a live protocol (`Driver.live`): one warm process serves many turns. */
   readonly persistentProcess: boolean
   /**
@@ -176,7 +191,21 @@ export interface InvocationRequest {
     /** The approver tool's name on that server. */
     readonly tool: string
   }
+  /**
+   * A `runAs` turn of a `native` driver: the JSON Schema (Draft 2020-12, an object schema) the
+   * final answer must match, for the provider's own structured output. Absent: a plain turn (and
+   * always for an `instruction` driver).
+   */
+  readonly outputSchema?: JsonSchema | undefined
 }
+
+/**
+ * A JSON Schema document (Draft 2020-12).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type JsonSchema = { readonly [key: string]: unknown }
 
 /**
  * A file the driver materializes into the execution clone (path relative to the clone).
@@ -233,7 +262,27 @@ export interface Terminal {
   readonly session: string | undefined
   readonly error: string | undefined
   readonly raw: unknown
+  /**
+   * A turn that asked for native structured output (`ParseContext.outputSchema`): what the
+   * provider returned for it. Absent: it returned none (the model never produced it). Core
+   * validates a `Value` against the turn's Schema; the driver does not.
+   */
+  readonly structuredOutput?: StructuredOutput | undefined
 }
+
+/**
+ * What a provider returned for a turn's native structured output:
+ * - `Value`: the JSON value it gave (parsed, not validated by Tether yet);
+ * - `GaveUp`: the provider validated the model's attempts itself and stopped after its own
+ *   retries (`detail` says why, e.g. its last validation message); the terminal then reports a
+ *   failure.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type StructuredOutput =
+  | { readonly _tag: "Value"; readonly value: unknown }
+  | { readonly _tag: "GaveUp"; readonly detail: string }
 
 /**
  * What a parser yields for each stdout line: zero or more of these, in order.
@@ -291,6 +340,11 @@ export class ProtocolError extends Schema.TaggedError<ProtocolError>("@tether/co
 export interface ParseContext {
   readonly hostedKey: string
   readonly session: SessionRequest
+  /**
+   * The JSON Schema of a native structured-output turn (the request's `outputSchema`): the
+   * parser reports what the provider returned for it in `Terminal.structuredOutput`.
+   */
+  readonly outputSchema?: JsonSchema | undefined
 }
 
 /**

@@ -60,6 +60,7 @@ import type * as Approval from "./Approval.js"
 import type { ProtocolError } from "./Driver.js"
 import type * as Event from "./Event.js"
 import { Result } from "./Result.js"
+import type * as StructuredOutput from "./StructuredOutput.js"
 import type { LeaseLost, SupersededRecord, ThreadAlreadyExists, ThreadBusy, ThreadStoreError } from "./ThreadStore.js"
 import { ThreadRecord } from "./ThreadStore.js"
 
@@ -283,6 +284,14 @@ export type RunFailure =
   | ThreadStoreError
 
 /**
+ * Why a thread's `runAs` / `streamAs` failed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type StructuredFailure = RunFailure | UnsupportedCapability | StructuredOutput.StructuredOutputError
+
+/**
  * Why opening (or forking) a thread failed. `UnsupportedCapability`: the driver cannot resume
  * (or fork), refused before any process starts.
  *
@@ -327,6 +336,9 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *   documentation); a turn's `toolPolicy` applies to that turn only. When a rejected resume is
  *   retried fresh, the stream carries both runs (the rejected one ends with a failed
  *   `RunFinished`) and `run` returns the fresh run's result.
+ * - `runAs(schema, turn)` / `streamAs(schema, turn)`: as the agent's (see `StructuredOutput`);
+ *   each attempt is a turn of this thread, and a repair turn resumes the checkpoint the previous
+ *   attempt committed.
  * - `fork(key)`: a new thread whose first turn forks this thread's committed session; the target
  *   must be absent (`ThreadAlreadyExists`, checked again under the target's lease and by an
  *   insert-only commit); `UnsupportedCapability` before spawn when the driver cannot fork.
@@ -362,6 +374,16 @@ export interface Thread {
   readonly key: string
   readonly run: (turn: Agent.Input) => Effect.Effect<Result, RunFailure>
   readonly stream: (turn: Agent.Input) => Stream.Stream<Event.Event, RunFailure>
+  readonly runAs: <A, I>(
+    schema: Schema.Schema<A, I>,
+    turn: Agent.Input,
+    options?: StructuredOutput.Options
+  ) => Effect.Effect<StructuredOutput.Decoded<A>, StructuredFailure>
+  readonly streamAs: <A, I>(
+    schema: Schema.Schema<A, I>,
+    turn: Agent.Input,
+    options?: StructuredOutput.Options
+  ) => Stream.Stream<Event.Event | StructuredOutput.Decoded<A>, StructuredFailure>
   readonly fork: (key: string, options?: Options) => Effect.Effect<Thread, OpenFailure>
   readonly snapshot: Effect.Effect<Option.Option<ThreadRecord>, ThreadStoreError>
   readonly history: Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>

@@ -25,7 +25,7 @@ const capabilities: Driver.Capabilities = {
   sandbox: [],
   toolAllowList: true,
   streamingInput: false,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: false
 }
 

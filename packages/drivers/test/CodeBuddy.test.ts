@@ -316,7 +316,7 @@ describe("CodeBuddy layout, capabilities and session config", () => {
       sandbox: [],
       toolAllowList: true,
       streamingInput: false,
-      structuredOutput: false,
+      structuredOutput: "instruction",
       persistentProcess: false
     })
     expect(CodeBuddy.driver().name).toBe("codebuddy")

@@ -167,7 +167,7 @@ describe("Cursor.driver prepare", () => {
         resume: true,
         fork: false,
         instructions: false,
-        structuredOutput: false,
+        structuredOutput: "instruction",
         sandbox: []
       })
     })))

@@ -207,7 +207,7 @@ export const driver = (options: Options = {}): Driver.Driver => ({
     sandbox: ["readOnly", "workspaceWrite", "unrestricted"],
     toolAllowList: false,
     streamingInput: false,
-    structuredOutput: false,
+    structuredOutput: "instruction",
     persistentProcess: false,
     ...options.capabilities
   },

@@ -113,7 +113,7 @@ export const driver = (options: Options = {}): Driver.Driver => ({
     sandbox: ["readOnly", "workspaceWrite"],
     toolAllowList: false,
     streamingInput: false,
-    structuredOutput: false,
+    structuredOutput: "instruction",
     persistentProcess: false,
     ...options.capabilities
   },

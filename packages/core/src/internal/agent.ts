@@ -39,6 +39,7 @@ import * as Hosts from "./hosts.js"
 import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
+import * as Structured from "./structured.js"
 import * as Thread from "./thread.js"
 import { makeMemory, ThreadStore } from "./threadStore.js"
 import * as ToolPolicy from "./toolPolicy.js"
@@ -361,6 +362,13 @@ export const assemble = (
     ): Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         const turn: Agent.Turn = typeof input === "string" ? { input } : input
+        // A structured-output attempt (`runAs`): its JSON Schema, and on an agent's repair turn
+        // the session it resumes.
+        const attempt = Structured.attemptOf(input)
+        // Completed once the run's provider process is gone: a thread's next turn, and an agent's
+        // structured-output repair turn, wait for it.
+        const reaped = hooks?.reaped ?? attempt?.reaped
+        const neverSpawned = reaped === undefined ? Effect.void : Deferred.succeed(reaped, undefined)
         const queue = yield* Queue.bounded<Emitter.Item>(capacity)
         const runId = randomUUID()
         const emitter = Emitter.make(runId, queue, capacity, blocking, hooks?.observe)
@@ -369,7 +377,7 @@ export const assemble = (
           const unknown = ToolPolicy.unknownNames(tools, turn.toolPolicy)
           if (unknown.length > 0) {
             // Nothing was spawned: a thread's next turn has no process to wait for.
-            if (hooks !== undefined) yield* Deferred.succeed(hooks.reaped, undefined)
+            yield* neverSpawned
             return yield* new InvalidTurn({
               reason: "UnknownTool",
               detail: `the tool policy names tools the definition does not have: ${unknown.join(", ")}`
@@ -380,7 +388,7 @@ export const assemble = (
           turn.builtinTools?.[list] !== undefined && !(driver.capabilities.builtinToolPolicy ?? []).includes(list)
         )
         if (unmapped.length > 0) {
-          if (hooks !== undefined) yield* Deferred.succeed(hooks.reaped, undefined)
+          yield* neverSpawned
           return yield* new InvalidTurn({
             reason: "UnsupportedCapability",
             detail: `driver ${driver.name} cannot map a built-in tool policy's ${unmapped.join(" and ")} to its CLI`
@@ -394,7 +402,10 @@ export const assemble = (
           runId,
           prompt: turn.input,
           model,
-          session: hooks?.session ?? { _tag: "New", id: randomUUID() },
+          session: hooks?.session ??
+            (attempt?.resume === undefined
+              ? { _tag: "New", id: randomUUID() }
+              : { _tag: "Resume", id: attempt.resume }),
           ...(turn.toolPolicy === undefined ? {} : { tools: ToolPolicy.effective(tools, turn.toolPolicy) }),
           ...(turn.builtinTools === undefined ? {} : {
             builtinTools: {
@@ -402,31 +413,37 @@ export const assemble = (
               ...(turn.builtinTools.deny === undefined ? {} : { deny: [...turn.builtinTools.deny] })
             }
           }),
+          ...(reaped === undefined ? {} : { reaped }),
           ...(hooks === undefined ? {} : {
             threadKey: hooks.threadKey,
             commit: hooks.commit,
             save: hooks.save,
-            reaped: hooks.reaped,
             opening: hooks.opening
           }),
-          // Approvals and a built-in tool policy are mapped for one-shot runs only so far: such a
-          // turn runs one-shot rather than on a live process that would not honour them.
-          ...(hooks === undefined || !liveThreads || broker !== undefined || turn.builtinTools !== undefined ? {} : {
-            live: {
-              key: hooks.threadKey,
-              // The reuse rule: same fingerprint (the agent's), same effective tools, same model.
-              reuse: JSON.stringify([
-                fingerprint,
-                turn.toolPolicy === undefined ? tools : ToolPolicy.effective(tools, turn.toolPolicy),
-                model ?? null
-              ])
-            }
-          })
+          // Approvals, a built-in tool policy and a native structured-output attempt are mapped for
+          // one-shot runs only so far (the JSON Schema is a flag of the CLI's invocation, which a
+          // warm live process was started without): such a turn runs one-shot rather than on a live
+          // process that would not honour them.
+          ...(hooks === undefined || !liveThreads || broker !== undefined || turn.builtinTools !== undefined ||
+              attempt?.outputSchema !== undefined
+            ? {}
+            : {
+              live: {
+                key: hooks.threadKey,
+                // The reuse rule: same fingerprint (the agent's), same effective tools, same model.
+                reuse: JSON.stringify([
+                  fingerprint,
+                  turn.toolPolicy === undefined ? tools : ToolPolicy.effective(tools, turn.toolPolicy),
+                  model ?? null
+                ])
+              }
+            }),
+          ...(attempt === undefined ? {} : { structured: attempt })
         }
         const fiber = yield* admission.withPermits(1)(
           fenced
             ? Effect.zipRight(
-              hooks === undefined ? Effect.void : Deferred.succeed(hooks.reaped, undefined),
+              neverSpawned,
               Effect.zipRight(Tracing.endRun(span, Exit.fail(closed)), Effect.fail(closed))
             )
             : FiberSet.run(
@@ -507,6 +524,14 @@ export const assemble = (
         )
       }).pipe(Effect.withSpan("Agent.run"))
 
+    // An agent's attempts run as plain runs; a repair turn resumes the previous attempt's session.
+    const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {
+      driver: driver.name,
+      capabilities: driver.capabilities,
+      stream: (turn) => stream(turn),
+      resumesItself: true
+    }
+
     return Object.freeze(
       {
         id,
@@ -525,6 +550,12 @@ export const assemble = (
           broker === undefined
             ? Effect.fail(new ApprovalNotFound({ id: approvalId }))
             : broker.approve(approvalId, decision),
+        runAs: (schema, input, structuredOptions) =>
+          Structured.runAs(structuredRunner, schema, input, structuredOptions).pipe(Effect.withSpan("Agent.runAs")),
+        streamAs: (schema, input, structuredOptions) =>
+          Structured.streamAs(structuredRunner, schema, input, structuredOptions).pipe(
+            Stream.withSpan("Agent.streamAs")
+          ),
         close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout)
       } satisfies Agent.Agent
     )

@@ -33,6 +33,7 @@ import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Redaction from "./redaction.js"
 import * as ScrubFiles from "./scrubFiles.js"
+import type * as Structured from "./structured.js"
 
 /** What a run needs from its agent. @internal */
 export interface Context {
@@ -119,6 +120,11 @@ export interface Request {
    * turn may reuse, `reuse` being its compatibility).
    */
   readonly live?: { readonly key: string; readonly reuse: string }
+  /**
+   * A structured-output attempt: a native driver gets its JSON Schema, and what the provider
+   * returned for it is left in it before `RunFinished`.
+   */
+  readonly structured?: Structured.Attempt
 }
 
 interface State {
@@ -321,7 +327,12 @@ export const execute = (
     overflow: false,
     approvals: new Map()
   }
-  const parseContext: Driver.ParseContext = { hostedKey: ctx.hostedKey, session: request.session }
+  const outputSchema = request.structured?.outputSchema
+  const parseContext: Driver.ParseContext = {
+    hostedKey: ctx.hostedKey,
+    session: request.session,
+    ...(outputSchema === undefined ? {} : { outputSchema })
+  }
   const scrubber = Redaction.makeOutputScrubber(ctx.redactor)
 
   // The process runs on its own credential. It is revoked (401) as soon as the turn's terminal
@@ -484,7 +495,8 @@ export const execute = (
           tokenVariable: approver.tokenVariable,
           tool: approverTool.name
         }
-      })
+      }),
+      ...(outputSchema === undefined ? {} : { outputSchema })
     }).pipe(
       Effect.provide(ctx.services),
       Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error }))
@@ -824,6 +836,8 @@ export const execute = (
 
   const finished = (exit: Exit.Exit<Result, Failure>): Effect.Effect<Result, RunError> => {
     const durationMs = Date.now() - startedAt
+    // Scrubbed with the terminal; read by `runAs` once the run's stream ended.
+    if (request.structured !== undefined) request.structured.received = state.terminal?.structuredOutput
     if (state.running === undefined && request.reaped !== undefined) Deferred.unsafeDone(request.reaped, Exit.void)
     if (Exit.isSuccess(exit)) {
       const result = exit.value

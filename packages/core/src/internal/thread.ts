@@ -25,6 +25,7 @@ import type * as Event from "../Event.js"
 import { Incompatible, Rejected, type Result, ThreadOpening } from "../Result.js"
 import * as Thread from "../Thread.js"
 import { differingComponents } from "./compatibility.js"
+import * as Structured from "./structured.js"
 import * as ThreadEvents from "./threadEvents.js"
 import { ThreadAlreadyExists, ThreadRecord, ThreadStoreError } from "./threadStore.js"
 import type { CommitMode, Lease, SupersededRecord, ThreadStore } from "./threadStore.js"
@@ -473,10 +474,22 @@ export const open = (
       return removed
     }).pipe(Effect.scoped, Effect.withSpan("Thread.delete"))
 
+    // Each attempt is a turn of this thread: a repair turn resumes the committed checkpoint.
+    const structuredRunner: Structured.Runner<Thread.RunFailure> = {
+      driver: host.provider,
+      capabilities: host.capabilities,
+      stream,
+      resumesItself: false
+    }
+
     return {
       key,
       run,
       stream,
+      runAs: (schema, turn, structuredOptions) =>
+        Structured.runAs(structuredRunner, schema, turn, structuredOptions).pipe(Effect.withSpan("Thread.runAs")),
+      streamAs: (schema, turn, structuredOptions) =>
+        Structured.streamAs(structuredRunner, schema, turn, structuredOptions).pipe(Stream.withSpan("Thread.streamAs")),
       fork,
       snapshot: host.store.get(key),
       history: host.store.history(key),

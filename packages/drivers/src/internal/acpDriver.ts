@@ -56,7 +56,7 @@ export const capabilitiesOf = (config: Config): Driver.Capabilities => ({
   sandbox: [],
   toolAllowList: false,
   streamingInput: false,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: true
 })
 

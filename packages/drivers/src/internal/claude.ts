@@ -26,7 +26,7 @@ export const capabilities: Driver.Capabilities = {
   sandbox: [],
   toolAllowList: true,
   streamingInput: true,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: true,
   builtinToolPolicy: ["allow", "deny"]
 }

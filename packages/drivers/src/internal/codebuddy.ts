@@ -33,7 +33,7 @@ export const capabilities: Driver.Capabilities = {
   sandbox: [],
   toolAllowList: true,
   streamingInput: false,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: false
 }
 

@@ -23,7 +23,7 @@ export const capabilities: Driver.Capabilities = {
   sandbox: ["readOnly", "workspaceWrite", "unrestricted"],
   toolAllowList: true,
   streamingInput: true,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: true,
   builtinToolPolicy: ["deny"]
 }

@@ -22,7 +22,7 @@ export const capabilities: Driver.Capabilities = {
   sandbox: [],
   toolAllowList: false,
   streamingInput: false,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: false
 }
 

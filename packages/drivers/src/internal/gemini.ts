@@ -41,7 +41,7 @@ export const capabilities: Driver.Capabilities = {
   sandbox: [],
   toolAllowList: true,
   streamingInput: false,
-  structuredOutput: false,
+  structuredOutput: "instruction",
   persistentProcess: true,
   builtinToolPolicy: ["deny"]
 }
