@@ -26,7 +26,7 @@ export const capabilities: Driver.Capabilities = {
   sandbox: [],
   toolAllowList: true,
   streamingInput: true,
-  structuredOutput: "instruction",
+  structuredOutput: "native",
   persistentProcess: true,
   builtinToolPolicy: ["allow", "deny"]
 }
@@ -205,6 +205,9 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       args.push("--append-system-prompt-file", path.join(request.profileDir, instructionsFile))
     }
     files.push(...Skills.project(request.skills, "skills"))
+    // Claude Code offers the model a `StructuredOutput` tool with this input schema, validates
+    // its calls and reports the value in `result.structured_output`. Not a secret: argv is fine.
+    if (request.outputSchema !== undefined) args.push("--json-schema", JSON.stringify(request.outputSchema))
     args.push(...sessionArgs(request.session))
     return {
       command: binary.command,

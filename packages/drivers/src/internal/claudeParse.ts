@@ -219,6 +219,19 @@ const onUser = (record: Json, state: State, dialect: Dialect): Array<Output> => 
 
 const missingSession = /No conversation found with session ID/
 
+/**
+ * What Claude Code returned for a `--json-schema` turn: the value the model's valid
+ * `StructuredOutput` call gave; `GaveUp` once the CLI's own retries of invalid calls ran out;
+ * absent when the model never called it (the result is then a `success` without the field).
+ */
+const structuredOf = (record: Json, errors: ReadonlyArray<string>): Driver.StructuredOutput | undefined => {
+  if (Object.hasOwn(record, "structured_output")) return { _tag: "Value", value: record["structured_output"] }
+  if (record["subtype"] === "error_max_structured_output_retries") {
+    return { _tag: "GaveUp", detail: errors.length > 0 ? errors.join("\n") : "error_max_structured_output_retries" }
+  }
+  return undefined
+}
+
 const onResult = (
   record: Json,
   state: State,
@@ -247,7 +260,11 @@ const onResult = (
       : undefined,
     raw: record
   }
-  return usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal]
+  const structured = context.outputSchema === undefined ? undefined : structuredOf(record, errors)
+  const withStructured: Driver.Terminal = structured === undefined
+    ? terminal
+    : { ...terminal, structuredOutput: structured }
+  return usage === undefined ? [withStructured] : [{ _tag: "Usage", usage }, withStructured]
 }
 
 /** A fresh per-run state. @internal */

@@ -1,0 +1,138 @@
+/**
+ * `runAs` through the real Claude Code CLI (2.1.197), offline against the scripted Anthropic
+ * server: `--json-schema` offers the model a `StructuredOutput` tool; what it returns is
+ * `result.structured_output`, which Tether decodes again with the Effect Schema.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Agent } from "@tether/core"
+import { Claude } from "@tether/drivers"
+import { AnthropicServer, Harness } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+
+const Triage = Schema.Struct({
+  severity: Schema.Literal("low", "high"),
+  labels: Schema.Array(Schema.String),
+  owner: Schema.optional(Schema.String),
+  links: Schema.Array(Schema.Struct({ url: Schema.String, note: Schema.optional(Schema.String) }))
+})
+const valid = { severity: "high", labels: ["bug"], links: [{ url: "https://example.invalid/1", note: "repro" }] }
+
+const withAgent = <A, E>(
+  server: AnthropicServer.AnthropicServer,
+  body: (agent: Agent.Agent) => Effect.Effect<A, E>
+) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const agent = yield* Agent.make({
+      driver: Claude.driver({
+        env: {
+          ANTHROPIC_BASE_URL: server.url,
+          ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
+          CLAUDE_CODE_MAX_RETRIES: "0",
+          // The CLI's own retries of invalid StructuredOutput calls (default 5).
+          MAX_STRUCTURED_OUTPUT_RETRIES: "2"
+        }
+      }),
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    })
+    return yield* body(agent)
+  }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+
+const structuredTool = (request: AnthropicServer.MessagesRequest) =>
+  (request.tools as ReadonlyArray<{ readonly name: string; readonly input_schema?: unknown }> | undefined)
+    ?.find((tool) => tool.name === "StructuredOutput")
+
+describe("Claude runAs (real CLI, --json-schema)", () => {
+  it.live(
+    "the Schema's JSON Schema is the StructuredOutput tool's; the CLI's own retry of an invalid call is observed",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          script: [
+            AnthropicServer.callTool("StructuredOutput", { ...valid, severity: "urgent" }),
+            AnthropicServer.callTool("StructuredOutput", valid)
+          ]
+        })
+        const decoded = yield* withAgent(server, (agent) => agent.runAs(Triage, "Triage ISSUE-42."))
+        expect(decoded.value).toEqual(valid)
+        expect(decoded.attempts).toBe(1)
+        const requests = yield* server.messages
+        const offered = structuredTool(requests[0]!)
+        expect(offered?.input_schema).toMatchObject({
+          type: "object",
+          required: ["severity", "labels", "links"],
+          properties: { severity: { enum: ["low", "high"] } },
+          additionalProperties: false
+        })
+        // The CLI validated the first call itself and gave the model another try.
+        const retry = AnthropicServer.toolResults(requests[1]!)
+        expect(retry).toHaveLength(1)
+        expect(retry[0]!.isError).toBe(true)
+        // The prompt goes as it is: no instruction is added for a native driver.
+        expect(AnthropicServer.transcript(requests[0]!).at(-1)![1]).toMatch(/\n\nTriage ISSUE-42\.$/)
+        expect(requests).toHaveLength(2)
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  it.live(
+    "a model that never gives the value: absent structured_output, then a repair turn resuming the session",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          script: [
+            AnthropicServer.reply("It is a high severity bug."),
+            // The CLI's one enforcement message, answered with prose again.
+            AnthropicServer.reply("Still prose."),
+            // Tether's repair turn, on the resumed session.
+            AnthropicServer.callTool("StructuredOutput", valid)
+          ]
+        })
+        const decoded = yield* withAgent(server, (agent) => agent.runAs(Triage, "Triage ISSUE-7."))
+        expect(decoded.value).toEqual(valid)
+        expect(decoded.attempts).toBe(2)
+        const requests = yield* server.messages
+        expect(requests).toHaveLength(3)
+        expect(AnthropicServer.transcript(requests[1]!).at(-1)![1]).toContain("You MUST call the StructuredOutput tool")
+        const repair = AnthropicServer.transcript(requests[2]!)
+        // The resumed conversation carries the first turn, then the repair message.
+        expect(repair.map(([, text]) => text).join("\n")).toContain("Triage ISSUE-7.")
+        expect(repair.at(-1)![1]).toContain("did not provide the required structured output")
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  it.live(
+    "no value and no repair left: StructuredOutputError (Missing) with the answer's text; a CLI that gave up: ProviderGaveUp",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          script: [AnthropicServer.reply("Prose only."), AnthropicServer.reply("Prose again.")]
+        })
+        const [missing, gaveUp] = yield* withAgent(server, (agent) =>
+          Effect.gen(function*() {
+            const missing = yield* Effect.flip(agent.runAs(Triage, "Triage.", { repairs: 0 }))
+            yield* server.enqueue(
+              AnthropicServer.callTool("StructuredOutput", { severity: "urgent" }),
+              AnthropicServer.callTool("StructuredOutput", { severity: "urgent" })
+            )
+            const gaveUp = yield* Effect.flip(agent.runAs(Triage, "Triage again."))
+            return [missing, gaveUp] as const
+          }))
+        expect(missing).toMatchObject({ _tag: "StructuredOutputError", reason: "Missing", attempts: 1 })
+        expect(missing._tag === "StructuredOutputError" && missing.text).toBe("Prose again.")
+        expect(gaveUp).toMatchObject({ _tag: "StructuredOutputError", reason: "ProviderGaveUp", attempts: 1 })
+        expect(gaveUp._tag === "StructuredOutputError" && gaveUp.issues[0]!.message).toBe(
+          "Failed to provide valid structured output after 2 attempts"
+        )
+        // No repair turn followed the CLI's own retries: 2 requests per run.
+        expect(yield* server.messages).toHaveLength(4)
+      }).pipe(Effect.scoped),
+    90_000
+  )
+})
