@@ -325,13 +325,13 @@ describe("Codex.driver prepare", () => {
       })
     ))
 
-  it("layout: CODEX_HOME, native ~/.codex, home and tmp siblings, the saved user config reserved", () => {
+  it("layout: CODEX_HOME, native ~/.codex, home and tmp siblings, the saved user config and the output schema file reserved", () => {
     expect(Codex.layout.selectorEnv).toEqual(["CODEX_HOME"])
     expect(Codex.layout.nativeDefault({ HOME: "/home/u" })).toBe("/home/u/.codex")
     expect(Codex.layout.siblings).toEqual(["home", "tmp"])
     expect(Codex.layout.classes.settings).toContain("config.toml")
     expect(Codex.layout.classes.auth).toEqual(["auth.json"])
-    expect(Codex.layout.reserved).toEqual([Codex.userConfigFile])
+    expect(Codex.layout.reserved).toEqual([Codex.userConfigFile, ".tether-output-schema.json"])
     const driver = Codex.driver()
     expect(driver.name).toBe("codex")
     expect(driver.capabilities.sandbox).toEqual(["readOnly", "workspaceWrite", "unrestricted"])

@@ -23,10 +23,13 @@ export const capabilities: Driver.Capabilities = {
   sandbox: ["readOnly", "workspaceWrite", "unrestricted"],
   toolAllowList: true,
   streamingInput: true,
-  structuredOutput: "instruction",
+  structuredOutput: "native",
   persistentProcess: true,
   builtinToolPolicy: ["deny"]
 }
+
+/** Where a `runAs` turn's JSON Schema is written for `--output-schema`. @internal */
+export const outputSchemaFile = ".tether-output-schema.json"
 
 /** @internal */
 export const layout: ProfileLayout = {
@@ -43,7 +46,7 @@ export const layout: ProfileLayout = {
   // `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`.
   sessionOf: (path) =>
     /^sessions\/.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$/.exec(path)?.[1],
-  reserved: [codexConfig.userConfigFile],
+  reserved: [codexConfig.userConfigFile, outputSchemaFile],
   siblings: ["home", "tmp"]
 }
 
@@ -226,6 +229,13 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     const model = request.model ?? config.model
     if (model !== undefined) args.push("--model", model)
     for (const override of overrides) args.push("--config", override)
+    const outputSchemaFiles: Array<Driver.MaterializedFile> = []
+    if (request.outputSchema !== undefined) {
+      // Codex sends it as the model's strict `text.format` json_schema; it does not validate the
+      // reply against it (Tether does).
+      outputSchemaFiles.push({ path: outputSchemaFile, content: JSON.stringify(request.outputSchema), mode: 0o600 })
+      args.push("--output-schema", (yield* Path.Path).join(request.profileDir, outputSchemaFile))
+    }
     args.push("--")
     if (request.session._tag === "Resume") args.push(request.session.id)
     if (request.session._tag === "Fork") args.push(request.session.from)
@@ -239,7 +249,7 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       env,
       cwd: request.workspace,
       stdin: request.prompt,
-      files
+      files: [...files, ...outputSchemaFiles]
     } satisfies Driver.Invocation
   })
 

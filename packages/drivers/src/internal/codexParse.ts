@@ -188,6 +188,19 @@ export interface ParseOptions {
 const reconnecting = /^Reconnecting\.\.\./
 
 /**
+ * An `--output-schema` turn's value: the final agent message is the JSON text the model was
+ * constrained to (Codex does not validate it); absent when there is no message or it is not JSON.
+ */
+const structuredOf = (message: string | undefined): Driver.StructuredOutput | undefined => {
+  if (message === undefined) return undefined
+  try {
+    return { _tag: "Value", value: JSON.parse(message) }
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * The outputs of one `exec --json` record (the live driver shares its `error` handling).
  *
  * @internal
@@ -231,6 +244,7 @@ export const onRecord = (
     }
     case "turn.completed": {
       const usage = usageOf(record["usage"])
+      const structured = context.outputSchema === undefined ? undefined : structuredOf(state.lastMessage)
       const terminal: Driver.Terminal = {
         _tag: "Terminal",
         ok: true,
@@ -239,7 +253,8 @@ export const onRecord = (
         model: undefined,
         session: state.thread,
         error: undefined,
-        raw: record
+        raw: record,
+        ...(structured === undefined ? {} : { structuredOutput: structured })
       }
       return usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal]
     }
