@@ -49,7 +49,7 @@ const scripted = (answers: ReadonlyArray<Answer>, capabilities: Partial<Driver.C
   const seen: Seen = { prompts: [], sessions: [], schemas: [] }
   const base = Reference.driver({
     capabilities: { resume: true, ...capabilities },
-    respond: (prompt) => steps(answers[seen.prompts.length - 1] ?? { text: "" }, "session-1")
+    respond: () => steps(answers[seen.prompts.length - 1] ?? { text: "" }, "session-1")
   })
   const driver: Driver.Driver = {
     ...base,
