@@ -31,12 +31,19 @@
  *   `response-metadata` part comes first (the run id, the model asked for), a `finish` part
  *   last with reason `stop`, the run's usage and `metadata.tether` (run id, provider, model,
  *   session).
- * - **Structured output**: `generateObject` fails with `UnsupportedRequest`
- *   (`StructuredOutput`) until Tether's structured output lands.
+ * - **Structured output**: `generateObject` runs the turn with Tether's structured output
+ *   (`agent.streamAs`, see `@tether/core`'s `StructuredOutput`: the JSON Schema derived from the
+ *   schema goes natively to Claude Code and Codex, as an instruction elsewhere; Tether validates
+ *   the value, with the default repair turns). The answer's prose is not a part: the response's
+ *   one text part is the decoded value encoded again as JSON, which @effect/ai decodes with the
+ *   same schema; the finish part is the last attempt's. A value that still does not decode fails
+ *   with `AiError.MalformedOutput` whose `cause` is the `StructuredOutputError` (the raw text and
+ *   the schema's issues).
  * - **Errors**: every failure is an `AiError`, as the `LanguageModel` contract requires, with
  *   Tether's typed error as its `cause`: `MalformedInput` for a request Tether cannot serve
  *   (`UnsupportedRequest`, an invalid toolkit, a missing handler, a capability the driver
- *   lacks), `UnknownError` for a failed run (`RunError`).
+ *   lacks), `MalformedOutput` for structured output that does not decode, `UnknownError` for a
+ *   failed run (`RunError`).
  * - **Interruption**: interrupting the call (or stopping a `streamText` consumer) cancels the
  *   run and closes the agent: the CLI's process group is killed and its execution clone
  *   removed before the interruption completes.
@@ -73,7 +80,6 @@ import * as internal from "./internal/languageModel.js"
 /**
  * A request this model cannot serve, before any process starts:
  *
- * - `StructuredOutput`: `generateObject` (structured output is not available yet);
  * - `ToolChoice`: a tool choice that forces a tool call (`"required"`, `{ tool }`,
  *   `{ mode: "required" }`): a coding-agent CLI decides on its own whether to call a tool;
  * - `FilePart`: a file in the prompt;
@@ -87,7 +93,7 @@ import * as internal from "./internal/languageModel.js"
 export class UnsupportedRequest extends Schema.TaggedError<UnsupportedRequest>("@tether/ai/UnsupportedRequest")(
   "UnsupportedRequest",
   {
-    reason: Schema.Literal("StructuredOutput", "ToolChoice", "FilePart", "EmptyPrompt"),
+    reason: Schema.Literal("ToolChoice", "FilePart", "EmptyPrompt"),
     detail: Schema.String
   }
 ) {

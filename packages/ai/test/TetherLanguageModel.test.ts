@@ -208,13 +208,35 @@ describe("TetherLanguageModel on the reference driver", () => {
       expect(response.finishReason).toBe("stop")
     }).pipe(Effect.provide([script, WordsLive])))
 
+  it.live("generateObject: the instructed turn's JSON is validated by Tether and is the response's only text", () =>
+    Effect.gen(function*() {
+      const Answer = Schema.Struct({ count: Schema.NumberFromString, word: Schema.String })
+      const response = yield* LanguageModel.generateObject({ prompt: "Count abc.", schema: Answer })
+      expect(response.value).toEqual({ count: 3, word: "abc" })
+      // The prose around the JSON is not a part; the value is encoded again for @effect/ai.
+      expect(response.content.map((p) => p.type)).toEqual(["response-metadata", "text", "finish"])
+      expect(response.text).toBe("{\"count\":\"3\",\"word\":\"abc\"}")
+      expect(response.usage.totalTokens).toBe(17)
+      const error = yield* Effect.flip(LanguageModel.generateObject({ prompt: "Refuse.", schema: Answer }))
+      expect(error._tag).toBe("MalformedOutput")
+      const cause = (error as AiError.MalformedOutput).cause
+      expect(cause).toMatchObject({ _tag: "StructuredOutputError", reason: "Missing", text: "I will not." })
+      // Each call's agent is closed when the call ends, failed or not: no process is left.
+      expect(yield* agentProcesses).toEqual([])
+    }).pipe(Effect.provide(modelLayer((prompt) => [
+      { _tag: "SessionStarted", sessionId: "s-1", model: "reference-model" },
+      ...(prompt.startsWith("Count abc.\n\nGive your final answer as one JSON value")
+        ? [
+          { _tag: "TextDelta", text: "Here: {\"count\":\"3\"," } as const,
+          { _tag: "TextDelta", text: "\"word\":\"abc\"} done." } as const,
+          terminal("Here: {\"count\":\"3\",\"word\":\"abc\"} done.")
+        ]
+        : [terminal("I will not.")])
+    ]))))
+
   it.live("requests a CLI cannot serve fail as MalformedInput with a typed cause, before any process starts", () =>
     Effect.gen(function*() {
       const before = yield* agentProcesses
-      expectMalformed(
-        yield* Effect.flip(LanguageModel.generateObject({ prompt: "x", schema: Schema.Struct({ a: Schema.Number }) })),
-        "StructuredOutput"
-      )
       expectMalformed(
         yield* Effect.flip(LanguageModel.generateText({ prompt: "x", toolkit: Words, toolChoice: "required" })),
         "ToolChoice"

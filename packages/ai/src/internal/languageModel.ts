@@ -9,12 +9,15 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Response from "@effect/ai/Response"
 import type * as AiTool from "@effect/ai/Tool"
 import * as Agent from "@tether/core/Agent"
+import type * as Event from "@tether/core/Event"
+import * as StructuredOutput from "@tether/core/StructuredOutput"
 import type * as Tool from "@tether/tool/Tool"
 import * as Toolkit from "@tether/tool/Toolkit"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Options } from "../TetherLanguageModel.js"
@@ -39,8 +42,12 @@ const requestErrors: ReadonlySet<string> = new Set([
   "InvalidTurn"
 ])
 
+const malformedOutput = (method: Method, error: StructuredOutput.StructuredOutputError): AiError.AiError =>
+  new AiError.MalformedOutput({ module: moduleName, method, description: error.message, cause: error })
+
 const toAiError = (method: Method) => (error: unknown): AiError.AiError => {
   if (AiError.isAiError(error)) return error
+  if (error instanceof StructuredOutput.StructuredOutputError) return malformedOutput(method, error)
   const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
   const description = error instanceof Error ? error.message : String(error)
   const fields = { module: moduleName, method, description, cause: error }
@@ -49,18 +56,29 @@ const toAiError = (method: Method) => (error: unknown): AiError.AiError => {
     : new AiError.UnknownError(fields)
 }
 
-// Tether's structured output (`runAs`, DESIGN §14) has not landed. A JSON response format is
-// refused here, before any agent is built; switching means running the turn with `runAs` and
-// emitting the decoded value's JSON as the response's text part.
-const structuredOutput = (options: LanguageModel.ProviderOptions): Effect.Effect<never, UnsupportedRequest> =>
-  Effect.fail(
-    new UnsupportedRequest({
-      reason: "StructuredOutput",
-      detail: `generateObject (${
-        options.responseFormat.type === "json" ? options.responseFormat.objectName : "json"
-      }) needs Tether's structured output, which is not available yet; use generateText and decode its text`
-    })
-  )
+/**
+ * The parts of a `generateObject` turn (`streamAs`): the events' parts without their text (the
+ * answer's prose, or the JSON before Tether validated it) and without the finish part of an
+ * attempt that a repair turn followed; then the decoded value, encoded again, as the one text
+ * block @effect/ai decodes with the same Schema, and the last attempt's finish part.
+ */
+const objectParts = <A, I>(state: Parts.State, schema: Schema.Schema<A, I>) => {
+  let finish: ReadonlyArray<Response.StreamPartEncoded> = []
+  return (item: Event.Event | StructuredOutput.Decoded<A>): Effect.Effect<Array<Response.StreamPartEncoded>> => {
+    if (item._tag === "Decoded") {
+      const id = `${item.result.runId}/object`
+      return Effect.map(Effect.orDie(Schema.encode(schema)(item.value)), (encoded) => [
+        { type: "text-start", id },
+        { type: "text-delta", id, delta: JSON.stringify(encoded) },
+        { type: "text-end", id },
+        ...finish
+      ])
+    }
+    const parts = Parts.step(state, item).filter((part) => !part.type.startsWith("text-"))
+    if (item._tag === "RunFinished") finish = parts.filter((part) => part.type === "finish")
+    return Effect.succeed(parts.filter((part) => part.type !== "finish"))
+  }
+}
 
 /** The call's toolkit as the tool choice allows it. */
 const callToolkit = (
@@ -105,7 +123,6 @@ export const make = (options: Options<Toolkit.Any>) =>
     ): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> =>
       Stream.unwrapScoped(
         Effect.gen(function*() {
-          if (providerOptions.responseFormat.type === "json") return yield* structuredOutput(providerOptions)
           const toolkit = yield* callToolkit(providerOptions)
           const rendered = yield* Prompt.render(providerOptions.prompt)
           const tools = yield* AiToolkit.merge([
@@ -128,6 +145,15 @@ export const make = (options: Options<Toolkit.Any>) =>
             Effect.provide(Context.merge(services, handlers))
           )
           const state = Parts.initial(toolInfos(toolkit))
+          const format = providerOptions.responseFormat
+          if (format.type === "json") {
+            // @effect/ai's schema may carry requirements; Tether decodes without any (as for tools).
+            const schema = format.schema as Schema.Schema<unknown, unknown>
+            return agent.streamAs(schema, rendered.input).pipe(
+              Stream.mapEffect(objectParts(state, schema)),
+              Stream.flattenIterables
+            )
+          }
           return agent.stream(rendered.input).pipe(Stream.mapConcat((event) => Parts.step(state, event)))
         })
       ).pipe(Stream.mapError(toAiError(method)))
