@@ -26,6 +26,7 @@ export default defineConfig({
             { text: "Approvals and built-in tools", link: "/approvals" },
             { text: "Instructions, skills and MCP", link: "/skills-and-mcp" },
             { text: "Threads and stores", link: "/threads" },
+            { text: "Structured output", link: "/structured-output" },
             { text: "Profiles", link: "/profiles" },
             { text: "Security model", link: "/security" },
             { text: "Drivers", link: "/drivers" },
