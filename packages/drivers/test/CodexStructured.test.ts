@@ -18,7 +18,9 @@ const Triage = Schema.Struct({
   owner: Schema.optional(Schema.String),
   links: Schema.Array(Schema.Struct({ url: Schema.String, note: Schema.optional(Schema.String) }))
 })
-const valid = { severity: "low", labels: ["docs"], owner: "ana", links: [] }
+const valid = { severity: "low", labels: ["docs"], owner: "ana", links: [{ url: "https://example.invalid/3" }] }
+// What a strict model answers for it: the optional property it leaves out is null.
+const strictReply = { ...valid, links: [{ url: "https://example.invalid/3", note: null }] }
 
 const textFormat = (request: ResponsesServer.RecordedRequest) => {
   const body = request.body as { readonly text?: { readonly format?: { readonly [key: string]: unknown } } }
@@ -27,14 +29,14 @@ const textFormat = (request: ResponsesServer.RecordedRequest) => {
 
 describe("Codex runAs (real CLI, --output-schema)", () => {
   it.live(
-    "the JSON Schema goes as the strict text.format; a reply violating it is caught by Tether and repaired",
+    "the strict form of the JSON Schema is the text.format; a reply violating it is caught by Tether and repaired",
     () =>
       Effect.gen(function*() {
         const server = yield* ResponsesServer.make({
           script: ResponsesServer.sequence(
             // Codex passes this through with exit 0: it does not validate.
-            ResponsesServer.text(JSON.stringify({ ...valid, severity: "medium" })),
-            ResponsesServer.text(JSON.stringify(valid))
+            ResponsesServer.text(JSON.stringify({ ...strictReply, severity: "medium" })),
+            ResponsesServer.text(JSON.stringify(strictReply))
           )
         })
         const sandbox = yield* Harness.sandbox
@@ -61,10 +63,15 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
         expect(requests).toHaveLength(2)
         const format = textFormat(requests[0]!)
         expect(format).toMatchObject({ type: "json_schema", strict: true, name: "codex_output_schema" })
+        // Strict: every property required, the optional ones nullable.
         expect(format?.["schema"]).toMatchObject({
           type: "object",
-          required: ["severity", "labels", "links"],
-          properties: { severity: { type: "string", enum: ["low", "high"] } },
+          required: ["severity", "labels", "owner", "links"],
+          properties: {
+            severity: { type: "string", enum: ["low", "high"] },
+            owner: { anyOf: [{ type: "string" }, { type: "null" }] },
+            links: { items: { required: ["url", "note"], additionalProperties: false } }
+          },
           additionalProperties: false
         })
         // The repair turn resumed the thread (it carries the first reply) and kept the format.

@@ -12,6 +12,7 @@ import * as codexLive from "./codexLive.js"
 import * as parser from "./codexParse.js"
 import * as Env from "./env.js"
 import * as Skills from "./skills.js"
+import * as StrictSchema from "./strictSchema.js"
 
 /** @internal */
 export const capabilities: Driver.Capabilities = {
@@ -231,9 +232,14 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     for (const override of overrides) args.push("--config", override)
     const outputSchemaFiles: Array<Driver.MaterializedFile> = []
     if (request.outputSchema !== undefined) {
-      // Codex sends it as the model's strict `text.format` json_schema; it does not validate the
-      // reply against it (Tether does).
-      outputSchemaFiles.push({ path: outputSchemaFile, content: JSON.stringify(request.outputSchema), mode: 0o600 })
+      // Codex sends it as the model's strict `text.format` json_schema, which must list every
+      // property as required (optional ones become nullable; the parser undoes it). Codex does
+      // not validate the reply against it: Tether does.
+      outputSchemaFiles.push({
+        path: outputSchemaFile,
+        content: JSON.stringify(StrictSchema.strict(request.outputSchema)),
+        mode: 0o600
+      })
       args.push("--output-schema", (yield* Path.Path).join(request.profileDir, outputSchemaFile))
     }
     args.push("--")

@@ -7,6 +7,7 @@ import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
 import { isBlank, notice, parseLines, textOf } from "./lines.js"
+import * as StrictSchema from "./strictSchema.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -189,15 +190,18 @@ const reconnecting = /^Reconnecting\.\.\./
 
 /**
  * An `--output-schema` turn's value: the final agent message is the JSON text the model was
- * constrained to (Codex does not validate it); absent when there is no message or it is not JSON.
+ * constrained to by the strict form of `schema` (Codex does not validate it), read back as a
+ * value of `schema`; absent when there is no message or it is not JSON.
  */
-const structuredOf = (message: string | undefined): Driver.StructuredOutput | undefined => {
+const structuredOf = (message: string | undefined, schema: Driver.JsonSchema): Driver.StructuredOutput | undefined => {
   if (message === undefined) return undefined
+  let value: unknown
   try {
-    return { _tag: "Value", value: JSON.parse(message) }
+    value = JSON.parse(message)
   } catch {
     return undefined
   }
+  return { _tag: "Value", value: StrictSchema.unstrict(schema, value) }
 }
 
 /**
@@ -244,7 +248,9 @@ export const onRecord = (
     }
     case "turn.completed": {
       const usage = usageOf(record["usage"])
-      const structured = context.outputSchema === undefined ? undefined : structuredOf(state.lastMessage)
+      const structured = context.outputSchema === undefined
+        ? undefined
+        : structuredOf(state.lastMessage, context.outputSchema)
       const terminal: Driver.Terminal = {
         _tag: "Terminal",
         ok: true,

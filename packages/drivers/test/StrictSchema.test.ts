@@ -1,0 +1,63 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Catalog } from "@tether/tool"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import { strict, unstrict } from "../src/internal/strictSchema.js"
+
+interface Node {
+  readonly name: string
+  readonly tag?: string
+  readonly children: ReadonlyArray<Node>
+}
+// Recursive: published as a local $ref into $defs.
+const Node: Schema.Schema<Node> = Schema.Struct({
+  name: Schema.String,
+  tag: Schema.optionalWith(Schema.String, { exact: true }),
+  children: Schema.Array(Schema.suspend(() => Node))
+}).annotations({ identifier: "Node" })
+const Triage = Schema.Struct({
+  severity: Schema.Literal("low", "high"),
+  owner: Schema.optional(Schema.String),
+  reviewer: Schema.optional(Schema.NullOr(Schema.String)),
+  links: Schema.Array(Schema.Struct({ url: Schema.String, note: Schema.optional(Schema.String) })),
+  tree: Schema.optional(Node)
+})
+const published = Either.getOrThrow(Catalog.outputSchema(Triage)).jsonSchema
+
+describe("the strict form of a published schema (Codex --output-schema)", () => {
+  it("lists every property as required; an optional one becomes nullable, also under $defs", () => {
+    const out = strict(published) as { readonly [key: string]: any }
+    const nullable = { anyOf: [{ type: "string" }, { type: "null" }] }
+    expect(out["required"]).toEqual(["severity", "owner", "reviewer", "links", "tree"])
+    expect(out["properties"]["owner"]).toEqual(nullable)
+    // Already nullable: left as it is.
+    expect(out["properties"]["reviewer"]).toEqual(nullable)
+    expect(out["properties"]["links"]["items"]["required"]).toEqual(["url", "note"])
+    expect(out["properties"]["links"]["items"]["properties"]["note"]).toEqual(nullable)
+    expect(out["$defs"]["Node"]["required"]).toEqual(["name", "tag", "children"])
+    expect(out["$defs"]["Node"]["properties"]["tag"]).toEqual(nullable)
+    // The published schema is untouched (it is frozen).
+    expect(published["required"]).toEqual(["severity", "links"])
+  })
+
+  it("reads an answer back: only the nulls strict introduced are removed", () => {
+    const answer = {
+      severity: "low",
+      owner: null,
+      reviewer: null,
+      links: [{ url: "u", note: null }, { url: "v", note: "n" }],
+      tree: { name: "a", tag: null, children: [{ name: "b", tag: null, children: [] }] }
+    }
+    const value = unstrict(published, answer)
+    expect(value).toEqual({
+      severity: "low",
+      reviewer: null,
+      links: [{ url: "u" }, { url: "v", note: "n" }],
+      tree: { name: "a", children: [{ name: "b", children: [] }] }
+    })
+    expect(Schema.decodeUnknownEither(Triage)(value)._tag).toBe("Right")
+    // A null for a required property stays, for the Schema to reject.
+    expect(unstrict(published, { severity: null, links: [] })).toEqual({ severity: null, links: [] })
+    expect(unstrict(published, "not an object")).toBe("not an object")
+  })
+})
