@@ -153,6 +153,27 @@ describe("Claude.parse on recorded 2.1.197 fixtures", () => {
       }
     }))
 
+  it.effect("a --json-schema turn reports result.structured_output; a plain turn never does", () =>
+    Effect.gen(function*() {
+      const outputSchema = { type: "object" }
+      const asked = terminal(ok(yield* run(lines(`${fixtures}/structured.jsonl`), { outputSchema })))
+      expect(asked?.ok).toBe(true)
+      expect(asked?.text).toBe("{\"severity\":\"high\"}")
+      expect(asked?.structuredOutput).toEqual({ _tag: "Value", value: { severity: "high" } })
+      const plain = terminal(ok(yield* run(lines(`${fixtures}/structured.jsonl`))))
+      expect(plain).not.toHaveProperty("structuredOutput")
+      // The success of a model that never called the tool has no structured_output: nothing reported.
+      const prose = terminal(ok(yield* run(lines(`${fixtures}/text.jsonl`), { outputSchema })))
+      expect(prose?.ok).toBe(true)
+      expect(prose).not.toHaveProperty("structuredOutput")
+      const gaveUp = terminal(ok(yield* run(lines(`${fixtures}/structured-gave-up.jsonl`), { outputSchema })))
+      expect(gaveUp?.ok).toBe(false)
+      expect(gaveUp?.structuredOutput).toEqual({
+        _tag: "GaveUp",
+        detail: "Failed to provide valid structured output after 2 attempts"
+      })
+    }))
+
   it.effect("a resumed session keeps its id; another id is ResumeRejected", () =>
     Effect.gen(function*() {
       const id = "33333333-3333-4333-8333-333333333333"
