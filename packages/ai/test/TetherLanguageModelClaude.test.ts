@@ -199,4 +199,32 @@ describe("TetherLanguageModel on the real Claude CLI", () => {
       }).pipe(Effect.scoped),
     90_000
   )
+
+  it.live(
+    "generateObject: Claude's native structured output, the value decoded by Tether and then by @effect/ai",
+    () =>
+      Effect.gen(function*() {
+        const Forecast = Schema.Struct({
+          city: Schema.String,
+          celsius: Schema.Number,
+          rain: Schema.optional(Schema.Boolean)
+        })
+        const server = yield* AnthropicServer.make({
+          script: [
+            AnthropicServer.reply("It is warm."),
+            // After the CLI's enforcement message, the model calls the schema's tool.
+            AnthropicServer.callTool("StructuredOutput", { city: "Paris", celsius: 21 })
+          ]
+        })
+        const response = yield* withModel(server, LanguageModel.generateObject({ prompt: "Paris?", schema: Forecast }))
+        expect(response.value).toEqual({ city: "Paris", celsius: 21 })
+        expect(response.text).toBe("{\"city\":\"Paris\",\"celsius\":21}")
+        const requests = yield* server.messages
+        const offered = requests[0]!.tools?.find((tool) => tool.name === "StructuredOutput") as
+          | { readonly input_schema?: unknown }
+          | undefined
+        expect(offered?.input_schema).toMatchObject({ required: ["city", "celsius"], additionalProperties: false })
+      }).pipe(Effect.scoped),
+    90_000
+  )
 })
