@@ -5,12 +5,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
+import type * as Event from "@tether/core/Event"
 import { Claude } from "@tether/drivers"
 import { AnthropicServer, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 
 const Triage = Schema.Struct({
   severity: Schema.Literal("low", "high"),
@@ -134,5 +136,53 @@ describe("Claude runAs (real CLI, --json-schema)", () => {
         expect(yield* server.messages).toHaveLength(4)
       }).pipe(Effect.scoped),
     90_000
+  )
+
+  it.live(
+    "on a live thread the attempt runs one-shot with --json-schema, resuming the checkpoint; the thread goes on live",
+    () =>
+      Effect.gen(function*() {
+        const Codename = Schema.Struct({ codename: Schema.String })
+        const server = yield* AnthropicServer.make({
+          respond: (request) => {
+            const said = AnthropicServer.transcript(request).map(([, text]) => text).join("\n")
+            if (structuredTool(request) !== undefined) {
+              return AnthropicServer.callTool("StructuredOutput", {
+                codename: /codename is (\w+)/.exec(said)?.[1] ?? "unknown"
+              })
+            }
+            return AnthropicServer.reply(said.includes("Thanks.") ? "You are welcome." : "Noted.")
+          }
+        })
+        const [first, attempt, decoded, after, turns] = yield* withAgent(server, (agent) =>
+          Effect.gen(function*() {
+            const thread = yield* agent.thread("codename")
+            const first = Array.from(yield* Stream.runCollect(thread.stream("Remember: the codename is BLUEBIRD.")))
+            const attempt = Array.from(yield* Stream.runCollect(thread.streamAs(Codename, "What is the codename?")))
+            const decoded = attempt.at(-1)
+            const after = Array.from(yield* Stream.runCollect(thread.stream("Thanks.")))
+            const record = yield* thread.snapshot
+            return [first, attempt, decoded, after, record._tag === "Some" ? record.value.turns : 0] as const
+          }))
+        expect(decoded?._tag === "Decoded" && decoded.value).toEqual({ codename: "BLUEBIRD" })
+        expect(turns).toBe(3)
+        const started = (events: ReadonlyArray<{ readonly _tag: string }>) =>
+          events.filter((e): e is Event.ProcessStarted => e._tag === "ProcessStarted")
+        const [live] = started(first)
+        const [oneShot] = started(attempt)
+        const [next] = started(after)
+        // The attempt had a process of its own; the turn after it a fresh live process (the warm
+        // one was started without the schema and no longer holds the checkpoint's turns).
+        expect(oneShot!.pid).not.toBe(live!.pid)
+        expect(next!.pid).not.toBe(live!.pid)
+        expect(next!.pid).not.toBe(oneShot!.pid)
+        const requests = yield* server.messages
+        expect(requests.map((r) => structuredTool(r) !== undefined)).toEqual([false, true, false])
+        // The last turn's conversation carries the structured turn.
+        expect(AnthropicServer.transcript(requests[2]!).map(([, text]) => text).join("\n")).toContain(
+          "What is the codename?"
+        )
+      }).pipe(Effect.scoped),
+    120_000
   )
 })
