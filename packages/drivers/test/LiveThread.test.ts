@@ -1,13 +1,14 @@
 /**
  * Live threads through the public API (DESIGN §12), with the real pinned CLIs offline against the
- * scripted model servers, the same clauses for every live driver (Claude Code, Codex, Gemini):
- * a thread's turns run on one warm process (same pid), a host tool works on a warm turn, a later
- * turn's request carries the earlier ones, `send` steers a running tool call (or fails
- * `UnsupportedCapability` on Gemini) and fails `NoActiveTurn` without a turn, an interrupted turn
- * ends `RunFinished(canceled)` and the next one reuses the process, a crash mid-turn is a
- * `RunError` and the next turn resumes the checkpoint on a fresh process, a tool-policy change
- * restarts the process with only the new tools, and the agent's close with an idle and a busy
- * live process leaves nothing (marker scan, clones, 401).
+ * scripted model servers. Every live driver (Claude Code, Codex, Gemini) runs the live clauses of
+ * the exported conformance suite (`Conformance.liveClauses`: warm turns on one process,
+ * interrupts that keep it, steering, a crash mid-turn, close with idle and busy processes), each
+ * against a fresh scripted model; what only the model can tell is asserted here on its requests:
+ * turn 3's request carries turns 1–2, steered input reaches the model within its turn, the turn
+ * after a crash resumes the checkpoint. Driver-specific besides: a tool-policy change restarts
+ * the process and the new one offers only the new tools (Gemini: in the crash's restart, its
+ * resume costs up to a minute), the idle timeout and the per-agent cap, and a live turn's saved
+ * session resumed by another agent.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
@@ -15,30 +16,15 @@ import type * as Driver from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
 import { Codex, Gemini } from "@tether/drivers"
 import { Gateway } from "@tether/gateway"
-import { AnthropicServer, GeminiServer, Harness, ResponsesServer } from "@tether/testing"
-import { Tool, Toolkit } from "@tether/tool"
-import * as Deferred from "effect/Deferred"
+import { AnthropicServer, Conformance, GeminiServer, Harness, ResponsesServer } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { driverFor as claudeDriver, respond as claudeRespond } from "./ClaudeLiveHarness.js"
 
-const Wait = Tool.make("wait", {
-  description: "Wait for the given number of milliseconds.",
-  input: { ms: Schema.Number },
-  output: Schema.Struct({ waited: Schema.Number }),
-  revision: "wait/v1"
-})
-const Echo = Tool.make("echo", {
-  description: "Echo the text.",
-  input: { text: Schema.String },
-  output: Schema.String,
-  revision: "echo/v1"
-})
-const Tools = Toolkit.make(Wait, Echo)
+const Tools = Conformance.liveTools
 const ToolsLive = Tools.toLayer({
   wait: ({ ms }) => Effect.as(Effect.sleep(ms), { waited: ms }),
   echo: ({ text }) => Effect.succeed(`ECHO:${text}`)
@@ -195,21 +181,6 @@ const pidOf = (events: ReadonlyArray<Event.Event>): number => {
   expect(pids).toHaveLength(1)
   return pids[0]!
 }
-const finishedOf = (events: ReadonlyArray<Event.Event>): Event.RunFinished => {
-  const last = events.at(-1)
-  if (last?._tag !== "RunFinished") throw new Error(`the turn did not end with RunFinished: ${last?._tag}`)
-  return last
-}
-
-/** A turn's events (into `events`, readable while it runs), also when it fails. */
-const collect = (stream: Stream.Stream<Event.Event, unknown>, events: Array<Event.Event> = []) =>
-  Effect.suspend(() => {
-    return stream.pipe(
-      Stream.runForEach((event) => Effect.sync(() => events.push(event))),
-      Effect.either,
-      Effect.map((outcome) => ({ events, outcome }))
-    )
-  })
 
 /** Polls `check` until it holds (30 s at most: the test fails rather than hangs). */
 const eventually = (what: string, check: Effect.Effect<boolean>) =>
@@ -221,178 +192,90 @@ const eventually = (what: string, check: Effect.Effect<boolean>) =>
     }
   })
 
-const killGroup = (pid: number) =>
-  Effect.sync(() => {
-    try {
-      process.kill(-pid, "SIGKILL")
-    } catch {
-      // already gone
+const plain = "plain words"
+const echoOnly = { allow: ["echo"] }
+
+const count = (text: string, part: string) => text.split(part).length - 1
+
+/** What the scripted model must have seen after each clause (its requests, driver by driver). */
+const afterClause = (
+  id: string,
+  subject: Subject,
+  requests: ReadonlyArray<{ readonly text: string; readonly tools: ReadonlyArray<string> }>
+) => {
+  switch (id) {
+    case "L1": {
+      // Turn 3's request carries turns 1 and 2: their prompts and answers.
+      const last = requests.at(-1)!.text
+      expect(count(last, `answer to ${plain}`)).toBeGreaterThanOrEqual(2)
+      break
     }
-  })
+    case "L3":
+      // The input sent during the tool call reached the model within that turn.
+      expect(requests.some((r) => r.text.includes(Conformance.steerInput))).toBe(subject.steers)
+      break
+    case "L4": {
+      // The fresh process resumed the checkpoint saved after turn 1 (question and answer).
+      const last = requests.at(-1)!
+      expect(last.text).toContain(plain)
+      expect(last.text).toContain(`answer to ${plain}`)
+      expect(last.tools.slice().sort()).toEqual(subject.slowResume ? ["echo"] : ["echo", "wait"])
+      break
+    }
+  }
+}
 
 for (const subject of [claude, codex, gemini]) {
+  const conformance = (
+    model: { readonly driver: Driver.Driver; readonly requests: Effect.Effect<ReadonlyArray<unknown>> }
+  ): Conformance.Subject => ({
+    driver: model.driver,
+    plain,
+    plainText: `answer to ${plain}`,
+    slow: "SLOW 60000",
+    live: {
+      callWait: (ms) => `CALL ${ms}`,
+      modelRequests: Effect.map(model.requests, (all) => all.length),
+      ...(subject.slowResume ? { afterCrash: { toolPolicy: echoOnly } } : {})
+    }
+  })
   describe(`live threads: ${subject.name} (real CLI)`, () => {
-    it.live(
-      "turns run on one warm process: a host tool, send during a tool call, interrupts (slow model, consumer stop, slow tool), the context carried",
-      () =>
+    const placeholder = { driver: Codex.driver(), requests: Effect.succeed([]) }
+    for (const { id, title } of Conformance.liveClauses(conformance(placeholder), conformance(placeholder).live!)) {
+      it.live(`${id} ${title}`, () =>
         Effect.gen(function*() {
           const model = yield* subject.make
-          yield* withAgent(model.driver, (agent) =>
-            Effect.gen(function*() {
-              const thread = yield* agent.thread("warm")
-              const idle = yield* Effect.flip(thread.send("nobody listens"))
-              expect(idle._tag).toBe(subject.steers ? "NoActiveTurn" : "UnsupportedCapability")
+          const subjectNow = conformance(model)
+          const clause = Conformance.liveClauses(subjectNow, subjectNow.live!).find((c) => c.id === id)!
+          yield* clause.run
+          afterClause(id, subject, yield* model.requests)
+        }).pipe(Effect.scoped), 150_000)
+    }
 
-              const first = yield* Stream.runCollect(thread.stream("first words"))
-              const pid = pidOf(Array.from(first))
-              expect(finishedOf(Array.from(first)).result.text).toBe("answer to first words")
-
-              // A host tool on the warm process; input sent while the tool runs.
-              const turn = yield* Effect.fork(collect(thread.stream("CALL 2500")))
-              yield* eventually("the tool call", Effect.map(model.requests, (all) => all.length >= 2))
-              const sent = yield* Effect.either(thread.send("STEER-7f3a and more"))
-              const second = yield* Fiber.join(turn)
-              expect(pidOf(second.events)).toBe(pid)
-              expect(second.events.find((e) => e._tag === "ProcessStarted")).toMatchObject({ reused: true })
-              const calls = second.events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
-              expect(calls.map((c) => [c.phase, c.name, c.source])).toEqual([
-                ["start", "wait", "host"],
-                ["end", "wait", "host"]
-              ])
-              const delivered = second.events.filter((e): e is Event.InputDelivered => e._tag === "InputDelivered")
-              if (subject.steers) {
-                expect(sent._tag).toBe("Right")
-                expect(delivered.map((e) => e.text)).toEqual(["STEER-7f3a and more"])
-                const result = finishedOf(second.events).result
-                expect(result.transcript).toContainEqual(
-                  expect.objectContaining({ role: "user", text: "STEER-7f3a and more" })
-                )
-                // The model saw the input within that turn.
-                const requests = yield* model.requests
-                expect(requests.slice(1).some((r) => r.text.includes("STEER-7f3a"))).toBe(true)
-              } else {
-                expect(sent._tag === "Left" && sent.left._tag).toBe("UnsupportedCapability")
-                expect(delivered).toEqual([])
-              }
-              expect(finishedOf(second.events).outcome).toBe("success")
-
-              // An interrupt while the model is slow: canceled, and the process stays warm.
-              const before = (yield* model.requests).length
-              const cancel = yield* Deferred.make<void>()
-              const slow = yield* Effect.fork(
-                collect(thread.stream({ input: "SLOW 60000", cancel: Deferred.await(cancel) }))
-              )
-              yield* eventually("the slow request", Effect.map(model.requests, (all) => all.length > before))
-              yield* Deferred.succeed(cancel, undefined)
-              const canceled = yield* Fiber.join(slow)
-              expect(finishedOf(canceled.events).outcome).toBe("canceled")
-              expect(pidOf(canceled.events)).toBe(pid)
-
-              // The consumer's fiber interrupted mid-turn: the same, seen on the thread's events.
-              const watched: Array<Event.Event> = []
-              const watcher = yield* Effect.fork(
-                Stream.runForEach(thread.events, (event) => Effect.sync(() => watched.push(event)))
-              )
-              yield* Effect.sleep("50 millis")
-              const asked = (yield* model.requests).length
-              const consumer = yield* Effect.fork(Stream.runDrain(thread.stream("SLOW 60000")))
-              yield* eventually("the slow request", Effect.map(model.requests, (all) => all.length > asked))
-              yield* Fiber.interrupt(consumer)
-              yield* eventually(
-                "the interrupted turn's RunFinished",
-                Effect.sync(() => watched.some((e) => e._tag === "RunFinished"))
-              )
-              yield* Fiber.interrupt(watcher)
-              expect(watched.find((e) => e._tag === "RunFinished")).toMatchObject({ outcome: "canceled" })
-              expect(pidOf(watched)).toBe(pid)
-
-              const third = Array.from(yield* Stream.runCollect(thread.stream("third words")))
-              expect(pidOf(third)).toBe(pid)
-              expect(finishedOf(third).result.text).toBe("answer to third words")
-              const last = (yield* model.requests).at(-1)!
-              expect(last.text).toContain("first words")
-              expect(last.text).toContain("CALL 2500")
-              expect(last.text).toContain("third words")
-              // An interrupt during a slow host tool call: canceled, and the next turn runs on the same process.
-              const inTool: Array<Event.Event> = []
-              const toolCancel = yield* Deferred.make<void>()
-              const slowTool = yield* Effect.fork(
-                collect(thread.stream({ input: "CALL 30000", cancel: Deferred.await(toolCancel) }), inTool)
-              )
-              yield* eventually("the tool call", Effect.sync(() => inTool.some((e) => e._tag === "ToolCall")))
-              yield* Deferred.succeed(toolCancel, undefined)
-              expect(finishedOf((yield* Fiber.join(slowTool)).events).outcome).toBe("canceled")
-              const fourth = Array.from(yield* Stream.runCollect(thread.stream("fourth words")))
-              expect(pidOf(fourth)).toBe(pid)
-              expect(finishedOf(fourth).outcome).toBe("success")
-
-              const none = yield* Effect.flip(thread.send("too late"))
-              expect(none._tag).toBe(subject.steers ? "NoActiveTurn" : "UnsupportedCapability")
-            }))
-        }).pipe(Effect.scoped),
-      180_000
-    )
-
-    it.live(
-      "a crash mid-turn is a RunError and the next turn resumes on a fresh process; a policy change restarts it; close leaves nothing",
-      () =>
-        Effect.gen(function*() {
-          const model = yield* subject.make
-          yield* withAgent(model.driver, (agent) =>
-            Effect.gen(function*() {
-              const thread = yield* agent.thread("crash")
-              const first = Array.from(yield* Stream.runCollect(thread.stream("remember PAPAYA")))
-              const pid = pidOf(first)
-
-              const before = (yield* model.requests).length
-              const turn = yield* Effect.fork(collect(thread.stream("SLOW 60000")))
-              yield* eventually("the slow request", Effect.map(model.requests, (all) => all.length > before))
-              yield* killGroup(pid)
-              const crashed = yield* Fiber.join(turn)
-              expect(finishedOf(crashed.events).outcome).toBe("failure")
-              expect(crashed.outcome._tag === "Left" && crashed.outcome.left).toMatchObject({
-                _tag: "RunError",
-                reason: "ExitedWithoutResult"
-              })
-
-              const echoOnly = { allow: ["echo"] }
-              const after = Array.from(
-                yield* Stream.runCollect(
-                  thread.stream(
-                    subject.slowResume ? { input: "after the crash", toolPolicy: echoOnly } : "after the crash"
-                  )
-                )
-              )
-              const fresh = pidOf(after)
-              expect(fresh).not.toBe(pid)
-              expect(after.find((e) => e._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
-              // The checkpoint saved after turn 1 holds its question and its answer.
-              expect((yield* model.requests).at(-1)!.text).toContain("remember PAPAYA")
-              expect((yield* model.requests).at(-1)!.text).toContain("answer to remember PAPAYA")
-              expect((yield* model.requests).at(-1)!.tools.slice().sort()).toEqual(
-                subject.slowResume ? ["echo"] : ["echo", "wait"]
-              )
-
-              if (!subject.slowResume) {
-                // Only `echo` from now on: a new process, whose model sees no `wait`.
+    if (!subject.slowResume) {
+      it.live(
+        "a tool-policy change between turns restarts the process, which offers only the new tools",
+        () =>
+          Effect.gen(function*() {
+            const model = yield* subject.make
+            yield* withAgent(model.driver, (agent) =>
+              Effect.gen(function*() {
+                const thread = yield* agent.thread("policy")
+                const first = Array.from(yield* Stream.runCollect(thread.stream("remember PAPAYA")))
+                expect((yield* model.requests).at(-1)!.tools.slice().sort()).toEqual(["echo", "wait"])
                 const narrowed = Array.from(
                   yield* Stream.runCollect(thread.stream({ input: "narrowed", toolPolicy: echoOnly }))
                 )
-                expect(pidOf(narrowed)).not.toBe(fresh)
-                expect((yield* model.requests).at(-1)!.tools.slice().sort()).toEqual(["echo"])
-              }
-
-              // Close with one idle live process (another thread) and one busy one.
-              yield* Stream.runDrain(
-                (yield* agent.thread("idle")).stream({ input: "idle one", toolPolicy: { allow: ["echo"] } })
-              )
-              const busyFrom = (yield* model.requests).length
-              yield* Effect.fork(collect(thread.stream({ input: "SLOW 60000", toolPolicy: { allow: ["echo"] } })))
-              yield* eventually("the busy request", Effect.map(model.requests, (all) => all.length > busyFrom))
-            }))
-        }).pipe(Effect.scoped),
-      180_000
-    )
+                expect(pidOf(narrowed)).not.toBe(pidOf(first))
+                expect(narrowed.find((e) => e._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
+                const last = (yield* model.requests).at(-1)!
+                expect(last.tools).toEqual(["echo"])
+                expect(last.text).toContain("answer to remember PAPAYA")
+              }))
+          }).pipe(Effect.scoped),
+        90_000
+      )
+    }
   })
 }
 
