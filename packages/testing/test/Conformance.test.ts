@@ -1,6 +1,28 @@
 import { describe, expect, it } from "@effect/vitest"
+import { ProtocolError } from "@tether/core/Driver"
 import { Conformance, FakeCli, Reference } from "@tether/testing"
 import * as Effect from "effect/Effect"
+
+/** The live reference driver's provider: `slow` works a minute, `CALL <ms>` calls `wait`. */
+const liveRespond = (prompt: string): ReadonlyArray<Reference.Step> => {
+  const call = /^CALL (\d+)$/.exec(prompt)
+  return prompt === "slow"
+    ? [{ _tag: "$sleep", ms: 60_000 }]
+    : prompt === "crash"
+    ? [{ _tag: "Message", role: "assistant", text: "partial" }, { _tag: "$exit", code: 9 }]
+    : call !== null
+    ? [{ _tag: "$call", tool: "wait", input: { ms: Number(call[1]) } }, ...Reference.answer("FINAL")]
+    : Reference.answer(prompt)
+}
+const liveReference = Reference.driver({ live: true, respond: liveRespond })
+const liveSubject: Conformance.Subject = {
+  driver: liveReference,
+  plain: "hello",
+  plainText: "hello",
+  slow: "slow",
+  crash: "crash",
+  live: { callWait: (ms) => `CALL ${ms}` }
+}
 
 describe("the reference driver passes the conformance suite", () => {
   const subject: Conformance.Subject = {
@@ -24,6 +46,17 @@ describe("the reference driver passes the conformance suite", () => {
   for (const clause of clauses) it.live(`${clause.id} ${clause.title}`, () => clause.run)
 })
 
+describe("the live reference driver passes the conformance suite, live clauses included", () => {
+  const clauses = Conformance.clauses(liveSubject)
+  it("has the eight numbered clauses and the five live ones", () => {
+    expect(clauses.map((clause) => clause.id)).toEqual([
+      ...["C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"],
+      ...["L1", "L2", "L3", "L4", "L5"]
+    ])
+  })
+  for (const clause of clauses) it.live(`${clause.id} ${clause.title}`, () => clause.run, 30_000)
+})
+
 describe("the fake CLI driver passes the conformance suite", () => {
   const subject: Conformance.Subject = {
     driver: FakeCli.driver(),
@@ -43,4 +76,23 @@ describe("the suite can fail", () => {
       const error = yield* Effect.flip(clause.run)
       expect(error).toMatchObject({ _tag: "RunError", reason: "ExitedWithoutResult" })
     }))
+
+  it.live("a live driver whose interrupt does not keep the process fails L2", () =>
+    Effect.gen(function*() {
+      const live = liveReference.live!
+      const broken = {
+        ...liveReference,
+        live: {
+          ...live,
+          attach: (...args: Parameters<typeof live.attach>) =>
+            Effect.map(live.attach(...args), (session) => ({
+              ...session,
+              interrupt: Effect.fail(new ProtocolError({ reason: "ProviderError", detail: "no interrupt" }))
+            }))
+        }
+      }
+      const clause = Conformance.clauses({ ...liveSubject, driver: broken }).find((c) => c.id === "L2")!
+      const error = yield* Effect.flip(clause.run)
+      expect(error).toMatchObject({ _tag: "ConformanceFailure", clause: "L2" })
+    }), 30_000)
 })
