@@ -388,3 +388,270 @@ describe("agent lifecycle under random interleavings", () => {
     { timeout: 900_000 }
   )
 })
+
+/**
+ * Live threads (DESIGN §12) under random interleavings, on the live reference driver (a real
+ * Node process per thread speaking its JSON-lines protocol, with a real MCP client): turns,
+ * input sent into a running turn, interrupts (the turn's `cancel`, the consumer's fiber), tool-
+ * policy changes, kills of the live process mid-turn, and closes of the agent (idle or with a
+ * busy turn) after which a new agent reopens the threads from the store.
+ *
+ * Invariants: every turn read to its end has one RunStarted first and one RunFinished last, its
+ * outcome as its operation demands (success, canceled, failure with `RunError`); a delivered
+ * input is its turn's `InputDelivered`; once its warm process committed a turn, a thread's turns
+ * stay on it (same pid, `reused`) until a policy change, a crash or a close, after which a fresh process resumes the
+ * checkpoint when one was committed; at every pause at most one live process (process group) per
+ * thread; after the last close no marked process, no clone, the source profile byte-identical,
+ * every token of every agent refused (401).
+ *
+ * Runs: TETHER_LIVE_LIFECYCLE_RUNS (default 30).
+ */
+const liveRuns = Number(process.env["TETHER_LIVE_LIFECYCLE_RUNS"] ?? 30)
+
+type LiveOp =
+  | { readonly _tag: "Turn"; readonly thread: number }
+  | { readonly _tag: "Send"; readonly thread: number }
+  | { readonly _tag: "Interrupt"; readonly thread: number; readonly consumer: boolean }
+  | { readonly _tag: "Policy"; readonly thread: number }
+  | { readonly _tag: "Crash"; readonly thread: number }
+  | { readonly _tag: "Close"; readonly busy: boolean }
+
+const liveThread = FastCheck.integer({ min: 0, max: 1 })
+const liveOp: FastCheck.Arbitrary<LiveOp> = FastCheck.oneof(
+  { weight: 4, arbitrary: FastCheck.record({ _tag: FastCheck.constant("Turn" as const), thread: liveThread }) },
+  { weight: 2, arbitrary: FastCheck.record({ _tag: FastCheck.constant("Send" as const), thread: liveThread }) },
+  {
+    weight: 2,
+    arbitrary: FastCheck.record({
+      _tag: FastCheck.constant("Interrupt" as const),
+      thread: liveThread,
+      consumer: FastCheck.boolean()
+    })
+  },
+  { weight: 2, arbitrary: FastCheck.record({ _tag: FastCheck.constant("Policy" as const), thread: liveThread }) },
+  { weight: 2, arbitrary: FastCheck.record({ _tag: FastCheck.constant("Crash" as const), thread: liveThread }) },
+  { weight: 1, arbitrary: FastCheck.record({ _tag: FastCheck.constant("Close" as const), busy: FastCheck.boolean() }) }
+)
+
+/** The provider of the live reference driver: `slow` works a minute, `steer` waits for input. */
+const liveDriver = Reference.driver({
+  live: true,
+  respond: (prompt) =>
+    prompt === "slow"
+      ? [{ _tag: "TextDelta", text: "working" }, { _tag: "$sleep", ms: 60_000 }]
+      : prompt === "steer"
+      ? [
+        { _tag: "TextDelta", text: "waiting" },
+        { _tag: "$sleep", ms: 60_000, untilInput: true },
+        ...Reference.answer("steered")
+      ]
+      : Reference.answer(prompt)
+})
+
+const LiveTools = Toolkit.make(
+  Tool.make("echo", {
+    description: "Echo.",
+    input: { text: Schema.String },
+    output: Schema.String,
+    revision: "echo/v1"
+  }),
+  Tool.make("other", { description: "Other.", input: {}, output: Schema.String, revision: "other/v1" })
+)
+const LiveToolsLive = LiveTools.toLayer({ echo: ({ text }) => Effect.succeed(text), other: () => Effect.succeed("") })
+
+/** The process group of `pid`, while it runs. */
+const groupOf = (pid: number): number | undefined => {
+  try {
+    const stat = Fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2])
+  } catch {
+    return undefined
+  }
+}
+
+const liveCase = (ops: ReadonlyArray<LiveOp>) =>
+  Effect.gen(function*() {
+    const observed: Array<Harness.Observed> = []
+    const sandbox = yield* Harness.sandbox
+    const before = yield* Harness.treeDigest(sandbox.source)
+    const markers = yield* Effect.gen(function*() {
+      const gateway = yield* Gateway.Gateway
+      yield* gateway.register(yield* Toolkit.executor(Toolkit.empty))
+      const markers: Array<string> = []
+      const open = Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          driver: liveDriver,
+          definition: { instructions: "", skills: [], tools: LiveTools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection,
+          processes: { killGrace: "1 second", exitGrace: "2 seconds" }
+        })
+        markers.push(agent.marker)
+        return { agent, threads: [yield* agent.thread("zero"), yield* agent.thread("one")] }
+      })
+      let current = yield* open
+      // The model of each thread: its warm process, whether its policy is narrowed, whether a
+      // turn was committed (a fresh process then resumes), every pid it ever ran on.
+      const warm: Array<number | undefined> = [undefined, undefined]
+      const narrowed = [false, false]
+      const committed = [false, false]
+      // Whether the warm process itself committed a turn: core reuses a process only then (one
+      // whose turns were all canceled is replaced by a fresh one resuming the checkpoint).
+      const proven = [false, false]
+      const pids: Array<Set<number>> = [new Set(), new Set()]
+      const policy = (i: number) => narrowed[i] ? { toolPolicy: { allow: ["echo"] } } : {}
+
+      const pidIn = (events: ReadonlyArray<Event.Event>) =>
+        events.flatMap((e) => e._tag === "ProcessStarted" ? [e] : [])
+      /** Checks a finished turn of thread `i` against the model and moves the model on. */
+      const settle = (i: number, events: ReadonlyArray<Event.Event>, outcome: "success" | "canceled" | "failure") => {
+        const tags = events.map((e) => e._tag)
+        expect(tags.at(-1)).toBe("RunFinished")
+        expect(tags.filter((t) => t === "RunStarted" || t === "RunFinished")).toHaveLength(2)
+        expect(events.at(-1)).toMatchObject({ _tag: "RunFinished", outcome })
+        started(i, events)
+        if (outcome === "success") committed[i] = proven[i] = true
+      }
+      /** Checks the start of a turn of thread `i` against the model; its process is warm now. */
+      const started = (i: number, events: ReadonlyArray<Event.Event>) => {
+        expect(events[0]?._tag).toBe("RunStarted")
+        expect(events.map((e) => e.sequence)).toEqual(events.map((_, n) => n))
+        const started = pidIn(events)
+        expect(started).toHaveLength(1)
+        const { pid, reused } = started[0]!
+        if (warm[i] !== undefined && proven[i]) {
+          // The thread's warm process serves the turn.
+          expect(pid).toBe(warm[i])
+          expect(reused).toBe(true)
+        } else if (pid !== warm[i]) {
+          proven[i] = false
+          expect(reused).toBeUndefined()
+          expect(pids[i]!.has(pid)).toBe(false)
+          const opened = events.find((e): e is Event.ThreadOpened => e._tag === "ThreadOpened")
+          expect(opened?.opening.mode).toBe(committed[i] ? "resumed" : "started")
+        }
+        pids[i]!.add(pid)
+        warm[i] = pid
+      }
+      const forked = (i: number, input: string, extra: Partial<Agent.Turn> = {}) =>
+        Effect.gen(function*() {
+          const events: Array<Event.Event> = []
+          const fiber = yield* current.threads[i]!.stream({ input, ...policy(i), ...extra }).pipe(
+            Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+            Effect.either,
+            Effect.fork
+          )
+          // The provider is inside the turn once its first output arrived.
+          while (!events.some((e) => e._tag === "TextDelta")) yield* Effect.sleep("5 millis")
+          return { events, fiber }
+        })
+
+      for (const op of ops) {
+        switch (op._tag) {
+          case "Turn":
+          case "Policy": {
+            const i = op.thread
+            if (op._tag === "Policy") {
+              narrowed[i] = !narrowed[i]
+              warm[i] = undefined
+            }
+            const events = Array.from(
+              yield* Stream.runCollect(current.threads[i]!.stream({ input: "hello", ...policy(i) }))
+            )
+            settle(i, events, "success")
+            break
+          }
+          case "Send": {
+            const i = op.thread
+            const turn = yield* forked(i, "steer")
+            const delivery = yield* current.threads[i]!.send("more input")
+            expect(delivery).toBe("Injected")
+            const outcome = yield* Fiber.join(turn.fiber)
+            expect(outcome._tag).toBe("Right")
+            settle(i, turn.events, "success")
+            expect(turn.events.filter((e) => e._tag === "InputDelivered")).toMatchObject([
+              { text: "more input", delivery: "Injected" }
+            ])
+            break
+          }
+          case "Interrupt": {
+            const i = op.thread
+            const cancel = yield* Deferred.make<void>()
+            const turn = yield* forked(i, "slow", { cancel: Deferred.await(cancel) })
+            if (op.consumer) {
+              // The consumer's fiber goes: the turn's own events end with it; the thread's
+              // events would show its RunFinished. The process stays warm for the next turn.
+              yield* Fiber.interrupt(turn.fiber)
+              started(i, turn.events)
+            } else {
+              yield* Deferred.succeed(cancel, undefined)
+              const outcome = yield* Fiber.join(turn.fiber)
+              expect(outcome._tag).toBe("Left")
+              settle(i, turn.events, "canceled")
+            }
+            break
+          }
+          case "Crash": {
+            const i = op.thread
+            const turn = yield* forked(i, "slow")
+            const pid = pidIn(turn.events)[0]!.pid
+            process.kill(-pid, "SIGKILL")
+            const outcome = yield* Fiber.join(turn.fiber)
+            expect(outcome._tag === "Left" && outcome.left).toMatchObject({ _tag: "RunError" })
+            settle(i, turn.events, "failure")
+            warm[i] = undefined
+            break
+          }
+          case "Close": {
+            const busy = op.busy ? yield* forked(0, "slow") : undefined
+            yield* current.agent.close()
+            if (busy !== undefined) {
+              const outcome = yield* Fiber.join(busy.fiber)
+              expect(outcome._tag).toBe("Left")
+              expect(busy.events.at(-1)).toMatchObject({ _tag: "RunFinished" })
+              expect(busy.events.at(-1)).not.toMatchObject({ outcome: "success" })
+            }
+            expect(yield* Harness.markedProcesses(markers.at(-1)!)).toEqual([])
+            warm[0] = undefined
+            warm[1] = undefined
+            current = yield* open
+            break
+          }
+        }
+        // At a pause: at most one live process (group) per thread, and it is the thread's warm one.
+        const groups = new Set<number>()
+        for (const pid of yield* Harness.markedProcesses(markers.at(-1)!)) {
+          const group = groupOf(pid)
+          if (group !== undefined) groups.add(group)
+        }
+        expect([...groups].every((group) => warm.includes(group)), `groups ${[...groups]} warm ${warm}`).toBe(true)
+      }
+      yield* current.agent.close()
+      // The bystander keeps the listener up: every credential of every agent is refused now.
+      for (const credential of observed.slice(1)) expect(yield* Harness.probe(credential)).toBe(401)
+      return markers
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.mergeAll(LiveToolsLive, Harness.recordingLayer(observed), ThreadStore.layerMemory))
+    )
+    for (const marker of markers) expect(yield* Harness.markedProcesses(marker)).toEqual([])
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    expect(yield* Harness.treeDigest(sandbox.source)).toBe(before)
+  }).pipe(Effect.scoped)
+
+describe("live thread lifecycle under random interleavings (live reference driver)", () => {
+  it.live(
+    `holds its invariants over ${liveRuns} cases (real processes, sockets and MCP clients)`,
+    () =>
+      Effect.promise(() =>
+        FastCheck.assert(
+          FastCheck.asyncProperty(
+            FastCheck.array(liveOp, { minLength: 1, maxLength: 8 }),
+            (ops) => Effect.runPromise(liveCase(ops))
+          ),
+          { numRuns: liveRuns, endOnFailure: true }
+        )
+      ),
+    { timeout: 600_000 }
+  )
+})

@@ -16,7 +16,7 @@
 //                                            Terminal is written
 //
 // Steps: a `Driver.Output` is written as is (its Terminal carries the session); `$sleep {ms}`
-// waits (an interrupt cuts it short); `$call {tool, input}` calls a hosted tool through the
+// waits (an interrupt cuts it short, and with `untilInput` a steered input too); `$call {tool, input}` calls a hosted tool through the
 // gateway with the official MCP client, as its `mcp.json` in `$REFERENCE_HOME` declares it;
 // `$exit {code}` exits at once (a crash mid-turn); `$hang` ignores SIGTERM and never ends.
 // The session is `$REFERENCE_SESSION`. The end of stdin is the graceful shutdown: exit 0.
@@ -55,7 +55,7 @@ let working = false
 
 const runTurn = async (frame) => {
   const abort = new AbortController()
-  const state = { turn: frame.turn, abort, done: undefined }
+  const state = { turn: frame.turn, abort, done: undefined, wake: () => {} }
   let finish
   state.done = new Promise((resolve) => (finish = resolve))
   current = state
@@ -68,7 +68,16 @@ const runTurn = async (frame) => {
   for (const step of frame.steps) {
     if (abort.signal.aborted) break
     if (step._tag === "$sleep") {
-      await Promise.race([new Promise((resolve) => setTimeout(resolve, step.ms)), aborted])
+      let timer
+      await Promise.race([
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, step.ms)
+          if (step.untilInput === true) state.wake = resolve
+        }),
+        aborted
+      ])
+      clearTimeout(timer)
+      state.wake = () => {}
     } else if (step._tag === "$exit") {
       exitFlushed(step.code)
       await new Promise(() => {})
@@ -120,6 +129,7 @@ lines.on("line", async (line) => {
     pending.push(frame)
     void work()
   } else if (frame.type === "steer") {
+    current?.wake()
     out({ type: "ack", id: frame.id, delivery: current !== undefined && !current.abort.signal.aborted ? "Injected" : null })
   } else if (frame.type === "interrupt") {
     pending.length = 0

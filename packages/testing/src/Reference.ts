@@ -29,7 +29,8 @@ import * as NodeProcess from "node:process"
  */
 export type Step =
   | Driver.Output
-  | { readonly _tag: "$sleep"; readonly ms: number }
+  /** Waits `ms`; on the live process, with `untilInput`, a steered input ends the wait too. */
+  | { readonly _tag: "$sleep"; readonly ms: number; readonly untilInput?: boolean }
   | { readonly _tag: "$exit"; readonly code: number }
   | { readonly _tag: "$hang" }
   /** Live only: calls a hosted tool through the gateway (the one-shot process reports a Notice). */
