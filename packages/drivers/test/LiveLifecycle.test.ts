@@ -4,36 +4,24 @@
  * two threads of one agent, then its close. Invariants: every operation ends as it must (success,
  * `RunFinished(canceled)`, `RunError`), at most one live process (process group) per thread at
  * every pause, and after close no process of the agent, no clone, the agent's token revoked (401).
- * Bounded: a few sequences of a few operations (each real turn costs a CLI round trip).
+ * Bounded: a few sequences of a few operations (each real turn costs a CLI round trip); the many
+ * cases run on the live reference driver in core's Lifecycle property.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
 import type * as Event from "@tether/core/Event"
 import { Gateway } from "@tether/gateway"
-import { AnthropicServer, Harness } from "@tether/testing"
-import { Tool, Toolkit } from "@tether/tool"
+import { AnthropicServer, Conformance, Harness } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import { driverFor, respond } from "./ClaudeLiveHarness.js"
 
-const Wait = Tool.make("wait", {
-  description: "Wait for the given number of milliseconds.",
-  input: { ms: Schema.Number },
-  output: Schema.Struct({ waited: Schema.Number }),
-  revision: "wait/v1"
-})
-const Echo = Tool.make("echo", {
-  description: "Echo the text.",
-  input: { text: Schema.String },
-  output: Schema.String,
-  revision: "echo/v1"
-})
-const Tools = Toolkit.make(Wait, Echo)
+const Tools = Conformance.liveTools
 const ToolsLive = Tools.toLayer({
   wait: ({ ms }) => Effect.as(Effect.sleep(ms), { waited: ms }),
   echo: ({ text }) => Effect.succeed(`ECHO:${text}`)

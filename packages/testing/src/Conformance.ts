@@ -72,7 +72,7 @@ export interface Subject {
  * then provably inside its turn, where input can be steered in and an interrupt lands), and,
  * when the test can tell, how many requests the provider's model received.
  *
- * @since 0.1.0
+ * @since 0.3.0
  * @category models
  */
 export interface LiveSubject {
@@ -99,7 +99,7 @@ export interface LiveSubject {
  * `{ waited }`) and `echo` (`{ text }`, answers `ECHO:<text>`). `LiveSubject.callWait` makes the
  * provider call `wait`.
  *
- * @since 0.1.0
+ * @since 0.3.0
  * @category live
  */
 export const liveTools = Toolkit.make(
@@ -125,7 +125,7 @@ const liveToolsLayer = liveTools.toLayer({
 /**
  * The input clause L3 sends into a running turn (to find it in the model's requests).
  *
- * @since 0.1.0
+ * @since 0.3.0
  * @category live
  */
 export const steerInput = "steered input 7f3a"
@@ -461,7 +461,7 @@ const killGroup = (pid: number) =>
  * is given). Each clause runs its own agent on `liveTools` and ends by closing it, then checks
  * that no process of the agent, no clone and no valid token of it are left.
  *
- * @since 0.1.0
+ * @since 0.3.0
  * @category clauses
  */
 export const liveClauses = (subject: Subject, live: LiveSubject): ReadonlyArray<Clause> => {
