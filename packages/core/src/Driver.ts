@@ -197,6 +197,12 @@ export interface InvocationRequest {
    * always for an `instruction` driver).
    */
   readonly outputSchema?: JsonSchema | undefined
+  /**
+   * `true` when a live process (`Live.open`) is opened for an agent with approvals: its session
+   * asks each of the CLI's approval requests through `LiveContext.approve`, and `open` turns the
+   * CLI's own prompt on (Claude Code: `--permission-prompt-tool stdio`). Absent otherwise.
+   */
+  readonly liveApprovals?: boolean
 }
 
 /**
@@ -478,6 +484,14 @@ export interface LiveContext extends ParseContext {
    * server silently, and then this never completes).
    */
   readonly hostedToolsListed: Effect.Effect<void>
+  /**
+   * Present when the agent has approvals (and `request.liveApprovals` is `true`): asks the host
+   * about one of the CLI's approval requests on behalf of the turn running on this process, and
+   * resolves with the one decision (the handler's, the host's, the deadline's fallback, or a deny
+   * when the turn is canceled or the agent closes; a deny when no turn runs). Never fails. The
+   * driver correlates the request and answers the CLI in its own protocol.
+   */
+  readonly approve?: (ask: ApprovalAsk) => Effect.Effect<Approval.Decision>
 }
 
 /**
@@ -613,6 +627,16 @@ export interface ApproverTool {
  * @category approvals
  */
 export interface Approvals {
-  /** The one-shot mechanism (an approver tool on the gateway). */
+  /**
+   * The one-shot mechanism (an approver tool on the gateway). Absent: a one-shot run of an agent
+   * with approvals fails before spawn with `InvalidTurn("UnsupportedCapability")`.
+   */
   readonly tool?: ApproverTool
+  /**
+   * `true` when the live session (`Driver.live`) answers the CLI's approval requests through
+   * `LiveContext.approve`: threads of an agent with approvals then run live. A driver with
+   * neither mechanism usable (no `tool`, and no `live` or live threads turned off) fails
+   * `Agent.make` with `UnsupportedCapability("approvals")`.
+   */
+  readonly live?: boolean
 }

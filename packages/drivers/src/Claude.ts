@@ -147,8 +147,12 @@ export const instructionsFile: string = internal.instructionsFile
  * it, after a `Notice` of kind `queued_input`, and ends with that answer's terminal). `interrupt`
  * is a `control_request` `interrupt` (the turn ends with `ok: false`, the CLI's queued input of
  * the turn is aborted too). `shutdown` closes stdin (the CLI exits 0 after a successful turn).
- * Control requests from the CLI (e.g. `can_use_tool` under `--permission-prompt-tool stdio`)
- * are answered at once with an error and reported as a `Notice` of kind `control_request`. A
+ * For an agent with approvals, `open` adds `--permission-prompt-tool stdio` and each
+ * `can_use_tool` control request is asked of the host (`LiveContext.approve`) on behalf of the
+ * running turn and answered with a `control_response` `{behavior: "allow", updatedInput}` or
+ * `{behavior: "deny", message}` (the model gets that message as the tool's error result); the
+ * process stays warm. Other control requests (and every one without approvals) are answered at
+ * once with an error and reported as a `Notice` of kind `control_request`. A
  * process that ends mid-turn fails the turn with `ProtocolError("ProviderError")`.
  *
  * @example

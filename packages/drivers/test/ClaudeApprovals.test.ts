@@ -283,3 +283,106 @@ describe("Claude approvals, one-shot (real CLI)", () => {
     120_000
   )
 })
+
+const processesOf = (events: ReadonlyArray<Event.Event>) =>
+  events.filter((e): e is Event.ProcessStarted => e._tag === "ProcessStarted")
+
+describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdio)", () => {
+  it.live(
+    "handler mode: allowed runs, denied is the model's error result, and the process stays warm across approvals",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          const server = yield* bashModel()
+          const asked: Array<Approval.ApprovalRequest> = []
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            approvals: {
+              handler: (request) =>
+                Effect.sync(() => {
+                  asked.push(request)
+                  return request.command?.includes("allowed") === true ? Approval.allow : Approval.deny("Not live.")
+                })
+            }
+          })
+          const thread = yield* agent.thread("live-approvals")
+          const allowedFile = `${sandbox.workspace}/live-allowed.txt`
+          const first = yield* collect(thread.stream(`RUN: touch ${allowedFile}`))
+          expect(Fs.existsSync(allowedFile)).toBe(true)
+          const finished = first.at(-1) as Event.RunFinished
+          expect(finished.result.text).toMatch(/^TOOL OK/)
+          expect(approvalsOf(finished.result.transcript).map((a) => [a.request.toolName, a.decision, a.by])).toEqual([
+            ["Bash", Approval.allow, "handler"]
+          ])
+          expect(asked[0]!.callId).toMatch(/^toolu_/)
+          const deniedFile = `${sandbox.workspace}/live-denied.txt`
+          const second = yield* collect(thread.stream(`RUN: touch ${deniedFile}`))
+          expect(Fs.existsSync(deniedFile)).toBe(false)
+          expect((second.at(-1) as Event.RunFinished).result.text).toBe("TOOL ERROR: Not live.")
+          // One process served both turns: the approval did not cost it.
+          const [opened] = processesOf(first)
+          const [reused] = processesOf(second)
+          expect(opened!.reused).toBeUndefined()
+          expect(reused).toMatchObject({ pid: opened!.pid, reused: true })
+          const results = (yield* server.messages).flatMap(AnthropicServer.toolResults)
+          expect(results.map((r) => [r.isError, r.text])).toEqual([
+            [false, expect.any(String)],
+            [true, "Not live."]
+          ])
+        })
+      ),
+    120_000
+  )
+
+  it.live(
+    "event mode: the host allows on a live thread; closing the agent while one is pending denies it by close",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          const server = yield* bashModel()
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            approvals: { deadline: "1 minute" }
+          })
+          const thread = yield* agent.thread("live-events")
+          const hostFile = `${sandbox.workspace}/live-host.txt`
+          const allowed = yield* collect(
+            thread.stream(`RUN: touch ${hostFile}`).pipe(
+              Stream.tap((event) =>
+                event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.allow) : Effect.void
+              )
+            )
+          )
+          expect(Fs.existsSync(hostFile)).toBe(true)
+          expect((allowed.at(-1) as Event.RunFinished).result.text).toMatch(/^TOOL OK/)
+          const closedFile = `${sandbox.workspace}/live-closed.txt`
+          const events: Array<Event.Event> = []
+          const exit = yield* thread.stream(`RUN: touch ${closedFile}`).pipe(
+            Stream.runForEach((event) =>
+              Effect.zipRight(
+                Effect.sync(() => events.push(event)),
+                event._tag === "ApprovalRequested" ? Effect.forkScoped(agent.close()) : Effect.void
+              )
+            ),
+            Effect.exit
+          )
+          expect(exit._tag).toBe("Failure")
+          expect(processesOf(events)[0]).toMatchObject({ reused: true })
+          const tags = events.map((e) => e._tag)
+          const resolved = events.filter((e): e is Event.ApprovalResolved => e._tag === "ApprovalResolved")
+          expect(resolved.map((e) => [e.decision, e.by])).toEqual([[Approval.canceledDecision, "close"]])
+          expect(tags.indexOf("ApprovalResolved")).toBeLessThan(tags.indexOf("RunFinished"))
+          expect((events.at(-1) as Event.RunFinished).outcome).toBe("canceled")
+          expect(Fs.existsSync(closedFile)).toBe(false)
+          expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+        })
+      ),
+    120_000
+  )
+})

@@ -71,8 +71,17 @@ export const validate = (options: Agent.Options<never>) =>
     if (!driver.capabilities.mcpTransports.includes("http")) {
       return yield* unsupported("mcpTransports", "the hosted tools need an http MCP transport")
     }
-    if (options.approvals !== undefined && driver.approvals === undefined) {
-      return yield* unsupported("approvals", "the driver declares no approval mechanism (Driver.approvals)")
+    if (options.approvals !== undefined) {
+      const liveUsable = driver.approvals?.live === true && driver.live !== undefined &&
+        options.live?.threads !== false
+      if (driver.approvals?.tool === undefined && !liveUsable) {
+        return yield* unsupported(
+          "approvals",
+          driver.approvals?.live === true
+            ? "the driver asks approvals on live threads only, and live threads are turned off (live.threads: false)"
+            : "the driver declares no approval mechanism (Driver.approvals)"
+        )
+      }
     }
     const sandbox = options.policy?.sandbox
     if (sandbox !== undefined && !driver.capabilities.sandbox.includes(sandbox)) {
@@ -394,6 +403,18 @@ export const assemble = (
             detail: `driver ${driver.name} cannot map a built-in tool policy's ${unmapped.join(" and ")} to its CLI`
           })
         }
+        // A one-shot run (an agent's own run, or a native structured-output attempt) of a driver
+        // that asks approvals on live threads only fails before spawn: nothing would ask the host.
+        if (
+          broker !== undefined && driver.approvals?.tool === undefined &&
+          (hooks === undefined || !liveThreads || attempt?.outputSchema !== undefined)
+        ) {
+          yield* neverSpawned
+          return yield* new InvalidTurn({
+            reason: "UnsupportedCapability",
+            detail: `driver ${driver.name} asks approvals on live threads only; this turn would run one-shot`
+          })
+        }
         // The run's span: the run executes in it, and the credential its process gets at spawn is
         // minted in it, so the gateway traces that process's tool calls as the run's children.
         const span = yield* Tracing.startRun({ runId, provider: driver.name, model, threadKey: hooks?.threadKey })
@@ -420,26 +441,32 @@ export const assemble = (
             save: hooks.save,
             opening: hooks.opening
           }),
-          // Approvals, a built-in tool policy and a native structured-output attempt are mapped for
-          // one-shot runs only so far (the JSON Schema is a flag of the CLI's invocation, which a
-          // warm live process was started without): such a turn runs one-shot rather than on a live
-          // process that would not honour them.
-          ...(hooks === undefined || !liveThreads || broker !== undefined || turn.builtinTools !== undefined ||
+          // A native structured-output attempt is mapped for one-shot runs only (the JSON Schema is a
+          // flag of the CLI's invocation, which a warm live process was started without): such a turn
+          // runs one-shot. A thread of an agent with approvals runs live only when the driver's live
+          // session asks them (otherwise one-shot, through its approver tool).
+          ...(hooks === undefined || !liveThreads || (broker !== undefined && driver.approvals?.live !== true) ||
               attempt?.outputSchema !== undefined
             ? {}
             : {
               live: {
                 key: hooks.threadKey,
-                // The reuse rule: same fingerprint (the agent's), same effective tools, same model.
+                // The reuse rule: same fingerprint (the agent's), same effective tools, same model,
+                // same built-in tool policy (mapped into the process's arguments at open).
                 reuse: JSON.stringify([
                   fingerprint,
                   turn.toolPolicy === undefined ? tools : ToolPolicy.effective(tools, turn.toolPolicy),
-                  model ?? null
+                  model ?? null,
+                  turn.builtinTools === undefined ? null : [
+                    turn.builtinTools.allow === undefined ? null : [...turn.builtinTools.allow].sort(),
+                    turn.builtinTools.deny === undefined ? null : [...turn.builtinTools.deny].sort()
+                  ]
                 ])
               }
             }),
           ...(attempt === undefined ? {} : { structured: attempt })
         }
+
         const fiber = yield* admission.withPermits(1)(
           fenced
             ? Effect.zipRight(

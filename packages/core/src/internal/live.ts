@@ -28,6 +28,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as FsSync from "node:fs"
 import * as NodePath from "node:path"
+import * as Approval from "../Approval.js"
 import * as Driver from "../Driver.js"
 import * as Process from "./process.js"
 import * as ScrubFiles from "./scrubFiles.js"
@@ -50,6 +51,8 @@ export interface Warm {
   lastUsed: number
   /** Delivers input into the running turn (set while a turn runs). */
   steer: ((input: string) => Effect.Effect<Driver.Delivery, Driver.ProtocolError>) | undefined
+  /** Asks the running turn's approvals (set while a turn runs, when the agent has approvals). */
+  approve: ((ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>) | undefined
   retired: boolean
   /** Shuts the process down (once; every caller waits for that one shutdown). */
   readonly retire: Effect.Effect<void>
@@ -79,6 +82,8 @@ export interface Context {
   readonly processes: Set<Process.Running>
   readonly reapers: FiberSet.FiberSet<void, never>
   readonly services: EffectContext.Context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
+  /** Present when the agent has approvals: the session gets `LiveContext.approve`. */
+  readonly approvals?: unknown
 }
 
 /** Why a live process could not be opened (a run failure of the turn). @internal */
@@ -112,6 +117,7 @@ export const open = (
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function*() {
       const scope = yield* Scope.make()
+      let current: Warm | undefined
       let spawnedAt = 0
       let materialized: ReadonlySet<string> = new Set()
       const credentials: Array<Gateway.Credential> = []
@@ -190,13 +196,22 @@ export const open = (
           lines: spawned.lines.pipe(Stream.catchAll(() => Stream.empty)),
           closeInput: input.close
         }
+        // The session's approval requests go to the turn running on the process; with none
+        // running (a request the CLI makes between turns), the answer is deny.
+        const approve = (ask: Driver.ApprovalAsk): Effect.Effect<Approval.Decision> =>
+          Effect.suspend(() =>
+            current?.approve === undefined
+              ? Effect.succeed(Approval.deny("No turn is running; the action was not run."))
+              : current.approve(ask)
+          )
         const attachScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
         const session = yield* restore(ctx.live.attach(channel, {
           hostedKey: ctx.hostedKey,
           session: request.session,
           request,
           hostedToken: sessionCredential.token,
-          hostedToolsListed: sessionCredential.listed
+          hostedToolsListed: sessionCredential.listed,
+          ...(ctx.approvals === undefined ? {} : { approve })
         })).pipe(
           Scope.extend(attachScope),
           Effect.mapError((error): OpenFailure => ({ reason: "ProtocolError", detail: error.message, cause: error }))
@@ -216,6 +231,7 @@ export const open = (
         busy: true,
         lastUsed: Date.now(),
         steer: undefined,
+        approve: undefined,
         retired: false,
         retire: Effect.suspend(() => {
           warm.retired = true
@@ -236,6 +252,7 @@ export const open = (
           return Deferred.await(done)
         })
       }
+      current = warm
       return warm
     })
   )
@@ -319,6 +336,7 @@ export const makePool = (options: {
       Effect.suspend(() => {
         warm.busy = false
         warm.steer = undefined
+        warm.approve = undefined
         warm.lastUsed = Date.now()
         if (warm.retired) return Effect.void
         const idle = Effect.sleep(options.idleTimeout).pipe(

@@ -449,7 +449,9 @@ export const execute = (
     mcp: ctx.mcp,
     session: request.session,
     sandbox: ctx.sandbox,
-    hostEnv: ctx.hostEnv
+    hostEnv: ctx.hostEnv,
+    ...(request.builtinTools === undefined ? {} : { builtinTools: request.builtinTools }),
+    ...(ctx.approvals === undefined ? {} : { liveApprovals: true })
   })
 
   // Each approval the run asks for is an event and a transcript entry, its answer another.
@@ -677,6 +679,7 @@ export const execute = (
       yield* Effect.addFinalizer(() =>
         Effect.suspend(() => {
           warm.steer = undefined
+          warm.approve = undefined
           const reaped = request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)
           if (healthy && ended) return Effect.zipRight(pool.release(warm), reaped)
           if (!healthy) return Effect.zipRight(pool.retire(live.key), reaped)
@@ -707,6 +710,12 @@ export const execute = (
           }, true)
         )
       ])
+      // The process's approval requests are this turn's while it runs (scrubbed of live tokens).
+      if (ctx.approvals !== undefined) {
+        const { broker } = ctx.approvals
+        warm.approve = (fields) =>
+          broker.ask(request.runId, request.threadKey, ctx.redactor.value(fields), approvalSink)
+      }
       const steer = warm.session.steer
       if (steer !== undefined) {
         warm.steer = (input) =>

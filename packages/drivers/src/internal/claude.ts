@@ -319,9 +319,9 @@ export const driver = (config: Config = {}): Driver.Driver => {
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: (lines, context) => parser.parse(lines, context),
     classifyExit,
-    approvals: { tool: approverTool },
+    approvals: { tool: approverTool, live: true },
     install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
       "native binary in place)",
-    live: Live.make((request) => Effect.zipRight(announce, prepareTurn(request)))
+    live: Live.make((request) => Effect.zipRight(announce, prepareTurn(request)), approverTool)
   }
 }

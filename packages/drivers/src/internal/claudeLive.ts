@@ -21,6 +21,7 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
+import type * as Approval from "@tether/core/Approval"
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import * as Chunk from "effect/Chunk"
@@ -478,8 +479,47 @@ export const build = (
 export const make = (
   prepare: (
     request: Driver.InvocationRequest
-  ) => Effect.Effect<Driver.Invocation, Driver.ProtocolError, FileSystem.FileSystem | Path.Path>
+  ) => Effect.Effect<Driver.Invocation, Driver.ProtocolError, FileSystem.FileSystem | Path.Path>,
+  approver: Driver.ApproverTool
 ): Driver.Live => ({
-  open: Frames.open(prepare),
-  attach: (channel, context) => attach(channel, context)
+  open: (request) =>
+    Effect.map(Frames.open(prepare)(request), (invocation) =>
+      request.liveApprovals === true
+        // Each built-in call not allowed outright is asked over stdio (`can_use_tool`).
+        ? { ...invocation, args: [...invocation.args, "--permission-prompt-tool", "stdio"] }
+        : invocation),
+  attach: (channel, context) => {
+    const approve = context.approve
+    return approve === undefined
+      ? attach(channel, context)
+      : attach(channel, context, { onControlRequest: canUseTool(approver, approve) })
+  }
 })
+
+/**
+ * Answers `can_use_tool` control requests (`--permission-prompt-tool stdio`): the request carries
+ * the same `{tool_name, input, tool_use_id}` as the one-shot approver tool's call, and the
+ * response body is the same `{behavior, updatedInput | message}`. Other subtypes get an error.
+ *
+ * @internal
+ */
+export const canUseTool = (
+  approver: Driver.ApproverTool,
+  approve: (ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>
+): Frames.ControlHandler =>
+(control) => {
+  if (control.subtype !== "can_use_tool") {
+    return Effect.succeed({ _tag: "Error", error: `Tether does not answer "${control.subtype}" control requests` })
+  }
+  const ask = approver.ask(control.request)
+  if (typeof ask === "string") {
+    return Effect.succeed({
+      _tag: "Success",
+      response: { behavior: "deny", message: `Not an approval request Tether can read (${ask}).` }
+    })
+  }
+  return Effect.map(approve(ask), (decision) => ({
+    _tag: "Success",
+    response: approver.answer(decision, control.request)
+  }))
+}
