@@ -213,7 +213,8 @@ export const userConfigFile: string = codexConfig.userConfigFile
  * `live` runs one `codex app-server` (stdio JSON-RPC) per thread. `live.open` materializes the
  * same clone files and environment as `prepare`; the model, the sandbox level and the hosted-tool
  * allow-list are `-c` overrides of the process (core reuses a warm process only while they hold). `live.attach` initializes, then starts (`thread/start`), resumes (`thread/resume`) or
- * forks (`thread/fork`) the thread with `approvalPolicy: "never"`; a thread Codex does not know
+ * forks (`thread/fork`) the thread with `approvalPolicy: "never"` (`"untrusted"` for an agent with
+ * approvals); a thread Codex does not know
  * fails with `ResumeRejected`, a hosted-tools server that cannot start with
  * `HostedToolsUnavailable`. Each `turn` is a `turn/start` whose notifications map to the same
  * outputs as `parse` (plus `TextDelta`s of the agent's message), ending with the `Terminal` of
@@ -221,8 +222,13 @@ export const userConfigFile: string = codexConfig.userConfigFile
  * `SessionStarted`. `steer` is `turn/steer` (`Injected`: the model sees the input in the same
  * turn), `interrupt` is `turn/interrupt` (the turn ends with `ok: false`, the process stays),
  * `shutdown` closes stdin (the app-server exits). A turn whose stream is dropped before its
- * terminal is interrupted. The server's own requests (approvals, user input, elicitation) are
- * declined at once and reported as `Notice`s. A process that exits during a turn fails it with
+ * terminal is interrupted. For an agent with approvals (`approvals.live`: asked on live threads
+ * only; a one-shot `codex exec` run of such an agent fails before spawn),
+ * `item/commandExecution/requestApproval` and `item/fileChange/requestApproval` (with the paths and
+ * diff of the preceding `item/started` fileChange item) are asked of the host and answered
+ * `accept`, `acceptForSession` or `decline` (the model is told the call was rejected; Codex does
+ * not pass the deny message on). The server's other requests (and every one without approvals)
+ * are declined at once and reported as `Notice`s. A process that exits during a turn fails it with
  * `ProtocolError("ProviderError")` after the outputs read so far; JSON-RPC error answers fail
  * with the server's message.
  *

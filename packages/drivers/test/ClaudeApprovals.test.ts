@@ -373,6 +373,8 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
             Effect.exit
           )
           expect(exit._tag).toBe("Failure")
+          // Every close call returns once the agent is closed (its warm process shut down).
+          yield* agent.close()
           expect(processesOf(events)[0]).toMatchObject({ reused: true })
           const tags = events.map((e) => e._tag)
           const resolved = events.filter((e): e is Event.ApprovalResolved => e._tag === "ApprovalResolved")

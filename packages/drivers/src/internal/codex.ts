@@ -273,6 +273,8 @@ export const driver = (config: Config = {}): Driver.Driver => {
     parse: (lines, context) =>
       parser.parse(lines, context, { maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
     classifyExit: parser.classifyExit,
+    // Asked on live threads only (the app-server's approval requests); `codex exec` has no prompt to route.
+    approvals: { live: true },
     install: "install it with `npm install @openai/codex`",
     live: codexLive.make({
       config,

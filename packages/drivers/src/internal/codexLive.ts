@@ -7,6 +7,7 @@
  */
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
+import type * as Approval from "@tether/core/Approval"
 import * as Driver from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
@@ -66,6 +67,8 @@ type MaterializeEffect = Effect.Effect<Materialized, Driver.ProtocolError, Platf
 export interface ServerRequest {
   readonly method: Protocol.ServerRequest["method"] | (string & {})
   readonly params: unknown
+  /** The item of the `item/started` with the request's `itemId`, when one came first (a fileChange's diff). */
+  readonly item?: unknown
 }
 
 /**
@@ -74,7 +77,7 @@ export interface ServerRequest {
  * @internal
  */
 export type ServerReply =
-  | { readonly _tag: "Result"; readonly result: unknown; readonly notice: string }
+  | { readonly _tag: "Result"; readonly result: unknown; readonly notice?: string }
   | { readonly _tag: "Error"; readonly code: number; readonly message: string }
 
 /**
@@ -133,9 +136,84 @@ export const declineAll: ServerRequestHandler = (request) =>
     }
   })())
 
+const isRecord = (value: unknown): value is { readonly [key: string]: unknown } =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const optionId = (decision: unknown): string | undefined =>
+  typeof decision === "string" ? decision : isRecord(decision) ? Object.keys(decision)[0] : undefined
+
+/**
+ * The approvals of an agent that has them: command executions and file changes are asked of the
+ * host (`LiveContext.approve`) and answered `accept`, `acceptForSession` (when offered, else
+ * `accept`) or `decline` (Codex tells the model the call was rejected; it does not carry the
+ * deny message). Every other request is answered as `declineAll` does.
+ *
+ * @internal
+ */
+export const approvalsHandler = (
+  approve: (ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>
+): ServerRequestHandler =>
+(request) => {
+  const params = isRecord(request.params) ? request.params : {}
+  const str = (value: unknown) => typeof value === "string" ? value : undefined
+  const callId = str(params["itemId"])
+  const decide = (ask: Driver.ApprovalAsk, offered: ReadonlyArray<unknown> | undefined) =>
+    Effect.map(approve(ask), (decision): ServerReply => ({
+      _tag: "Result",
+      result: {
+        decision: decision._tag === "Deny"
+          ? "decline"
+          : decision._tag === "AllowForSession" &&
+              (offered === undefined || offered.some((option) => option === "acceptForSession"))
+          ? "acceptForSession"
+          : "accept"
+      }
+    }))
+  switch (request.method) {
+    case "item/commandExecution/requestApproval": {
+      const offered = Array.isArray(params["availableDecisions"]) ? params["availableDecisions"] : undefined
+      const command = str(params["command"])
+      const cwd = str(params["cwd"])
+      const options = offered?.flatMap((decision) => {
+        const id = optionId(decision)
+        return id === undefined ? [] : [{ id }]
+      })
+      return decide({
+        toolName: "commandExecution",
+        kind: "command",
+        input: params,
+        ...(callId === undefined ? {} : { callId }),
+        ...(command === undefined ? {} : { command }),
+        ...(cwd === undefined ? {} : { cwd }),
+        ...(options === undefined ? {} : { options })
+      }, offered)
+    }
+    case "item/fileChange/requestApproval": {
+      // The change itself is in the preceding `item/started` fileChange item.
+      const changes = isRecord(request.item) && Array.isArray(request.item["changes"])
+        ? request.item["changes"].filter(isRecord)
+        : []
+      const paths = changes.flatMap((change) => typeof change["path"] === "string" ? [change["path"]] : [])
+      const diffs = changes.flatMap((change) => typeof change["diff"] === "string" ? [change["diff"]] : [])
+      return decide({
+        toolName: "fileChange",
+        kind: "fileChange",
+        input: { ...params, changes },
+        ...(callId === undefined ? {} : { callId }),
+        ...(paths.length === 0 ? {} : { paths }),
+        ...(diffs.length === 0 ? {} : { diff: diffs.join("\n") })
+      }, undefined)
+    }
+    default:
+      return declineAll(request)
+  }
+}
+
 /** @internal */
 export interface SessionOptions extends ParseOptions {
   readonly onServerRequest?: ServerRequestHandler
+  /** `thread/start|resume|fork`'s `approvalPolicy` (default `"never"`: nothing is asked). */
+  readonly approvalPolicy?: "never" | "untrusted"
 }
 
 /** What a turn's queue holds: frames, outputs made by the session, and the end of the process. */
@@ -195,7 +273,8 @@ const outputsOf = (
 
 /**
  * Attaches to a spawned app-server: `initialize` + `initialized`, then `thread/start` (New),
- * `thread/resume` (Resume) or `thread/fork` (Fork) with `approvalPolicy: "never"`. The reader of
+ * `thread/resume` (Resume) or `thread/fork` (Fork) with `approvalPolicy` (`"never"` unless
+ * `options.approvalPolicy` says otherwise). The reader of
  * the process's stdout and the answers to the server's requests live in the current scope.
  *
  * @internal
@@ -236,17 +315,24 @@ export const attach = (
       active === undefined || active.detached ? Effect.void : Queue.offer(active.queue, { _tag: "Emit", outputs })
 
     // Answered on their own fibers: an approval handler may wait for a person, the reader never does.
+    // The started fileChange items by id: a fileChange approval request carries only the id.
+    const fileItems = new Map<string, unknown>()
     const answer = (id: Protocol.RequestId, method: string, params: unknown) =>
       FiberSet.run(
         answering,
         Effect.gen(function*() {
-          const reply = yield* onServerRequest({ method, params })
+          const itemId = isRecord(params) && typeof params["itemId"] === "string" ? params["itemId"] : undefined
+          const item = itemId === undefined ? undefined : fileItems.get(itemId)
+          if (itemId !== undefined) fileItems.delete(itemId)
+          const reply = yield* onServerRequest({ method, params, ...(item === undefined ? {} : { item }) })
           // Reported before the answer: once answered, the turn may end at once.
           if (reply._tag === "Error") {
             yield* emit([notice("warning", "server_request", reply.message, { method, params })])
             yield* write({ id, error: { code: reply.code, message: reply.message } })
           } else {
-            yield* emit([notice("warning", "approval", reply.notice, { method, params })])
+            if (reply.notice !== undefined) {
+              yield* emit([notice("warning", "approval", reply.notice, { method, params })])
+            }
             yield* write({ id, result: reply.result })
           }
         }).pipe(Effect.ignore)
@@ -284,6 +370,13 @@ export const attach = (
         case "Request":
           return answer(frame.id, frame.method, frame.params)
         case "Notification": {
+          if (frame.method === "item/started" && isRecord(frame.params)) {
+            const item = frame.params["item"]
+            if (isRecord(item) && item["type"] === "fileChange" && typeof item["id"] === "string") {
+              fileItems.set(item["id"], item)
+              if (fileItems.size > 64) fileItems.delete(fileItems.keys().next().value as string)
+            }
+          }
           const turn = active
           if (turn === undefined) return Effect.void
           const completes = frame.method === "turn/completed" &&
@@ -338,11 +431,12 @@ export const attach = (
     yield* write({ method: "initialized" })
 
     const session = context.session
+    const approvalPolicy = options.approvalPolicy ?? "never"
     const answered = session._tag === "New"
       ? yield* request<Protocol.ThreadStartResponse>(
         "thread/start",
         {
-          approvalPolicy: "never"
+          approvalPolicy
         } satisfies Protocol.ThreadStartParams
       )
       : session._tag === "Resume"
@@ -350,7 +444,7 @@ export const attach = (
         "thread/resume",
         {
           threadId: session.id,
-          approvalPolicy: "never",
+          approvalPolicy,
           excludeTurns: true
         } satisfies Protocol.ThreadResumeParams
       )
@@ -358,7 +452,7 @@ export const attach = (
         "thread/fork",
         {
           threadId: session.from,
-          approvalPolicy: "never",
+          approvalPolicy,
           excludeTurns: true
         } satisfies Protocol.ThreadForkParams
       )
@@ -505,5 +599,12 @@ export const make = (options: {
   readonly maxReconnects: number
 }): Driver.Live => ({
   open: open(options.config, options.materialize),
-  attach: (channel, context) => attach(channel, context, { maxReconnects: options.maxReconnects })
+  attach: (channel, context) => {
+    const approve = context.approve
+    return attach(channel, context, {
+      maxReconnects: options.maxReconnects,
+      // An agent with approvals: every command that is not known to be safe is asked.
+      ...(approve === undefined ? {} : { approvalPolicy: "untrusted", onServerRequest: approvalsHandler(approve) })
+    })
+  }
 })

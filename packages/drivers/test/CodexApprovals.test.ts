@@ -1,0 +1,173 @@
+/**
+ * Approvals on Codex live threads: the real CLI (pinned 0.171.0) as `codex app-server` with
+ * `approvalPolicy: "untrusted"` asks `item/commandExecution/requestApproval` before each command,
+ * answered by the agent's approvals; the scripted Responses server on 127.0.0.1 is the model. Offline.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Agent, Approval } from "@tether/core"
+import type * as Event from "@tether/core/Event"
+import type * as Result from "@tether/core/Result"
+import { Codex } from "@tether/drivers"
+import { Harness, ResponsesServer } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import * as Fs from "node:fs"
+
+/** The model runs the command after `RUN: ` with exec_command, then reports the command's output. */
+const script: ResponsesServer.Script = (request) => {
+  const output = ResponsesServer.lastFunctionCallOutput(request)
+  if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
+  const command = /RUN: (.*)$/m.exec(ResponsesServer.userTexts(request).at(-1) ?? "")?.[1]
+  return command === undefined
+    ? ResponsesServer.text("No command.")
+    : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command } })
+}
+
+const driverFor = (server: ResponsesServer.ResponsesServer) =>
+  Codex.driver({
+    model: "fake-model",
+    modelProvider: {
+      id: "fake",
+      baseUrl: server.baseUrl,
+      apiKey: Redacted.make("sk-fake-codex"),
+      requestMaxRetries: 0,
+      streamMaxRetries: 0
+    },
+    settings: Codex.offlineSettings
+  })
+
+const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, E, Agent.Requirements>) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const value = yield* body(sandbox).pipe(Effect.scoped, Effect.provide(Harness.layer))
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    return value
+  }).pipe(Effect.scoped)
+
+const approvalsOf = (transcript: ReadonlyArray<Result.TranscriptEntry>) =>
+  transcript.filter((entry): entry is Result.TranscriptApproval => entry._tag === "Approval")
+const collect = (stream: Stream.Stream<Event.Event, unknown>) =>
+  Effect.map(Stream.runCollect(stream), (chunk) => Array.from(chunk))
+const processesOf = (events: ReadonlyArray<Event.Event>) =>
+  events.filter((e): e is Event.ProcessStarted => e._tag === "ProcessStarted")
+
+describe("Codex approvals, live thread (real CLI)", () => {
+  it.live(
+    "handler mode: an allowed command runs, a denied one does not and the model is told; the process stays warm",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          const server = yield* ResponsesServer.make({ script })
+          const asked: Array<Approval.ApprovalRequest> = []
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            approvals: {
+              handler: (request) =>
+                Effect.sync(() => {
+                  asked.push(request)
+                  return request.command?.includes("allowed") === true ? Approval.allow : Approval.deny("No.")
+                })
+            }
+          })
+          // With live threads off nothing could ask at all: the agent is refused.
+          const refusedAgent = yield* Effect.flip(Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            live: { threads: false },
+            approvals: {}
+          }))
+          expect(refusedAgent).toMatchObject({ _tag: "UnsupportedCapability", capability: "approvals" })
+          // An agent's own run is one-shot (`codex exec`): nothing could ask, so it fails before spawn.
+          const oneShot = yield* Effect.flip(agent.run("RUN: true"))
+          expect(oneShot).toMatchObject({ _tag: "InvalidTurn", reason: "UnsupportedCapability" })
+          const thread = yield* agent.thread("codex-approvals")
+          const allowedFile = `${sandbox.workspace}/allowed.txt`
+          const first = yield* collect(thread.stream(`RUN: touch ${allowedFile} && echo allowed-ran`))
+          expect(Fs.existsSync(allowedFile)).toBe(true)
+          const done = (first.at(-1) as Event.RunFinished).result
+          expect(done.text).toContain("allowed-ran")
+          expect(approvalsOf(done.transcript).map((a) => [a.request.kind, a.decision, a.by])).toEqual([
+            ["command", Approval.allow, "handler"]
+          ])
+          expect(asked[0]).toMatchObject({ toolName: "commandExecution", cwd: sandbox.workspace })
+          expect(asked[0]!.command).toContain(`touch ${allowedFile}`)
+          expect(asked[0]!.callId).toBeDefined()
+          const deniedFile = `${sandbox.workspace}/denied.txt`
+          const second = yield* collect(thread.stream(`RUN: touch ${deniedFile}`))
+          expect(Fs.existsSync(deniedFile)).toBe(false)
+          const refused = (second.at(-1) as Event.RunFinished).result
+          expect(approvalsOf(refused.transcript).map((a) => [a.decision, a.by])).toEqual([
+            [Approval.deny("No."), "handler"]
+          ])
+          // The model got Codex's rejection as the command's output.
+          const requests = yield* server.requests
+          expect(ResponsesServer.lastFunctionCallOutput(requests.at(-1)!)?.text).toMatch(/rejected/)
+          // One process served both turns.
+          const [opened] = processesOf(first)
+          expect(processesOf(second)[0]).toMatchObject({ pid: opened!.pid, reused: true })
+        })
+      ),
+    120_000
+  )
+
+  it.live(
+    "event mode: the host allows; unanswered the deadline denies; closing the agent while pending denies by close",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          const server = yield* ResponsesServer.make({ script })
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            approvals: { deadline: "2 seconds" }
+          })
+          const thread = yield* agent.thread("codex-events")
+          const hostFile = `${sandbox.workspace}/host.txt`
+          yield* collect(
+            thread.stream(`RUN: touch ${hostFile}`).pipe(
+              Stream.tap((event) =>
+                event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.allow) : Effect.void
+              )
+            )
+          )
+          expect(Fs.existsSync(hostFile)).toBe(true)
+          const lateFile = `${sandbox.workspace}/late.txt`
+          const late = yield* thread.run(`RUN: touch ${lateFile}`)
+          expect(Fs.existsSync(lateFile)).toBe(false)
+          expect(approvalsOf(late.transcript).map((a) => [a.decision, a.by])).toEqual([
+            [Approval.timedOutDecision, "deadline"]
+          ])
+          const closedFile = `${sandbox.workspace}/closed.txt`
+          const events: Array<Event.Event> = []
+          const exit = yield* thread.stream(`RUN: touch ${closedFile}`).pipe(
+            Stream.runForEach((event) =>
+              Effect.zipRight(
+                Effect.sync(() => events.push(event)),
+                event._tag === "ApprovalRequested" ? Effect.forkScoped(agent.close()) : Effect.void
+              )
+            ),
+            Effect.exit
+          )
+          expect(exit._tag).toBe("Failure")
+          // Every close call returns once the agent is closed (its warm process shut down).
+          yield* agent.close()
+          expect(processesOf(events)[0]).toMatchObject({ reused: true })
+          const resolved = events.filter((e): e is Event.ApprovalResolved => e._tag === "ApprovalResolved")
+          expect(resolved.map((e) => [e.decision, e.by])).toEqual([[Approval.canceledDecision, "close"]])
+          expect((events.at(-1) as Event.RunFinished).outcome).toBe("canceled")
+          expect(Fs.existsSync(closedFile)).toBe(false)
+          expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+        })
+      ),
+    120_000
+  )
+})
