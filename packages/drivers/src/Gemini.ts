@@ -33,8 +33,12 @@
  * session is created with `session/new` (resumed with `session/load`), which declares the hosted
  * tools as an HTTP MCP server with the process's bearer token; each turn is a `session/prompt`,
  * an interrupt is `session/cancel` and keeps the process warm. ACP cannot steer (a second prompt
- * cancels the first): there is no `steer` and `streamingInput` is `false`. The CLI's permission
- * requests are denied (the tool call fails) until core wires approvals in.
+ * cancels the first): there is no `steer` and `streamingInput` is `false`. For an agent with
+ * approvals (`approvals.live`: asked on live threads only; a one-shot `-p` run of such an agent
+ * fails before spawn), each `session/request_permission` is asked of the host and answered with
+ * the offered option of the decision's kind (`allow` → `allow_once`, `allowForSession` →
+ * `allow_always`, `deny` → `reject_once`; the model is told the call was canceled). Without
+ * approvals the CLI's permission requests are denied (its reject option; the tool call fails).
  *
  * @since 0.1.0
  */

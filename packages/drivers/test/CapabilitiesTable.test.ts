@@ -80,6 +80,20 @@ describe("the drivers guide's capabilities table", () => {
     })
   }
 
+  it("row \"approvals of built-in tools\" is each driver's Driver.approvals (one-shot and live mechanisms)", () => {
+    const cells = table().get("approvals of built-in tools ([guide](./approvals.md))")!
+    const drivers = [Claude.driver(), Codex.driver(), Gemini.driver(), CodeBuddy.driver(), Cursor.driver()]
+    drivers.forEach((driver, index) => {
+      const cell = cells[index]!
+      expect(flag(cell), driver.name).toBe(driver.approvals !== undefined)
+      expect(cell.includes("one-shot"), driver.name).toBe(driver.approvals?.tool !== undefined)
+      expect(/live/.test(cell), driver.name).toBe(driver.approvals?.live === true)
+      expect(cell.includes("live threads only"), driver.name).toBe(
+        driver.approvals?.live === true && driver.approvals.tool === undefined
+      )
+    })
+  })
+
   it("a driver offers a live protocol exactly when it declares a persistent process", () => {
     for (
       const driver of [

@@ -270,8 +270,9 @@ describe("Gemini live (gemini --acp) with the real CLI", () => {
         expect(yield* Harness.isAlive(proc.pid)).toBe(true)
         expect(yield* Harness.markedProcesses(opened.marker)).toContain(proc.pid)
 
-        // Turn 8: the CLI asks permission for a shell command; until core wires approvals in the
-        // answer is a deny (its `cancel` option), the tool fails for the model and the turn goes on.
+        // Turn 8: the CLI asks permission for a shell command; without approvals (no
+        // `LiveContext.approve`) the answer is a deny (its `cancel` option), the tool fails for the
+        // model and the turn goes on.
         yield* model.enqueue(GeminiServer.callTool("run_shell_command", { command: "echo denied > denied.txt" }))
         const turn8 = yield* collect(session.turn({ runId: "r8", prompt: "turn eight: run a command" }))
         expect(terminalOf(turn8)).toMatchObject({ ok: true })

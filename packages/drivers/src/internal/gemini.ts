@@ -399,6 +399,8 @@ export const driver = (config: Config = {}): Driver.Driver => {
     parse: (lines, context) => parser.parse(lines, context),
     classifyExit,
     injectedArguments,
+    // Asked on live threads only (ACP `session/request_permission`); headless `-p` has no prompt to route.
+    approvals: { live: true },
     live: GeminiLive.live(config, binary, announce, processSetup),
     install: "install it with `npm install @google/gemini-cli`"
   }

@@ -13,7 +13,8 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Gemini.js"
 import * as Acp from "./acp.js"
-import type * as AcpMap from "./acpMap.js"
+import * as AcpApproval from "./acpApproval.js"
+import * as AcpMap from "./acpMap.js"
 import type * as Binary from "./binary.js"
 import { toolIdentity } from "./geminiParse.js"
 
@@ -141,6 +142,32 @@ export const live = (
           files: setup.files
         } satisfies Driver.Invocation
       }),
-    attach: (channel, context) => Acp.attach(options, channel, context)
+    attach: (channel, context) => {
+      const approve = context.approve
+      return Acp.attach(
+        approve === undefined
+          ? options
+          : {
+            ...options,
+            // The shared reading of the request (`acpApproval.ts`), named as Gemini's tool calls are
+            // named (`run_shell_command`, not the command line its title carries) with the command.
+            permission: (params) => {
+              const ask = AcpApproval.askOf(params)
+              const call = params.toolCall
+              const identity = naming(
+                AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
+                context.hostedKey
+              )
+              return approve({
+                ...ask,
+                toolName: identity.name,
+                ...(ask.kind === "command" && typeof call.title === "string" ? { command: call.title } : {})
+              })
+            }
+          },
+        channel,
+        context
+      )
+    }
   }
 }
