@@ -31,12 +31,13 @@
  *   reason `CheckpointFailed`.
  * - Live (DESIGN §12): with a driver that has a live protocol (unless `Agent.Options.live.threads`
  *   is `false`), a thread's turns run on one warm provider process, reused while the turn's
- *   fingerprint, effective tools and model are unchanged and the process carries the committed
+ *   fingerprint, effective tools, model and built-in tool policy are unchanged and the process carries the committed
  *   session; otherwise a fresh one resumes the checkpoint. The checkpoint is then committed right
  *   after the turn's terminal record and the session's save (the process does not exit). An
  *   interrupted live turn ends `RunFinished(canceled)` and keeps the process; a process that dies
  *   mid-turn fails the turn with `RunError` and the next turn starts fresh from the checkpoint.
- *   `send` steers the running turn. Closing or deleting the thread shuts its process down.
+ *   `send` steers the running turn. Closing or deleting the thread shuts its process down (unless
+ *   a turn of another handle of the thread runs on it: that turn keeps it until it ends).
  * - Every tool of the agent needs a `revision` (the catalog fingerprint cannot see a handler's
  *   code): `ToolRevisionMissing` before any driver starts.
  *

@@ -526,7 +526,8 @@ export const assemble = (
           if (steer === undefined) return yield* new NoActiveTurn({ key })
           return (yield* steer(input))._tag
         }),
-      retireLive: (key) => pool.retire(key),
+      // A handle's close (its own turns already ended) leaves a process another handle's turn runs on.
+      retireLive: (key) => pool.retireIdle(key),
       approve: (approvalId, decision, key) =>
         broker === undefined
           ? Effect.fail(new ApprovalNotFound({ id: approvalId }))

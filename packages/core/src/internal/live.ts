@@ -277,6 +277,11 @@ export interface Pool {
   readonly get: (key: string) => Warm | undefined
   /** Shuts down the key's process, if any. */
   readonly retire: (key: string) => Effect.Effect<void>
+  /**
+   * Shuts down the key's process unless a turn runs on it (a turn of another handle of the thread,
+   * which may be waiting on an approval: that turn keeps it, and the idle timeout ends it later).
+   */
+  readonly retireIdle: (key: string) => Effect.Effect<void>
   /** Shuts down every process (the agent's close). */
   readonly retireAll: Effect.Effect<void>
   /** How many live processes the agent has (for tests). */
@@ -353,6 +358,11 @@ export const makePool = (options: {
         Effect.suspend(() => {
           const warm = warms.get(key)
           return warm === undefined ? Effect.void : retire(warm)
+        }),
+      retireIdle: (key) =>
+        Effect.suspend(() => {
+          const warm = warms.get(key)
+          return warm === undefined || warm.busy ? Effect.void : retire(warm)
         }),
       retireAll: Effect.suspend(() => {
         closed = true
