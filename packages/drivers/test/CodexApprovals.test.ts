@@ -22,7 +22,9 @@ const script: ResponsesServer.Script = (request) => {
   const command = /RUN: (.*)$/m.exec(ResponsesServer.userTexts(request).at(-1) ?? "")?.[1]
   return command === undefined
     ? ResponsesServer.text("No command.")
-    : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command } })
+    // The command's output is awaited (up to 10 s) before the call returns: on a loaded machine the
+    // default wait could end the turn before `touch` ran.
+    : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
 }
 
 const driverFor = (server: ResponsesServer.ResponsesServer) =>
