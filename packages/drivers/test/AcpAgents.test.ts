@@ -269,11 +269,12 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
 
     // Resume in a new process with session/load: the next request carries the earlier turns.
     const again = { environment: (yield* mint).token, session: yield* mint }
+    const second = yield* Effect.acquireRelease(Scope.make(), (scope, exit) => Scope.close(scope, exit))
     const resumed = yield* H.openLive(
       subject.driver,
       liveRequest(root, hosted.registration.url, hosted.registration.tokenVariable, { _tag: "Resume", id: sessionId }),
       again
-    )
+    ).pipe(Scope.extend(second))
     const turn7 = yield* H.collect(resumed.session.turn({ runId: "r7", prompt: "turn seven: after resume" }))
     expect(turn7[0]).toMatchObject({ _tag: "SessionStarted", sessionId })
     expect(turn7.filter((o) => o._tag === "Message").map((o) => o._tag === "Message" && o.role)).toEqual([
@@ -285,6 +286,11 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     const after = yield* subject.lastRequestText
     expect(after).toContain("turn one: remember BANANA")
     expect(after).toContain("turn seven: after resume")
+    // The resumed process goes the same way before the test's directories are removed: an
+    // adapter's own CLI child still writing its session into them would make that removal fail.
+    yield* resumed.session.shutdown
+    yield* Scope.close(second, Exit.void)
+    expect(yield* gone(resumed.marker)).toEqual([])
     console.info(
       `${subject.name} live: spawn to session ready ${Math.round(openMs)} ms, a warm plain turn ${
         Math.round(warmMs)
@@ -322,6 +328,7 @@ const allowed = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
     expect(yield* Deferred.await(asked)).toContain("allow_once")
     expect(H.terminalOf(turn)).toMatchObject({ ok: true })
     expect(Fs.readFileSync(Path.join(root.work, subject.deniedFile), "utf8")).toBe("ran\n")
+    yield* session.shutdown
   }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
 /**
