@@ -609,6 +609,10 @@ export const liveClauses = (subject: Subject, live: LiveSubject): ReadonlyArray<
           const thread = yield* agent.thread("L4")
           const { pid } = yield* turn("L4", thread, subject.plain)
           const crashing = yield* busyTurn("L4", live, thread, slow)
+          // Well into the turn: a CLI writes its session files behind its outputs (Claude Code up
+          // to ~100 ms after a result), and a kill inside that window loses what the checkpoint's
+          // turn wrote last, which this clause does not test.
+          yield* Effect.sleep("400 millis")
           yield* killGroup(crashing.pid)
           const crashed = yield* Fiber.join(crashing.fiber)
           const finished = yield* outcomeOf("L4", crashed.events)
