@@ -6,7 +6,6 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import type * as Net from "node:net"
-import * as Zlib from "node:zlib"
 import type {
   ChatCompletionsServer,
   Options,
@@ -20,6 +19,7 @@ import type {
 } from "../ChatCompletionsServer.js"
 import { ChatCompletionsServerError } from "../ChatCompletionsServer.js"
 import { lastToolResults, toolNames } from "./chatCompletionsInspect.js"
+import { headersOf, listen, openAiErrorBody as errorBody, readBody, record, type Waits } from "./scriptedHttp.js"
 
 type Json = Record<string, unknown>
 type Answer = Exclude<Step, { readonly _tag: "Fail" } | { readonly _tag: "Delayed" }>
@@ -133,53 +133,6 @@ const render = (step: Answer, request: RecordedRequest): Rendered => {
   return { deltas, message, finishReason: "tool_calls" }
 }
 
-const readBody = (req: Http.IncomingMessage): Promise<Buffer> =>
-  new Promise((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    req.on("data", (chunk: Buffer) => chunks.push(chunk))
-    req.on("end", () => resolve(Buffer.concat(chunks)))
-    req.on("error", reject)
-  })
-
-const decodeBody = (raw: Buffer, encoding: string | undefined): string => {
-  switch (encoding) {
-    case "gzip":
-      return Zlib.gunzipSync(raw).toString("utf8")
-    case "deflate":
-      return Zlib.inflateSync(raw).toString("utf8")
-    case "br":
-      return Zlib.brotliDecompressSync(raw).toString("utf8")
-    default:
-      return raw.toString("utf8")
-  }
-}
-
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return undefined
-  }
-}
-
-const headersOf = (req: Http.IncomingMessage): { readonly [name: string]: string } => {
-  const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(", ") : value
-  }
-  return out
-}
-
-const errorBody = (status: number, message: string) =>
-  JSON.stringify({
-    error: {
-      message,
-      type: status === 401 ? "invalid_request_error" : status >= 500 ? "server_error" : "invalid_request_error",
-      code: status === 401 ? "invalid_api_key" : status === 429 ? "rate_limit_exceeded" : null,
-      param: null
-    }
-  })
-
 const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const completionPaths = new Set(["/v1/chat/completions", "/chat/completions"])
@@ -192,26 +145,10 @@ export const make = (
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
     const others: Array<OtherRequest> = []
-    const timers = new Set<ReturnType<typeof setTimeout>>()
     let script: Script = options?.script ?? (() => text("ok"))
     const expectedAuth = options?.apiKey === undefined ? undefined : `Bearer ${Redacted.value(options.apiKey)}`
 
-    const wait = (millis: number, res: Http.ServerResponse) =>
-      new Promise<void>((resolve) => {
-        const timer = setTimeout(() => {
-          timers.delete(timer)
-          resolve()
-        }, millis)
-        timers.add(timer)
-        // A client that goes away ends the wait; writing to its closed response is a no-op.
-        res.once("close", () => {
-          clearTimeout(timer)
-          timers.delete(timer)
-          resolve()
-        })
-      })
-
-    const handle = async (req: Http.IncomingMessage, res: Http.ServerResponse): Promise<void> => {
+    const handle = async (req: Http.IncomingMessage, res: Http.ServerResponse, waits: Waits): Promise<void> => {
       const raw = await readBody(req)
       const path = (req.url ?? "/").split("?")[0] ?? "/"
       const method = req.method ?? "GET"
@@ -228,20 +165,7 @@ export const make = (
         res.writeHead(404, { "content-type": "application/json" }).end(errorBody(404, "not found"))
         return
       }
-      let bodyText: string
-      try {
-        bodyText = decodeBody(raw, req.headers["content-encoding"])
-      } catch {
-        bodyText = ""
-      }
-      const recorded: RecordedRequest = {
-        index: requests.length,
-        method,
-        path,
-        headers: headersOf(req),
-        body: parseJson(bodyText),
-        receivedAt: Date.now()
-      }
+      const recorded: RecordedRequest = record(req, raw, requests.length, path)
       requests.push(recorded)
       if (expectedAuth !== undefined && req.headers.authorization !== expectedAuth) {
         res.writeHead(401, { "content-type": "application/json" }).end(errorBody(401, "Incorrect API key provided"))
@@ -255,12 +179,14 @@ export const make = (
       }
       while (step._tag === "Delayed") {
         if (res.destroyed) return
-        await wait(step.millis, res)
+        await waits.wait(step.millis, res)
         step = step.step
       }
       if (res.destroyed) return
       if (step._tag === "Fail") {
-        res.writeHead(step.status, { "content-type": "application/json" }).end(errorBody(step.status, step.message))
+        res.writeHead(step.status, { "content-type": "application/json" }).end(
+          errorBody(step.status, step.message, { rateLimitCode: true })
+        )
         return
       }
       const body = isRecord(recorded.body) ? recorded.body : {}
@@ -298,25 +224,7 @@ export const make = (
       res.end("data: [DONE]\n\n")
     }
 
-    const server = yield* Effect.acquireRelease(
-      Effect.async<Http.Server, ChatCompletionsServerError>((resume) => {
-        const server = Http.createServer((req, res) => {
-          handle(req, res).catch(() => {
-            if (!res.headersSent) res.writeHead(500).end()
-            else res.end()
-          })
-        })
-        server.once("error", (cause) => resume(Effect.fail(new ChatCompletionsServerError({ detail: String(cause) }))))
-        server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-      }),
-      (server) =>
-        Effect.async<void>((resume) => {
-          for (const timer of timers) clearTimeout(timer)
-          timers.clear()
-          server.close(() => resume(Effect.void))
-          server.closeAllConnections()
-        })
-    )
+    const server = yield* listen(handle, (detail) => new ChatCompletionsServerError({ detail }))
     const port = (server.address() as Net.AddressInfo).port
     return {
       port,

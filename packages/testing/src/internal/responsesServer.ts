@@ -6,7 +6,6 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import type * as Net from "node:net"
-import * as Zlib from "node:zlib"
 import type {
   RecordedRequest,
   ResponsesServer,
@@ -16,6 +15,7 @@ import type {
   UsageSpec
 } from "../ResponsesServer.js"
 import { ResponsesServerError } from "../ResponsesServer.js"
+import { listen, openAiErrorBody as errorBody, readBody, record, type Waits } from "./scriptedHttp.js"
 
 /** @internal */
 export const text = (
@@ -204,85 +204,24 @@ const renderEvents = (
   return events.map((event, index) => ({ ...event, sequence_number: index }))
 }
 
-const readBody = (req: Http.IncomingMessage): Promise<Buffer> =>
-  new Promise((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    req.on("data", (chunk: Buffer) => chunks.push(chunk))
-    req.on("end", () => resolve(Buffer.concat(chunks)))
-    req.on("error", reject)
-  })
-
-const decodeBody = (raw: Buffer, encoding: string | undefined): string => {
-  switch (encoding) {
-    case "gzip":
-      return Zlib.gunzipSync(raw).toString("utf8")
-    case "deflate":
-      return Zlib.inflateSync(raw).toString("utf8")
-    case "br":
-      return Zlib.brotliDecompressSync(raw).toString("utf8")
-    default:
-      return raw.toString("utf8")
-  }
-}
-
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return undefined
-  }
-}
-
-const headersOf = (req: Http.IncomingMessage): { readonly [name: string]: string } => {
-  const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(req.headers)) {
-    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(", ") : value
-  }
-  return out
-}
-
-const errorBody = (status: number, message: string) =>
-  JSON.stringify({
-    error: {
-      message,
-      type: status === 401 ? "invalid_request_error" : status >= 500 ? "server_error" : "invalid_request_error",
-      code: status === 401 ? "invalid_api_key" : null,
-      param: null
-    }
-  })
-
 /** @internal */
 export const make = (
   options?: ResponsesServerOptions
 ): Effect.Effect<ResponsesServer, ResponsesServerError, Scope.Scope> =>
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
-    const timers = new Set<ReturnType<typeof setTimeout>>()
     let script: Script = options?.script ?? (() => text("ok"))
     const model = options?.model ?? "fake-model"
     const expectedAuth = options?.apiKey === undefined ? undefined : `Bearer ${Redacted.value(options.apiKey)}`
 
-    const handle = async (req: Http.IncomingMessage, res: Http.ServerResponse): Promise<void> => {
+    const handle = async (req: Http.IncomingMessage, res: Http.ServerResponse, waits: Waits): Promise<void> => {
       const raw = await readBody(req)
       const path = (req.url ?? "/").split("?")[0] ?? "/"
       if (req.method !== "POST" || path !== "/v1/responses") {
         res.writeHead(404, { "content-type": "application/json" }).end(errorBody(404, "not found"))
         return
       }
-      let bodyText: string
-      try {
-        bodyText = decodeBody(raw, req.headers["content-encoding"])
-      } catch {
-        bodyText = ""
-      }
-      const recorded: RecordedRequest = {
-        index: requests.length,
-        method: req.method,
-        path,
-        headers: headersOf(req),
-        body: parseJson(bodyText),
-        receivedAt: Date.now()
-      }
+      const recorded: RecordedRequest = record(req, raw, requests.length, path)
       requests.push(recorded)
       if (expectedAuth !== undefined && req.headers.authorization !== expectedAuth) {
         res.writeHead(401, { "content-type": "application/json" }).end(errorBody(401, "Incorrect API key provided"))
@@ -296,19 +235,7 @@ export const make = (
       }
       while (step._tag === "Delayed") {
         const { millis, step: next } = step
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(() => {
-            timers.delete(timer)
-            resolve()
-          }, millis)
-          timers.add(timer)
-          // A client that goes away ends the wait; writing to its closed response is a no-op.
-          res.once("close", () => {
-            clearTimeout(timer)
-            timers.delete(timer)
-            resolve()
-          })
-        })
+        await waits.wait(millis, res)
         step = next
       }
       if (res.destroyed) return
@@ -322,25 +249,7 @@ export const make = (
       res.end()
     }
 
-    const server = yield* Effect.acquireRelease(
-      Effect.async<Http.Server, ResponsesServerError>((resume) => {
-        const server = Http.createServer((req, res) => {
-          handle(req, res).catch(() => {
-            if (!res.headersSent) res.writeHead(500).end()
-            else res.end()
-          })
-        })
-        server.once("error", (cause) => resume(Effect.fail(new ResponsesServerError({ detail: String(cause) }))))
-        server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-      }),
-      (server) =>
-        Effect.async<void>((resume) => {
-          for (const timer of timers) clearTimeout(timer)
-          timers.clear()
-          server.close(() => resume(Effect.void))
-          server.closeAllConnections()
-        })
-    )
+    const server = yield* listen(handle, (detail) => new ResponsesServerError({ detail }))
     const port = (server.address() as Net.AddressInfo).port
     return {
       port,
