@@ -1,7 +1,7 @@
 /**
  * Approvals on Codex live threads: the real CLI (pinned 0.171.0) as `codex app-server` with
- * `approvalPolicy: "untrusted"` asks `item/commandExecution/requestApproval` before each command,
- * answered by the agent's approvals; the scripted Responses server on 127.0.0.1 is the model. Offline.
+ * `approvalPolicy: "untrusted"` asks `item/commandExecution/requestApproval` before each command
+ * and `item/fileChange/requestApproval` before each patch, answered by the agent's approvals; the scripted Responses server on 127.0.0.1 is the model. Offline.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
@@ -15,11 +15,27 @@ import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 
-/** The model runs the command after `RUN: ` with exec_command, then reports the command's output. */
+/** What the model reads in the same turn after a call the host denied (`turn/steer`). */
+const denied = "The host denied that action: "
+
+/** A patch adding `path` (with `hello`), or replacing its `hello` by `world`, run through exec_command. */
+const patch = (path: string, update: boolean) =>
+  `apply_patch <<'EOF'\n*** Begin Patch\n` +
+  (update ? `*** Update File: ${path}\n@@\n-hello\n+world\n` : `*** Add File: ${path}\n+hello\n`) +
+  `*** End Patch\nEOF\n`
+
+/**
+ * The model runs the command after `RUN: ` with exec_command (or applies a patch adding the file
+ * after `ADD: `, or updating the one after `UPDATE: `: Codex turns it into a file change), then
+ * reports the command's output, or what it was told after a denied call.
+ */
 const script: ResponsesServer.Script = (request) => {
+  const last = ResponsesServer.userTexts(request).at(-1) ?? ""
+  if (last.startsWith(denied)) return ResponsesServer.text(`TOLD: ${last}`)
   const output = ResponsesServer.lastFunctionCallOutput(request)
   if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
-  const command = /RUN: (.*)$/m.exec(ResponsesServer.userTexts(request).at(-1) ?? "")?.[1]
+  const file = /(ADD|UPDATE): (.*)$/m.exec(last)
+  const command = file === null ? /RUN: (.*)$/m.exec(last)?.[1] : patch(file[2]!, file[1] === "UPDATE")
   return command === undefined
     ? ResponsesServer.text("No command.")
     // The command's output is awaited (up to 10 s) before the call returns: on a loaded machine the
@@ -57,7 +73,7 @@ const processesOf = (events: ReadonlyArray<Event.Event>) =>
 
 describe("Codex approvals, live thread (real CLI)", () => {
   it.live(
-    "handler mode: an allowed command runs, a denied one does not and the model is told; the process stays warm",
+    "handler mode: allowed commands and file changes run, denied ones do not and the model reads the deny message; allowForSession; one warm process",
     () =>
       withSandbox((sandbox) =>
         Effect.gen(function*() {
@@ -72,7 +88,12 @@ describe("Codex approvals, live thread (real CLI)", () => {
               handler: (request) =>
                 Effect.sync(() => {
                   asked.push(request)
-                  return request.command?.includes("allowed") === true ? Approval.allow : Approval.deny("No.")
+                  return request.command?.includes("allowed") === true
+                    ? Approval.allow
+                    : request.command?.includes("session") === true ||
+                        request.paths?.some((path) => path.includes("session")) === true
+                    ? Approval.allowForSession
+                    : Approval.deny("No.")
                 })
             }
           })
@@ -108,10 +129,43 @@ describe("Codex approvals, live thread (real CLI)", () => {
           expect(approvalsOf(refused.transcript).map((a) => [a.decision, a.by])).toEqual([
             [Approval.deny("No."), "handler"]
           ])
-          // The model got Codex's rejection as the command's output.
+          // The model got Codex's rejection as the command's output, then the deny message in the same turn.
           const requests = yield* server.requests
-          expect(ResponsesServer.lastFunctionCallOutput(requests.at(-1)!)?.text).toMatch(/rejected/)
-          // One process served both turns.
+          const told = ResponsesServer.inputItems(requests.at(-1)!).slice(-2)
+          expect(told[0]).toMatchObject({ type: "function_call_output" })
+          expect(JSON.stringify(told[0]!["output"])).toMatch(/rejected/)
+          expect(ResponsesServer.userTexts(requests.at(-1)!).at(-1)).toBe(`${denied}No.`)
+          expect(refused.text).toBe(`TOLD: ${denied}No.`)
+          // A file change is asked with the diff of the preceding `item/started`: denied, nothing is
+          // written and the model is told; allowed for the session, a later change of the same file
+          // is not asked again (Codex's `acceptForSession`).
+          const deniedPatch = `${sandbox.workspace}/denied-patch.txt`
+          const third = yield* thread.run(`ADD: ${deniedPatch}`)
+          expect(Fs.existsSync(deniedPatch)).toBe(false)
+          expect(third.text).toBe(`TOLD: ${denied}No.`)
+          const sessionFile = `${sandbox.workspace}/session-patch.txt`
+          yield* thread.run(`ADD: ${sessionFile}`)
+          expect(Fs.readFileSync(sessionFile, "utf8")).toBe("hello\n")
+          const asks = asked.length
+          const updated = yield* thread.run(`UPDATE: ${sessionFile}`)
+          expect(Fs.readFileSync(sessionFile, "utf8")).toBe("world\n")
+          expect(asked).toHaveLength(asks)
+          expect(approvalsOf(updated.transcript)).toEqual([])
+          const patches = asked.filter((request) => request.kind === "fileChange")
+          expect(patches.map((r) => [r.toolName, r.paths, r.diff])).toEqual([
+            ["fileChange", [deniedPatch], "hello\n"],
+            ["fileChange", [sessionFile], "hello\n"]
+          ])
+          // Commands: Codex 0.171 offers no `acceptForSession` for them (only this call, or an exec-policy
+          // amendment that it would persist): allowed "for the session", the same command is asked again.
+          expect(asked[0]!.options?.map((o) => o.id)).not.toContain("acceptForSession")
+          yield* thread.run("RUN: git init -q session-repo")
+          yield* thread.run("RUN: git init -q session-repo")
+          expect(asked.slice(-2).map((r) => r.command)).toEqual([
+            expect.stringContaining("git init -q session-repo"),
+            expect.stringContaining("git init -q session-repo")
+          ])
+          // One process served every turn.
           const [opened] = processesOf(first)
           expect(processesOf(second)[0]).toMatchObject({ pid: opened!.pid, reused: true })
         })
@@ -120,7 +174,7 @@ describe("Codex approvals, live thread (real CLI)", () => {
   )
 
   it.live(
-    "event mode: the host allows; unanswered the deadline denies; closing the agent while pending denies by close",
+    "event mode: the host allows (a second answer fails); unanswered the deadline denies; closing the agent while pending denies by close",
     () =>
       withSandbox((sandbox) =>
         Effect.gen(function*() {
@@ -134,14 +188,22 @@ describe("Codex approvals, live thread (real CLI)", () => {
           })
           const thread = yield* agent.thread("codex-events")
           const hostFile = `${sandbox.workspace}/host.txt`
+          const seconds: Array<unknown> = []
           yield* collect(
             thread.stream(`RUN: touch ${hostFile}`).pipe(
               Stream.tap((event) =>
-                event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.allow) : Effect.void
+                event._tag === "ApprovalRequested"
+                  ? thread.approve(event.request.id, Approval.allow).pipe(
+                    Effect.zipRight(Effect.flip(thread.approve(event.request.id, Approval.deny("too late")))),
+                    Effect.map((second) => void seconds.push(second))
+                  )
+                  : Effect.void
               )
             )
           )
           expect(Fs.existsSync(hostFile)).toBe(true)
+          // The first answer won; the second failed.
+          expect(seconds).toEqual([expect.objectContaining({ _tag: "ApprovalAlreadyResolved", by: "host" })])
           const lateFile = `${sandbox.workspace}/late.txt`
           const late = yield* thread.run(`RUN: touch ${lateFile}`)
           expect(Fs.existsSync(lateFile)).toBe(false)

@@ -77,7 +77,17 @@ export interface ServerRequest {
  * @internal
  */
 export type ServerReply =
-  | { readonly _tag: "Result"; readonly result: unknown; readonly notice?: string }
+  | {
+    readonly _tag: "Result"
+    readonly result: unknown
+    readonly notice?: string
+    /**
+     * Text delivered into the request's turn (`turn/steer`) before the result is written: Codex's
+     * `decline` carries no message, so a deny message reaches the model as the same turn's input,
+     * right after the rejected call's output.
+     */
+    readonly steer?: string
+  }
   | { readonly _tag: "Error"; readonly code: number; readonly message: string }
 
 /**
@@ -142,11 +152,15 @@ const isRecord = (value: unknown): value is { readonly [key: string]: unknown } 
 const optionId = (decision: unknown): string | undefined =>
   typeof decision === "string" ? decision : isRecord(decision) ? Object.keys(decision)[0] : undefined
 
+/** What the model reads, as input of the turn, after a call the host denied. @internal */
+export const denyNote = (message: string) => `The host denied that action: ${message}`
+
 /**
  * The approvals of an agent that has them: command executions and file changes are asked of the
  * host (`LiveContext.approve`) and answered `accept`, `acceptForSession` (when offered, else
- * `accept`) or `decline` (Codex tells the model the call was rejected; it does not carry the
- * deny message). Every other request is answered as `declineAll` does.
+ * `accept`) or `decline`. Codex tells the model only that the call was "rejected by user": the
+ * deny message is steered into the same turn first (`ServerReply.steer`), so the model reads it
+ * with the rejection. Every other request is answered as `declineAll` does.
  *
  * @internal
  */
@@ -160,6 +174,7 @@ export const approvalsHandler = (
   const decide = (ask: Driver.ApprovalAsk, offered: ReadonlyArray<unknown> | undefined) =>
     Effect.map(approve(ask), (decision): ServerReply => ({
       _tag: "Result",
+      ...(decision._tag === "Deny" ? { steer: denyNote(decision.message) } : {}),
       result: {
         decision: decision._tag === "Deny"
           ? "decline"
@@ -314,6 +329,25 @@ export const attach = (
     const emit = (outputs: ReadonlyArray<Driver.Output>) =>
       active === undefined || active.detached ? Effect.void : Queue.offer(active.queue, { _tag: "Emit", outputs })
 
+    // Delivered while Codex waits for the answer: the turn is still running, so the text is read in
+    // the turn's next model request. A refusal (the turn ended meanwhile) is reported, not fatal.
+    const steerInto = (params: unknown, text: string) => {
+      const turnId = isRecord(params) && typeof params["turnId"] === "string" ? params["turnId"] : undefined
+      if (turnId === undefined) return Effect.void
+      return request<Protocol.TurnSteerResponse>(
+        "turn/steer",
+        {
+          threadId: thread,
+          expectedTurnId: turnId,
+          input: [{ type: "text", text, text_elements: [] }]
+        } satisfies Protocol.TurnSteerParams
+      ).pipe(
+        Effect.catchAll((error) =>
+          emit([notice("warning", "approval", `the deny message was not delivered: ${error.detail}`, params)])
+        ),
+        Effect.asVoid
+      )
+    }
     // Answered on their own fibers: an approval handler may wait for a person, the reader never does.
     // The started fileChange items by id: a fileChange approval request carries only the id.
     const fileItems = new Map<string, unknown>()
@@ -333,6 +367,7 @@ export const attach = (
             if (reply.notice !== undefined) {
               yield* emit([notice("warning", "approval", reply.notice, { method, params })])
             }
+            if (reply.steer !== undefined) yield* steerInto(params, reply.steer)
             yield* write({ id, result: reply.result })
           }
         }).pipe(Effect.ignore)
