@@ -1,7 +1,8 @@
 /**
- * Approvals of Claude Code's built-in tools, one-shot: the real CLI (2.1.197) asks the approver
- * tool the agent serves on its gateway (`--permission-prompt-tool mcp__tether_approval__approve`)
- * before each Bash call; the scripted Anthropic server on 127.0.0.1 is the model. Offline.
+ * Approvals of Claude Code's built-in tools: the real CLI (2.1.197) asks, one-shot, the approver
+ * tool the agent serves on its gateway (`--permission-prompt-tool mcp__tether_approval__approve`),
+ * and on live threads through `--permission-prompt-tool stdio` (`can_use_tool`), before each Bash
+ * call or file write; the scripted Anthropic server on 127.0.0.1 is the model. Offline.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
@@ -289,7 +290,7 @@ const processesOf = (events: ReadonlyArray<Event.Event>) =>
 
 describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdio)", () => {
   it.live(
-    "handler mode: allowed runs, denied is the model's error result, and the process stays warm across approvals",
+    "handler mode: allowed commands and writes run, denied ones are the model's error result, allowForSession is not asked again; one warm process",
     () =>
       withSandbox((sandbox) =>
         Effect.gen(function*() {
@@ -304,7 +305,13 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
               handler: (request) =>
                 Effect.sync(() => {
                   asked.push(request)
-                  return request.command?.includes("allowed") === true ? Approval.allow : Approval.deny("Not live.")
+                  const named = (word: string) =>
+                    request.command?.includes(word) === true || request.paths?.some((p) => p.includes(word)) === true
+                  return named("allowed")
+                    ? Approval.allow
+                    : named("session")
+                    ? Approval.allowForSession
+                    : Approval.deny("Not live.")
                 })
             }
           })
@@ -322,14 +329,48 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
           const second = yield* collect(thread.stream(`RUN: touch ${deniedFile}`))
           expect(Fs.existsSync(deniedFile)).toBe(false)
           expect((second.at(-1) as Event.RunFinished).result.text).toBe("TOOL ERROR: Not live.")
-          // One process served both turns: the approval did not cost it.
+          // A file write: denied, nothing is written and the model gets the message.
+          const deniedWrite = `${sandbox.workspace}/live-denied-write.txt`
+          const third = yield* collect(thread.stream(`WRITE: ${deniedWrite}`))
+          expect(Fs.existsSync(deniedWrite)).toBe(false)
+          expect((third.at(-1) as Event.RunFinished).result.text).toBe("TOOL ERROR: Not live.")
+          // allowForSession answers the CLI's own suggestion, kept to the session: for a Bash command
+          // a prefix rule (`git init *`), so the next `git init` is not asked; nothing is written to
+          // a settings file.
+          yield* thread.run(`RUN: git init -q ${sandbox.workspace}/session-one`)
+          const asks = asked.length
+          const again = yield* thread.run(`RUN: git init -q ${sandbox.workspace}/session-two`)
+          expect(Fs.existsSync(`${sandbox.workspace}/session-two/.git`)).toBe(true)
+          expect(asked).toHaveLength(asks)
+          expect(approvalsOf(again.transcript)).toEqual([])
+          // For a file write the suggestion is the session's `acceptEdits` mode: written, and the
+          // next write is not asked.
+          const sessionWrite = `${sandbox.workspace}/live-session-write.txt`
+          const wrote = yield* thread.run(`WRITE: ${sessionWrite}`)
+          expect(Fs.readFileSync(sessionWrite, "utf8")).toBe("hello")
+          expect(approvalsOf(wrote.transcript).map((a) => [a.request.kind, a.decision])).toEqual([
+            ["fileChange", Approval.allowForSession]
+          ])
+          const unasked = `${sandbox.workspace}/live-unasked-write.txt`
+          yield* thread.run(`WRITE: ${unasked}`)
+          expect(Fs.readFileSync(unasked, "utf8")).toBe("hello")
+          expect(asked.map((r) => [r.toolName, r.kind])).toEqual([
+            ["Bash", "command"],
+            ["Bash", "command"],
+            ["Write", "fileChange"],
+            ["Bash", "command"],
+            ["Write", "fileChange"]
+          ])
+          expect(Fs.existsSync(`${sandbox.workspace}/.claude`)).toBe(false)
+          // One process served every turn: the approvals did not cost it.
           const [opened] = processesOf(first)
           const [reused] = processesOf(second)
           expect(opened!.reused).toBeUndefined()
           expect(reused).toMatchObject({ pid: opened!.pid, reused: true })
           const results = (yield* server.messages).flatMap(AnthropicServer.toolResults)
-          expect(results.map((r) => [r.isError, r.text])).toEqual([
+          expect(results.slice(0, 3).map((r) => [r.isError, r.text])).toEqual([
             [false, expect.any(String)],
+            [true, "Not live."],
             [true, "Not live."]
           ])
         })
@@ -338,7 +379,7 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
   )
 
   it.live(
-    "event mode: the host allows on a live thread; closing the agent while one is pending denies it by close",
+    "event mode: the host allows on a live thread (a second answer fails); the deadline denies; closing the agent while one is pending denies it by close",
     () =>
       withSandbox((sandbox) =>
         Effect.gen(function*() {
@@ -348,19 +389,34 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
             definition: { instructions: "", tools: Toolkit.empty },
             workspace: sandbox.workspace,
             profile: sandbox.selection,
-            approvals: { deadline: "1 minute" }
+            approvals: { deadline: "3 seconds" }
           })
           const thread = yield* agent.thread("live-events")
           const hostFile = `${sandbox.workspace}/live-host.txt`
+          const seconds: Array<unknown> = []
           const allowed = yield* collect(
             thread.stream(`RUN: touch ${hostFile}`).pipe(
               Stream.tap((event) =>
-                event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.allow) : Effect.void
+                event._tag === "ApprovalRequested"
+                  ? thread.approve(event.request.id, Approval.allow).pipe(
+                    Effect.zipRight(Effect.flip(thread.approve(event.request.id, Approval.deny("too late")))),
+                    Effect.map((second) => void seconds.push(second))
+                  )
+                  : Effect.void
               )
             )
           )
           expect(Fs.existsSync(hostFile)).toBe(true)
           expect((allowed.at(-1) as Event.RunFinished).result.text).toMatch(/^TOOL OK/)
+          expect(seconds).toEqual([expect.objectContaining({ _tag: "ApprovalAlreadyResolved", by: "host" })])
+          // Nobody answers: the deadline denies, and the model reads the fallback's message.
+          const lateFile = `${sandbox.workspace}/live-late.txt`
+          const late = yield* thread.run(`RUN: touch ${lateFile}`)
+          expect(Fs.existsSync(lateFile)).toBe(false)
+          expect(approvalsOf(late.transcript).map((a) => [a.decision, a.by])).toEqual([
+            [Approval.timedOutDecision, "deadline"]
+          ])
+          expect(late.text).toBe(`TOOL ERROR: ${(Approval.timedOutDecision as Approval.Deny).message}`)
           const closedFile = `${sandbox.workspace}/live-closed.txt`
           const events: Array<Event.Event> = []
           const exit = yield* thread.stream(`RUN: touch ${closedFile}`).pipe(

@@ -260,8 +260,12 @@ const isRecord = (value: unknown): value is { readonly [key: string]: unknown } 
 /**
  * The approver tool Claude Code calls through `--permission-prompt-tool mcp__<server>__<tool>`:
  * input `{tool_name, input, tool_use_id}`, answer a text block `{"behavior":"allow","updatedInput":…}`
- * or `{"behavior":"deny","message":…}` (LIVE.md, verified with 2.1.197). `allowForSession` allows
- * this call: a one-shot process lives for one turn.
+ * or `{"behavior":"deny","message":…}` (LIVE.md, verified with 2.1.197). `allowForSession` also
+ * answers `updatedPermissions`: the CLI's own `permission_suggestions` for the call (what its
+ * "always allow" would add: a Bash command-prefix rule, the `acceptEdits` mode for file writes),
+ * each kept to the running session (`destination: "session"`), so nothing is written to a settings
+ * file. A live `can_use_tool` request carries suggestions; the one-shot approver tool's input does
+ * not, so there it allows this call (the process lives for one turn anyway).
  *
  * @internal
  */
@@ -303,7 +307,21 @@ export const approverTool: Driver.ApproverTool = {
   answer: (decision, raw) =>
     decision._tag === "Deny"
       ? { behavior: "deny", message: decision.message }
-      : { behavior: "allow", updatedInput: isRecord(raw) && isRecord(raw["input"]) ? raw["input"] : {} }
+      : {
+        behavior: "allow",
+        updatedInput: isRecord(raw) && isRecord(raw["input"]) ? raw["input"] : {},
+        ...(decision._tag === "AllowForSession" ? sessionPermissions(raw) : {})
+      }
+}
+
+/** The CLI's suggestions of a permission request, each scoped to the running session. */
+const sessionPermissions = (raw: unknown) => {
+  const suggestions = isRecord(raw) && Array.isArray(raw["permission_suggestions"])
+    ? raw["permission_suggestions"].filter(isRecord)
+    : []
+  return suggestions.length === 0
+    ? {}
+    : { updatedPermissions: suggestions.map((suggestion) => ({ ...suggestion, destination: "session" })) }
 }
 
 /** @internal */
