@@ -1,6 +1,6 @@
 /**
  * Approvals on Gemini CLI live threads: the real CLI (pinned 0.61.0) as `gemini --acp` asks
- * `session/request_permission` before a shell command, answered by the agent's approvals with one
+ * `session/request_permission` before a shell command or a file write, answered by the agent's approvals with one
  * of the options it offered; the scripted Gemini server on 127.0.0.1 is the model. Offline.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -15,11 +15,16 @@ import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 
-/** The model runs the command after `RUN: ` with run_shell_command, then reports its output. */
+/**
+ * The model runs the command after `RUN: ` with run_shell_command (or writes `hello` to the file
+ * after `WRITE: ` with write_file), then reports the tool's output.
+ */
 const modelOf = () =>
   GeminiServer.make({
     respond: GeminiServer.roundTrip((request) => {
       const prompt = GeminiServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
+      const write = /WRITE: (.*)$/m.exec(prompt)?.[1]
+      if (write !== undefined) return GeminiServer.callTool("write_file", { file_path: write, content: "hello" })
       const command = /RUN: (.*)$/m.exec(prompt)?.[1]
       return command === undefined
         ? GeminiServer.reply("No command.")
@@ -50,7 +55,7 @@ const processesOf = (events: ReadonlyArray<Event.Event>) =>
 
 describe("Gemini approvals, live thread (real CLI)", () => {
   it.live(
-    "handler then event mode: allowed runs, denied does not (the model is told), close while pending denies; one warm process",
+    "handler then event mode: allowed commands and writes run, denied do not, allowForSession, a second answer fails, the deadline and close deny; one warm process",
     () =>
       withSandbox((sandbox) =>
         Effect.gen(function*() {
@@ -62,18 +67,24 @@ describe("Gemini approvals, live thread (real CLI)", () => {
             workspace: sandbox.workspace,
             profile: sandbox.selection,
             approvals: {
-              deadline: "1 minute",
-              // Handler mode for commands naming "handled"; the others are left to the host (event mode).
-              handler: (request) =>
-                Effect.sync(() => asked.push(request)).pipe(
+              deadline: "3 seconds",
+              // Handler mode for commands and paths naming "handled"; the others are left to the host
+              // (event mode), or to the deadline.
+              handler: (request) => {
+                const named = (word: string) =>
+                  request.command?.includes(word) === true || request.paths?.some((p) => p.includes(word)) === true
+                return Effect.sync(() => asked.push(request)).pipe(
                   Effect.zipRight(
-                    request.command?.includes("handled-allow") === true
+                    named("handled-allow")
                       ? Effect.succeed(Approval.allow)
-                      : request.command?.includes("handled-deny") === true
+                      : named("handled-deny")
                       ? Effect.succeed(Approval.deny("No."))
+                      : named("handled-session")
+                      ? Effect.succeed(Approval.allowForSession)
                       : Effect.never
                   )
                 )
+              }
             }
           })
           const oneShot = yield* Effect.flip(agent.run("RUN: true"))
@@ -97,19 +108,57 @@ describe("Gemini approvals, live thread (real CLI)", () => {
           expect(approvalsOf(refused.transcript).map((a) => [a.decision, a.by])).toEqual([
             [Approval.deny("No."), "handler"]
           ])
+          // Gemini's tool result says the call "was canceled by the user": ACP's reject outcome carries
+          // no message, and Gemini cannot take input during a turn, so the deny message is not delivered.
           expect(refused.text).toMatch(/cancel/i)
+
+          // A file write is asked with its diff and path: denied, nothing is written.
+          const deniedWrite = `${sandbox.workspace}/handled-deny-write.txt`
+          yield* thread.run(`WRITE: ${deniedWrite}`)
+          expect(Fs.existsSync(deniedWrite)).toBe(false)
+          // Allowed for the session (Gemini's `allow_always`): written, and the next write is not asked.
+          const sessionWrite = `${sandbox.workspace}/handled-session-write.txt`
+          yield* thread.run(`WRITE: ${sessionWrite}`)
+          expect(Fs.readFileSync(sessionWrite, "utf8")).toBe("hello")
+          const asks = asked.length
+          const unasked = `${sandbox.workspace}/unasked-write.txt`
+          const quiet = yield* thread.run(`WRITE: ${unasked}`)
+          expect(Fs.readFileSync(unasked, "utf8")).toBe("hello")
+          expect(asked).toHaveLength(asks)
+          expect(approvalsOf(quiet.transcript)).toEqual([])
+          const writes = asked.filter((request) => request.kind === "fileChange")
+          expect(writes.map((r) => [r.toolName, r.paths])).toEqual([
+            ["write_file", [deniedWrite]],
+            ["write_file", [sessionWrite]]
+          ])
+          expect(writes[1]!.diff).toContain("hello")
 
           // Event mode: the host answers first (the handler never does for this command).
           const hostFile = `${sandbox.workspace}/host.txt`
+          const seconds: Array<unknown> = []
           const third = yield* collect(
             thread.stream(`RUN: touch ${hostFile}`).pipe(
               Stream.tap((event) =>
-                event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.allow) : Effect.void
+                event._tag === "ApprovalRequested"
+                  ? thread.approve(event.request.id, Approval.allow).pipe(
+                    Effect.zipRight(Effect.flip(thread.approve(event.request.id, Approval.deny("too late")))),
+                    Effect.map((second) => void seconds.push(second))
+                  )
+                  : Effect.void
               )
             )
           )
           expect(Fs.existsSync(hostFile)).toBe(true)
           expect(approvalsOf((third.at(-1) as Event.RunFinished).result.transcript).map((a) => a.by)).toEqual(["host"])
+          expect(seconds).toEqual([expect.objectContaining({ _tag: "ApprovalAlreadyResolved", by: "host" })])
+
+          // Nobody answers: the deadline denies.
+          const lateFile = `${sandbox.workspace}/late.txt`
+          const late = yield* thread.run(`RUN: touch ${lateFile}`)
+          expect(Fs.existsSync(lateFile)).toBe(false)
+          expect(approvalsOf(late.transcript).map((a) => [a.decision, a.by])).toEqual([
+            [Approval.timedOutDecision, "deadline"]
+          ])
 
           const closedFile = `${sandbox.workspace}/closed.txt`
           const events: Array<Event.Event> = []
