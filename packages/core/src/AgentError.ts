@@ -29,13 +29,15 @@ export class AgentClosed extends Schema.TaggedError<AgentClosed>("@tether/core/A
  * - `UnsupportedCapability`: the turn asks for something the driver cannot do (e.g. a built-in
  *   tool policy);
  * - `InvalidStructuredOutput`: a `runAs` Schema that cannot be expressed as JSON Schema, or a
- *   `repairs` option that is not a non-negative integer.
+ *   `repairs` option that is not a non-negative integer;
+ * - `PolicyWidened`: a turn's policy asks for more than the agent's (a built-in tool policy's
+ *   `sandbox` wider than the agent's `policy.sandbox`).
  *
  * @since 0.1.0
  * @category errors
  */
 export class InvalidTurn extends Schema.TaggedError<InvalidTurn>("@tether/core/InvalidTurn")("InvalidTurn", {
-  reason: Schema.Literal("UnknownTool", "UnsupportedCapability", "InvalidStructuredOutput"),
+  reason: Schema.Literal("UnknownTool", "UnsupportedCapability", "InvalidStructuredOutput", "PolicyWidened"),
   detail: Schema.String
 }) {
   override get message(): string {

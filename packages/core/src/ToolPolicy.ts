@@ -11,6 +11,7 @@
  *
  * @since 0.1.0
  */
+import type * as Driver from "./Driver.js"
 import * as internal from "./internal/toolPolicy.js"
 
 /**
@@ -46,10 +47,18 @@ export const effective: (
  * `InvalidTurn` (`UnsupportedCapability`) before anything starts. The hosted tools are governed
  * by `ToolPolicy`, never by this.
  *
+ * `sandbox`: this turn's sandbox level, where the CLI has one (`Driver.capabilities.sandbox`; a
+ * level the driver lacks fails the turn with `InvalidTurn` `UnsupportedCapability`). It can only
+ * narrow: it may not be wider than the agent's `policy.sandbox` (an agent without one allows
+ * `readOnly` only, the narrowest level, since Tether cannot know the CLI's default); a wider level
+ * fails the turn with `InvalidTurn` `PolicyWidened`. Like the lists, it is part of a live
+ * process's configuration: a turn with another level does not reuse a warm process.
+ *
  * @since 0.3.0
  * @category models
  */
 export interface BuiltinToolPolicy {
   readonly allow?: ReadonlyArray<string>
   readonly deny?: ReadonlyArray<string>
+  readonly sandbox?: Driver.SandboxLevel
 }

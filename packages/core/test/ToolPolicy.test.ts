@@ -135,6 +135,29 @@ describe("ToolPolicy through the fake CLI and the real gateway", () => {
       })
     ))
 
+  it.live("a turn's sandbox level can only narrow the agent's; a level the driver lacks fails before anything runs", () =>
+    Effect.gen(function*() {
+      const paths = yield* Harness.sandbox
+      const other = yield* Harness.sandbox
+      yield* Effect.gen(function*() {
+        // No level on the agent: the CLI's default, unknown to Tether; only the narrowest level narrows it.
+        const agent = yield* Threads.makeAgent(paths, Threads.driver(Threads.makeControl()))
+        yield* agent.run({ input: probe, builtinTools: { sandbox: "readOnly" } })
+        const widened = yield* Effect.flip(agent.run({ input: probe, builtinTools: { sandbox: "workspaceWrite" } }))
+        expect(widened).toMatchObject({ _tag: "InvalidTurn", reason: "PolicyWidened" })
+        const thread = yield* agent.thread("sandbox-policy")
+        const onThread = yield* Effect.flip(thread.run({ input: probe, builtinTools: { sandbox: "unrestricted" } }))
+        expect(onThread).toMatchObject({ _tag: "InvalidTurn", reason: "PolicyWidened" })
+        // The refused turn held no lease: the thread's next turn runs.
+        yield* thread.run({ input: probe, builtinTools: { sandbox: "readOnly" } })
+        // A driver without sandbox levels refuses any.
+        const levelless = yield* Threads.makeAgent(other, Threads.driver(Threads.makeControl(), { sandbox: [] }))
+        const unsupported = yield* Effect.flip(levelless.run({ input: probe, builtinTools: { sandbox: "readOnly" } }))
+        expect(unsupported).toMatchObject({ _tag: "InvalidTurn", reason: "UnsupportedCapability" })
+        expect(unsupported.message).toContain("readOnly")
+      }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Threads.ToolsLive, Harness.layer, ThreadStore.layerMemory)))
+    }).pipe(Effect.scoped))
+
   it.live("on a thread the policy applies to that turn only and leaves the fingerprint unchanged", () =>
     withAgent((agent) =>
       Effect.gen(function*() {

@@ -271,6 +271,9 @@ describe("Claude approvals, one-shot (real CLI)", () => {
           expect(Fs.existsSync(file)).toBe(false)
           expect(asked).toEqual([])
           expect(denied.text).toMatch(/^TOOL ERROR/)
+          // Claude Code has no sandbox level Tether can map: a turn asking one fails before spawn.
+          const level = yield* Effect.flip(agent.run({ input: "x", builtinTools: { sandbox: "readOnly" } }))
+          expect(level).toMatchObject({ _tag: "InvalidTurn", reason: "UnsupportedCapability" })
           const allowed = yield* agent.run({ input: "Just answer.", builtinTools: { allow: ["Read"] } })
           expect(allowed.text).toBe("No command.")
           const [first, , third] = yield* server.messages

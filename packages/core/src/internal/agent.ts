@@ -89,6 +89,37 @@ export const validate = (options: Agent.Options<never>) =>
     }
   })
 
+/** Sandbox levels, narrowest first. */
+const sandboxOrder: ReadonlyArray<Driver.SandboxLevel> = ["readOnly", "workspaceWrite", "unrestricted"]
+
+/**
+ * Why a turn may not run at sandbox level `level`, if it may not: the driver lacks the level, or
+ * it is wider than the agent's (`readOnly` only, when the agent set none).
+ */
+const sandboxOfTurn = (
+  driver: Driver.Driver,
+  agentLevel: Driver.SandboxLevel | undefined,
+  level: Driver.SandboxLevel
+): InvalidTurn | undefined => {
+  if (!sandboxOrder.includes(level) || !driver.capabilities.sandbox.includes(level)) {
+    return new InvalidTurn({
+      reason: "UnsupportedCapability",
+      detail: `driver ${driver.name} has no sandbox level ${String(level)} (it has: ${
+        driver.capabilities.sandbox.join(", ") || "none"
+      })`
+    })
+  }
+  const ceiling = agentLevel ?? "readOnly"
+  return sandboxOrder.indexOf(level) > sandboxOrder.indexOf(ceiling)
+    ? new InvalidTurn({
+      reason: "PolicyWidened",
+      detail: `the turn's sandbox level ${level} is wider than the agent's (${
+        agentLevel ?? "none set: a turn may only ask readOnly"
+      })`
+    })
+    : undefined
+}
+
 /**
  * `Agent.make`: the options and the definition are validated and the definition frozen (no
  * provider I/O), the tools are bound to their handler services, then the agent is assembled.
@@ -403,6 +434,15 @@ export const assemble = (
             detail: `driver ${driver.name} cannot map a built-in tool policy's ${unmapped.join(" and ")} to its CLI`
           })
         }
+        const turnSandbox = turn.builtinTools?.sandbox
+        if (turnSandbox !== undefined) {
+          const invalid = sandboxOfTurn(driver, options.policy?.sandbox, turnSandbox)
+          if (invalid !== undefined) {
+            yield* neverSpawned
+            return yield* invalid
+          }
+        }
+        const builtinLists = turn.builtinTools?.allow !== undefined || turn.builtinTools?.deny !== undefined
         // A one-shot run (an agent's own run, or a native structured-output attempt) of a driver
         // that asks approvals on live threads only fails before spawn: nothing would ask the host.
         if (
@@ -428,12 +468,13 @@ export const assemble = (
               ? { _tag: "New", id: randomUUID() }
               : { _tag: "Resume", id: attempt.resume }),
           ...(turn.toolPolicy === undefined ? {} : { tools: ToolPolicy.effective(tools, turn.toolPolicy) }),
-          ...(turn.builtinTools === undefined ? {} : {
+          ...(turn.builtinTools === undefined || !builtinLists ? {} : {
             builtinTools: {
               ...(turn.builtinTools.allow === undefined ? {} : { allow: [...turn.builtinTools.allow] }),
               ...(turn.builtinTools.deny === undefined ? {} : { deny: [...turn.builtinTools.deny] })
             }
           }),
+          ...(turnSandbox === undefined ? {} : { sandbox: turnSandbox }),
           ...(reaped === undefined ? {} : { reaped }),
           ...(hooks === undefined ? {} : {
             threadKey: hooks.threadKey,
@@ -452,15 +493,16 @@ export const assemble = (
               live: {
                 key: hooks.threadKey,
                 // The reuse rule: same fingerprint (the agent's), same effective tools, same model,
-                // same built-in tool policy (mapped into the process's arguments at open).
+                // same built-in tool policy and sandbox level (mapped into the process's arguments at open).
                 reuse: JSON.stringify([
                   fingerprint,
                   turn.toolPolicy === undefined ? tools : ToolPolicy.effective(tools, turn.toolPolicy),
                   model ?? null,
-                  turn.builtinTools === undefined ? null : [
+                  turn.builtinTools === undefined || !builtinLists ? null : [
                     turn.builtinTools.allow === undefined ? null : [...turn.builtinTools.allow].sort(),
                     turn.builtinTools.deny === undefined ? null : [...turn.builtinTools.deny].sort()
-                  ]
+                  ],
+                  ...(turnSandbox === undefined ? [] : [turnSandbox])
                 ])
               }
             }),

@@ -111,6 +111,8 @@ export interface Request {
   readonly save?: (session: string) => Effect.Effect<void, { readonly message: string }>
   /** This turn's policy over the CLI's built-in tools. */
   readonly builtinTools?: Driver.InvocationRequest["builtinTools"]
+  /** This turn's sandbox level (checked to narrow the agent's); default: the agent's. */
+  readonly sandbox?: Driver.SandboxLevel
   /** A thread turn: how it opened its session (a `ThreadOpened` event, `Result.thread`). */
   readonly opening?: ThreadOpening
   /** Completed once the run's provider process is gone (or was never spawned). */
@@ -448,7 +450,7 @@ export const execute = (
     skills: ctx.skills,
     mcp: ctx.mcp,
     session: request.session,
-    sandbox: ctx.sandbox,
+    sandbox: request.sandbox ?? ctx.sandbox,
     hostEnv: ctx.hostEnv,
     ...(request.builtinTools === undefined ? {} : { builtinTools: request.builtinTools }),
     ...(ctx.approvals === undefined ? {} : { liveApprovals: true })
@@ -487,7 +489,7 @@ export const execute = (
       skills: ctx.skills,
       mcp: ctx.mcp,
       session: request.session,
-      sandbox: ctx.sandbox,
+      sandbox: request.sandbox ?? ctx.sandbox,
       hostEnv: ctx.hostEnv,
       ...(request.builtinTools === undefined ? {} : { builtinTools: request.builtinTools }),
       ...(approver === undefined || approverTool === undefined ? {} : {

@@ -61,7 +61,8 @@ export const offlineSettings: TomlTable = {
 
 /** Host variables always passed through when set. */
 
-const sandboxMode = {
+/** Codex's name of each sandbox level (`sandbox_mode`, and `SandboxMode` on the app-server). @internal */
+export const sandboxMode = {
   readOnly: "read-only",
   workspaceWrite: "workspace-write",
   unrestricted: "danger-full-access"

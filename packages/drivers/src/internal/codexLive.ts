@@ -18,7 +18,7 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { Config } from "../Codex.js"
-import type { Materialized } from "./codex.js"
+import { type Materialized, sandboxMode } from "./codex.js"
 import * as live from "./codexLiveParse.js"
 import type { Frame } from "./codexLiveParse.js"
 import type { ParseOptions } from "./codexParse.js"
@@ -229,6 +229,11 @@ export interface SessionOptions extends ParseOptions {
   readonly onServerRequest?: ServerRequestHandler
   /** `thread/start|resume|fork`'s `approvalPolicy` (default `"never"`: nothing is asked). */
   readonly approvalPolicy?: "never" | "untrusted"
+  /**
+   * `thread/start|resume|fork`'s `sandbox`: a resumed thread keeps the sandbox it last ran with
+   * unless told, whatever the process's `sandbox_mode` says. Absent: the process's configuration.
+   */
+  readonly sandbox?: NonNullable<Protocol.ThreadStartParams["sandbox"]>
 }
 
 /** What a turn's queue holds: frames, outputs made by the session, and the end of the process. */
@@ -467,11 +472,13 @@ export const attach = (
 
     const session = context.session
     const approvalPolicy = options.approvalPolicy ?? "never"
+    const sandbox = options.sandbox === undefined ? {} : { sandbox: options.sandbox }
     const answered = session._tag === "New"
       ? yield* request<Protocol.ThreadStartResponse>(
         "thread/start",
         {
-          approvalPolicy
+          approvalPolicy,
+          ...sandbox
         } satisfies Protocol.ThreadStartParams
       )
       : session._tag === "Resume"
@@ -480,6 +487,7 @@ export const attach = (
         {
           threadId: session.id,
           approvalPolicy,
+          ...sandbox,
           excludeTurns: true
         } satisfies Protocol.ThreadResumeParams
       )
@@ -488,6 +496,7 @@ export const attach = (
         {
           threadId: session.from,
           approvalPolicy,
+          ...sandbox,
           excludeTurns: true
         } satisfies Protocol.ThreadForkParams
       )
@@ -636,8 +645,10 @@ export const make = (options: {
   open: open(options.config, options.materialize),
   attach: (channel, context) => {
     const approve = context.approve
+    const level = context.request.sandbox
     return attach(channel, context, {
       maxReconnects: options.maxReconnects,
+      ...(level === undefined ? {} : { sandbox: sandboxMode[level] }),
       // An agent with approvals: every command that is not known to be safe is asked.
       ...(approve === undefined ? {} : { approvalPolicy: "untrusted", onServerRequest: approvalsHandler(approve) })
     })
