@@ -150,8 +150,10 @@ export const instructionsFile: string = internal.instructionsFile
  * For an agent with approvals, `open` adds `--permission-prompt-tool stdio` and each
  * `can_use_tool` control request is asked of the host (`LiveContext.approve`) on behalf of the
  * running turn and answered with a `control_response` `{behavior: "allow", updatedInput}` or
- * `{behavior: "deny", message}` (the model gets that message as the tool's error result); the
- * process stays warm. Other control requests (and every one without approvals) are answered at
+ * `{behavior: "deny", message}` (the model gets that message as the tool's error result);
+ * `allowForSession` adds `updatedPermissions`: the request's `permission_suggestions` kept to the
+ * session (`destination: "session"`), so the CLI asks no more for what they cover. The process
+ * stays warm. Other control requests (and every one without approvals) are answered at
  * once with an error and reported as a `Notice` of kind `control_request`. A
  * process that ends mid-turn fails the turn with `ProtocolError("ProviderError")`.
  *

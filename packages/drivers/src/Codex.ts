@@ -226,8 +226,11 @@ export const userConfigFile: string = codexConfig.userConfigFile
  * only; a one-shot `codex exec` run of such an agent fails before spawn),
  * `item/commandExecution/requestApproval` and `item/fileChange/requestApproval` (with the paths and
  * diff of the preceding `item/started` fileChange item) are asked of the host and answered
- * `accept`, `acceptForSession` or `decline` (the model is told the call was rejected; Codex does
- * not pass the deny message on). The server's other requests (and every one without approvals)
+ * `accept`, `acceptForSession` (file changes; commands are offered none, so `accept`) or `decline`.
+ * Codex tells the model only that the call was rejected, so the deny message is first steered
+ * into the same turn (`turn/steer`): the model reads it right after the rejection. The thread
+ * runs at the request's sandbox level (`sandbox` of `thread/start|resume|fork`: a resumed thread
+ * would keep the level it last ran with). The server's other requests (and every one without approvals)
  * are declined at once and reported as `Notice`s. A process that exits during a turn fails it with
  * `ProtocolError("ProviderError")` after the outputs read so far; JSON-RPC error answers fail
  * with the server's message.
