@@ -84,6 +84,9 @@ describe("Codex approvals, live thread (real CLI)", () => {
             definition: { instructions: "", tools: Toolkit.empty },
             workspace: sandbox.workspace,
             profile: sandbox.selection,
+            // Explicit: with no level set, Codex 0.171 ran an approved `touch` in a read-only sandbox in
+            // some runs and not in others (4 of 8 runs failed so): the level makes the writes certain.
+            policy: { sandbox: "workspaceWrite" },
             approvals: {
               handler: (request) =>
                 Effect.sync(() => {
@@ -184,6 +187,9 @@ describe("Codex approvals, live thread (real CLI)", () => {
             definition: { instructions: "", tools: Toolkit.empty },
             workspace: sandbox.workspace,
             profile: sandbox.selection,
+            // Explicit: with no level set, Codex 0.171 ran an approved `touch` in a read-only sandbox in
+            // some runs and not in others (4 of 8 runs failed so): the level makes the writes certain.
+            policy: { sandbox: "workspaceWrite" },
             approvals: { deadline: "2 seconds" }
           })
           const thread = yield* agent.thread("codex-events")
