@@ -174,6 +174,12 @@ const ToolPolicy = Schema.Struct({
   deny: Schema.optionalWith(Schema.Array(Schema.String), { exact: true })
 })
 
+const BuiltinToolPolicy = Schema.Struct({
+  allow: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
+  deny: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
+  sandbox: Schema.optionalWith(Schema.Literal("readOnly", "workspaceWrite", "unrestricted"), { exact: true })
+})
+
 /**
  * One turn on the wire: the thread's key, the turn's id (its idempotency key), the turn.
  *
@@ -186,6 +192,7 @@ export const TurnRequest = Schema.Struct({
   input: Schema.String,
   model: Schema.optionalWith(Schema.String, { exact: true }),
   toolPolicy: Schema.optionalWith(ToolPolicy, { exact: true }),
+  builtinTools: Schema.optionalWith(BuiltinToolPolicy, { exact: true }),
   resumeOnly: Schema.optionalWith(Schema.Boolean, { exact: true })
 })
 

@@ -228,7 +228,7 @@ describe("ThreadEntity on one runner", () => {
       })
     ))
 
-  it.live("a turn's tool policy and model reach the runner's agent", () =>
+  it.live("a turn's tool policy, built-in tool policy and model reach the runner's agent", () =>
     withRunner(({ threads }) =>
       Effect.gen(function*() {
         const result = yield* threads.thread("k").run({
@@ -240,6 +240,11 @@ describe("ThreadEntity on one runner", () => {
         expect(result.model).toBe("model-x")
         const unknown = yield* Effect.flip(threads.thread("k").run({ input: "x", toolPolicy: { allow: ["nope"] } }))
         expect(unknown).toMatchObject({ _tag: "InvalidTurn", reason: "UnknownTool" })
+        // The runner's agent has no sandbox level: a turn asking for a wider one is refused there.
+        const widened = yield* Effect.flip(
+          threads.thread("k").run({ input: "x", builtinTools: { sandbox: "unrestricted" } })
+        )
+        expect(widened._tag === "InvalidTurn" ? widened.reason : widened._tag).toBe("PolicyWidened")
       })
     ))
 })

@@ -35,6 +35,7 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
           input: value.input,
           ...(value.model === undefined ? {} : { model: value.model }),
           ...(value.toolPolicy === undefined ? {} : { toolPolicy: value.toolPolicy }),
+          ...(value.builtinTools === undefined ? {} : { builtinTools: value.builtinTools }),
           ...(runOptions?.resumeOnly === undefined ? {} : { resumeOnly: runOptions.resumeOnly })
         }
       }

@@ -39,7 +39,8 @@ const turnOf = (request: Request): Agent.Turn => ({
   input: request.input,
   id: request.id,
   ...(request.model === undefined ? {} : { model: request.model }),
-  ...(request.toolPolicy === undefined ? {} : { toolPolicy: request.toolPolicy })
+  ...(request.toolPolicy === undefined ? {} : { toolPolicy: request.toolPolicy }),
+  ...(request.builtinTools === undefined ? {} : { builtinTools: request.builtinTools })
 })
 
 const clamp = (value: Duration.Duration, min: Duration.DurationInput, max: Duration.DurationInput) =>
