@@ -43,12 +43,18 @@ const sameBytes = (a: Uint8Array, b: Uint8Array, from: number, to: number): bool
   return true
 }
 
-/** Rewrites the changed byte ranges of one file, re-checking each range just before writing it. */
-const scrubFile = async (file: string, name: string, redact: Options["redact"]): Promise<number> => {
+/**
+ * Rewrites the changed byte ranges of one file, re-checking each range just before writing it.
+ * `size` is the file's size when it was found: the read buffer is sized to it (a session file
+ * of a few KiB does not get a zero-filled MiB), and a file that grew since is read on in steps
+ * of that size.
+ */
+const scrubFile = async (file: string, name: string, size: number, redact: Options["redact"]): Promise<number> => {
   const handle = await NodeFs.open(file, "r+")
   let rewritten = 0
   try {
-    const buffer = Buffer.alloc(chunkBytes + overlap)
+    const step = Math.max(1, Math.min(chunkBytes, size))
+    const buffer = Buffer.alloc(step + overlap)
     let position = 0
     let first = true
     for (;;) {
@@ -79,7 +85,7 @@ const scrubFile = async (file: string, name: string, redact: Options["redact"]):
         }
       }
       if (bytesRead < buffer.length) break
-      position += chunkBytes
+      position += step
     }
     return rewritten
   } finally {
@@ -87,7 +93,11 @@ const scrubFile = async (file: string, name: string, redact: Options["redact"]):
   }
 }
 
-const walk = async (dir: string, options: Options, found: Array<string>): Promise<void> => {
+const walk = async (
+  dir: string,
+  options: Options,
+  found: Array<{ readonly file: string; readonly size: number }>
+): Promise<void> => {
   let names: Array<string>
   try {
     names = await NodeFs.readdir(dir)
@@ -111,7 +121,7 @@ const walk = async (dir: string, options: Options, found: Array<string>): Promis
       info.isFile() && info.nlink === 1 && info.size >= overlap + 1 && info.mtimeMs >= options.since - clockSlack &&
       !options.skip.has(absolute)
     ) {
-      found.push(absolute)
+      found.push({ file: absolute, size: info.size })
     }
   }
 }
@@ -125,12 +135,12 @@ const walk = async (dir: string, options: Options, found: Array<string>): Promis
  */
 export const scrub = (options: Options): Effect.Effect<ReadonlyArray<string>> =>
   Effect.promise(async () => {
-    const found: Array<string> = []
+    const found: Array<{ readonly file: string; readonly size: number }> = []
     for (const root of options.roots) await walk(root, options, found)
     const changed: Array<string> = []
-    for (const file of found) {
+    for (const { file, size } of found) {
       try {
-        if ((await scrubFile(file, NodePath.basename(file), options.redact)) > 0) changed.push(file)
+        if ((await scrubFile(file, NodePath.basename(file), size, options.redact)) > 0) changed.push(file)
       } catch {
         // Gone, or not ours to open: nothing was written.
       }

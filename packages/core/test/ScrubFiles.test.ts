@@ -1,0 +1,77 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
+import * as ScrubFiles from "../src/internal/scrubFiles.js"
+
+// A token is 43 characters; the replacement has the same length (files are rewritten in place).
+const token = "tok_".padEnd(43, "Q")
+const marker = "#".repeat(43)
+const tokenBytes = Buffer.from(token, "latin1")
+
+const redact = (bytes: Uint8Array): Uint8Array => {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  let at = buffer.indexOf(tokenBytes)
+  if (at === -1) return bytes
+  const copy = Buffer.from(buffer)
+  while (at !== -1) {
+    copy.write(marker, at, "latin1")
+    at = buffer.indexOf(tokenBytes, at + tokenBytes.length)
+  }
+  return copy
+}
+
+const withDir = <A>(body: (dir: string) => Effect.Effect<A>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => Fs.mkdtempSync(NodePath.join(Os.tmpdir(), "tether-scrub-"))),
+    body,
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
+describe("ScrubFiles", () => {
+  it.live("replaces every token in small files and across the 1 MiB read windows of a large one", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        const small = NodePath.join(dir, "session.jsonl")
+        Fs.writeFileSync(small, `{"a":"${token}"}\n{"b":"x${token}"}`)
+        // Tokens straddling each window boundary (1 MiB), and one at the very end.
+        const mib = 1024 * 1024
+        const large = Buffer.alloc(2 * mib + 100, "x")
+        for (const at of [mib - 20, 2 * mib - 1, large.length - token.length]) large.write(token, at, "latin1")
+        Fs.mkdirSync(NodePath.join(dir, "nested"))
+        const big = NodePath.join(dir, "nested", "log.txt")
+        Fs.writeFileSync(big, large)
+        const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact })
+        expect([...changed].sort()).toEqual([big, small].sort())
+        const smallAfter = Fs.readFileSync(small, "latin1")
+        expect(smallAfter).toBe(`{"a":"${marker}"}\n{"b":"x${marker}"}`)
+        const bigAfter = Fs.readFileSync(big)
+        expect(bigAfter.length).toBe(large.length)
+        expect(bigAfter.includes(tokenBytes)).toBe(false)
+        expect(bigAfter.toString("latin1").split(marker).length - 1).toBe(3)
+      })
+    ))
+
+  it.live("leaves alone files older than the run, the skipped ones and files without a token", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        const old = NodePath.join(dir, "old.txt")
+        const skipped = NodePath.join(dir, "skipped.txt")
+        const clean = NodePath.join(dir, "clean.txt")
+        for (const file of [old, skipped]) Fs.writeFileSync(file, `before ${token} after`)
+        Fs.writeFileSync(clean, "nothing secret here, long enough to be read at all")
+        const past = new Date(Date.now() - 60_000)
+        Fs.utimesSync(old, past, past)
+        const changed = yield* ScrubFiles.scrub({
+          roots: [dir],
+          since: Date.now() - 1000,
+          skip: new Set([skipped]),
+          redact
+        })
+        expect(changed).toEqual([])
+        expect(Fs.readFileSync(old, "latin1")).toContain(token)
+        expect(Fs.readFileSync(skipped, "latin1")).toContain(token)
+      })
+    ))
+})
