@@ -17,17 +17,17 @@ import * as Event from "../Event.js"
 function fastDelta<A extends Event.TextDelta | Event.ReasoningDelta>(
   constructor: { readonly prototype: A },
   tag: A["_tag"]
-): (base: Base, text: string) => A {
-  function Delta(this: Record<string, unknown>, base: Base, text: string) {
-    this["runId"] = base.runId
-    this["sequence"] = base.sequence
-    this["time"] = base.time
+): (runId: string, sequence: number, time: number, text: string) => A {
+  function Delta(this: Record<string, unknown>, runId: string, sequence: number, time: number, text: string) {
+    this["runId"] = runId
+    this["sequence"] = sequence
+    this["time"] = time
     this["text"] = text
     this["_tag"] = tag
   }
   Delta.prototype = constructor.prototype
-  const Constructor = Delta as unknown as new(base: Base, text: string) => A
-  return (base, text) => new Constructor(base, text)
+  const Constructor = Delta as unknown as new(runId: string, sequence: number, time: number, text: string) => A
+  return (runId, sequence, time, text) => new Constructor(runId, sequence, time, text)
 }
 
 /** The stamp every event carries. @internal */
@@ -42,13 +42,14 @@ export type Item = Take.Take<Event.Event, RunError>
 
 /**
  * An event to publish: a critical event built when it is stamped, or a content delta (which
- * may be dropped under backpressure) built on the fast path.
+ * may be dropped under backpressure) built on the fast path. A driver's `TextDelta` or
+ * `ReasoningDelta` output is a content delta as it is: a run hands it over without a copy.
  *
  * @internal
  */
 export type Pending =
-  | { readonly droppable: undefined; readonly build: (base: Base) => Event.Event }
-  | { readonly droppable: "TextDelta" | "ReasoningDelta"; readonly text: string }
+  | { readonly _tag?: undefined; readonly build: (base: Base) => Event.Event }
+  | { readonly _tag: "TextDelta" | "ReasoningDelta"; readonly text: string; readonly build?: undefined }
 
 /** @internal */
 export interface Emitter {
@@ -66,16 +67,17 @@ export interface Emitter {
  *
  * @internal
  */
-export const textDelta: (base: Base, text: string) => Event.TextDelta = fastDelta(Event.TextDelta, "TextDelta")
-
-/** @internal */
-export const reasoningDelta: (base: Base, text: string) => Event.ReasoningDelta = fastDelta(
-  Event.ReasoningDelta,
-  "ReasoningDelta"
+export const textDelta: (runId: string, sequence: number, time: number, text: string) => Event.TextDelta = fastDelta(
+  Event.TextDelta,
+  "TextDelta"
 )
 
 /** @internal */
-export const critical = (build: (base: Base) => Event.Event): Pending => ({ droppable: undefined, build })
+export const reasoningDelta: (runId: string, sequence: number, time: number, text: string) => Event.ReasoningDelta =
+  fastDelta(Event.ReasoningDelta, "ReasoningDelta")
+
+/** @internal */
+export const critical = (build: (base: Base) => Event.Event): Pending => ({ build })
 
 /** @internal */
 export const make = (
@@ -98,28 +100,30 @@ export const make = (
       time = Date.now()
       const events: Array<Event.Event> = []
       const dropping = !blocking && full()
-      for (const item of pending) {
-        if (item.droppable !== undefined) {
+      for (let i = 0; i < pending.length; i++) {
+        const item = pending[i]!
+        if (item.build === undefined) {
           if (dropping) {
             dropped++
-            droppedKinds.add(item.droppable)
+            droppedKinds.add(item._tag)
             continue
           }
-        } else if (dropped > 0) {
+          // The hot path: a delta is built from its fields, with no stamp object in between.
+          events.push(
+            item._tag === "TextDelta"
+              ? textDelta(runId, sequence++, time, item.text)
+              : reasoningDelta(runId, sequence++, time, item.text)
+          )
+          continue
+        }
+        if (dropped > 0) {
           const count = dropped
           const kinds = Array.from(droppedKinds).sort()
           dropped = 0
           droppedKinds.clear()
           events.push(stamp((base) => new Event.Dropped({ ...base, count, kinds }, true)))
         }
-        const base: Base = { runId, sequence: sequence++, time }
-        events.push(
-          item.droppable === undefined
-            ? item.build(base)
-            : item.droppable === "TextDelta"
-            ? textDelta(base, item.text)
-            : reasoningDelta(base, item.text)
-        )
+        events.push(stamp(item.build))
       }
       if (events.length === 0) return Effect.void
       const offer = Effect.asVoid(queue.offer(Take.chunk(Chunk.unsafeFromArray(events))))

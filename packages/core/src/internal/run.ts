@@ -168,10 +168,9 @@ const outputToEvents = (
       return
     }
     case "TextDelta":
-      into.push({ droppable: "TextDelta", text: output.text })
-      return
     case "ReasoningDelta":
-      into.push({ droppable: "ReasoningDelta", text: output.text })
+      // Published as it is (the emitter builds the event from its text).
+      into.push(output)
       return
     case "Message": {
       if (output.role === "assistant") state.lastAssistant = output.text
