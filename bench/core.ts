@@ -2,7 +2,9 @@
  * @tether/core overhead:
  * - a run of the fake CLI emitting 10,000 events through `Agent.run`, against a raw
  *   `child_process.spawn` + `readline` loop (JSON.parse per line) over the same program and
- *   script, alternated in the same process (target ≤ 1.05×);
+ *   script, in pairs of one run of each (which goes first alternates); the ratio is the median
+ *   over pairs of agent time / raw time within the pair, so a load swing from other processes
+ *   weighs on both runs of a pair alike (target ≤ 1.05×);
  * - `Agent.make` → close with no run (target ≤ 10 ms).
  *
  * Run: node --conditions=@tether/source --import tsx bench/core.ts
@@ -21,6 +23,7 @@ export interface CoreFigures {
   readonly events: number
   readonly agentRunMs: number
   readonly rawRunMs: number
+  /** The median over pairs of agent time / raw time within the pair. */
   readonly runRatio: number
   /** Fastest of each (less sensitive to a loaded machine). */
   readonly agentRunMinMs: number
@@ -65,10 +68,10 @@ const rawRun = (input: string, home: string, cwd: string): Promise<number> =>
     child.stdin.end(input)
   })
 
-/** Measures the figures above; `runs` / `makeCloses` iterations (defaults 12 / 30). */
+/** Measures the figures above; `runs` pairs / `makeCloses` iterations (defaults 20 / 30). */
 export const measure = (options: { readonly runs?: number; readonly makeCloses?: number } = {}) =>
   Effect.gen(function*() {
-    const runs = options.runs ?? 12
+    const runs = options.runs ?? 20
     const makeCloses = options.makeCloses ?? 30
     const sandbox = yield* Harness.sandbox
     const events = 10_000
@@ -90,14 +93,26 @@ export const measure = (options: { readonly runs?: number; readonly makeCloses?:
     const raw = Effect.tryPromise(() => rawRun(input, home, sandbox.workspace)).pipe(Effect.timeout("60 seconds"))
     yield* agentRun
     yield* raw
+    const ratios: Array<number> = []
+    const timeAgent = Effect.suspend(() => {
+      const start = performance.now()
+      return agentRun.pipe(
+        Effect.flatMap((result) =>
+          result.text === undefined ? Effect.dieMessage("no result") : Effect.succeed(performance.now() - start)
+        )
+      )
+    })
+    const timeRaw = Effect.suspend(() => {
+      const start = performance.now()
+      return Effect.map(raw, () => performance.now() - start)
+    })
     for (let i = 0; i < runs; i++) {
-      let start = performance.now()
-      const result = yield* agentRun
-      agentTimes.push(performance.now() - start)
-      if (result.text === undefined) return yield* Effect.dieMessage("no result")
-      start = performance.now()
-      yield* raw
-      rawTimes.push(performance.now() - start)
+      const [agentTime, rawTime] = i % 2 === 0
+        ? yield* Effect.all([timeAgent, timeRaw])
+        : yield* Effect.map(Effect.all([timeRaw, timeAgent]), ([r, a]) => [a, r] as const)
+      agentTimes.push(agentTime)
+      rawTimes.push(rawTime)
+      ratios.push(agentTime / rawTime)
     }
     const makeCloseTimes: Array<number> = []
     for (let i = 0; i < makeCloses; i++) {
@@ -111,7 +126,7 @@ export const measure = (options: { readonly runs?: number; readonly makeCloses?:
       events,
       agentRunMs,
       rawRunMs,
-      runRatio: agentRunMs / rawRunMs,
+      runRatio: median(ratios),
       agentRunMinMs: Math.min(...agentTimes),
       rawRunMinMs: Math.min(...rawTimes),
       minRatio: Math.min(...agentTimes) / Math.min(...rawTimes),
@@ -126,9 +141,11 @@ if (isMain) {
   console.log(
     `run of ${figures.events} events: agent ${figures.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
       figures.rawRunMs.toFixed(1)
-    } ms, ratio ${figures.runRatio.toFixed(3)}× (target ≤ 1.05×; medians of ${figures.iterations.run}); fastest ${
-      figures.agentRunMinMs.toFixed(1)
-    } / ${figures.rawRunMinMs.toFixed(1)} ms = ${figures.minRatio.toFixed(3)}×`
+    } ms, paired ratio ${
+      figures.runRatio.toFixed(3)
+    }× (target ≤ 1.05×; medians of ${figures.iterations.run} pairs); fastest ${figures.agentRunMinMs.toFixed(1)} / ${
+      figures.rawRunMinMs.toFixed(1)
+    } ms = ${figures.minRatio.toFixed(3)}×`
   )
   console.log(
     `Agent.make → close, no run: ${

@@ -2,10 +2,12 @@
  * P3 — driver parse throughput. A large transcript per driver is generated from the records
  * recorded from the real CLIs (packages/drivers/test/fixtures): the first record, the body of a
  * tool round trip repeated until the transcript has ~`lines` lines, and the terminal record.
- * Compared, in the same process, rounds alternated, median round reported:
+ * Compared, in the same process, in rounds of one run of each (which goes first alternates):
  * - the driver: split the text into lines, `Driver.parse` as a `Stream`, every output drained;
  * - the baseline: a raw loop, `text.split("\n")` + `JSON.parse` per line.
- * Throughput ratio = baseline time / driver time (target ≥ 0.9×).
+ * Throughput ratio = the median over rounds of baseline time / driver time within the round
+ * (target ≥ 0.9×): the two runs of a round are side by side, so a load swing from other
+ * processes weighs on both alike; the median round times are printed beside it.
  *
  * Run: node --conditions=@tether/source --import tsx bench/parse.ts
  */
@@ -27,7 +29,7 @@ export interface ParseRow {
   readonly outputs: number
   readonly driverMs: number
   readonly rawMs: number
-  /** Driver throughput against the raw loop (`rawMs / driverMs`). */
+  /** Driver throughput against the raw loop: the median over rounds of raw time / driver time. */
   readonly ratio: number
 }
 
@@ -102,13 +104,26 @@ export const measure = (
       let outputs = yield* driverRun(source.parse, text)
       const driverTimes: Array<number> = []
       const rawTimes: Array<number> = []
+      const ratios: Array<number> = []
       for (let round = 0; round < rounds; round++) {
-        let start = performance.now()
-        outputs = yield* driverRun(source.parse, text)
-        driverTimes.push(performance.now() - start)
-        start = performance.now()
-        rawLoop(text)
-        rawTimes.push(performance.now() - start)
+        const timeDriver = Effect.suspend(() => {
+          const start = performance.now()
+          return Effect.map(driverRun(source.parse, text), (n) => {
+            outputs = n
+            return performance.now() - start
+          })
+        })
+        const timeRaw = Effect.sync(() => {
+          const start = performance.now()
+          rawLoop(text)
+          return performance.now() - start
+        })
+        const [driverTime, rawTime] = round % 2 === 0
+          ? yield* Effect.all([timeDriver, timeRaw])
+          : yield* Effect.map(Effect.all([timeRaw, timeDriver]), ([raw, driver]) => [driver, raw] as const)
+        driverTimes.push(driverTime)
+        rawTimes.push(rawTime)
+        ratios.push(rawTime / driverTime)
       }
       const driverMs = median(driverTimes)
       const rawMs = median(rawTimes)
@@ -120,7 +135,7 @@ export const measure = (
         outputs,
         driverMs,
         rawMs,
-        ratio: rawMs / driverMs
+        ratio: median(ratios)
       })
     }
     return rows
