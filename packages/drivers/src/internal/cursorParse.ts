@@ -28,9 +28,12 @@ const contentText = (message: unknown): string => {
   const content = message["content"]
   if (typeof content === "string") return content
   if (!Array.isArray(content)) return ""
-  return content.flatMap((block: unknown) =>
-    isRecord(block) && block["type"] === "text" && typeof block["text"] === "string" ? [block["text"]] : []
-  ).join("")
+  // A loop, not flatMap + join: a message is read per line, and most have one text block.
+  let text = ""
+  for (const block of content) {
+    if (isRecord(block) && block["type"] === "text" && typeof block["text"] === "string") text += block["text"]
+  }
+  return text
 }
 
 /** The one `<kind>ToolCall` entry of a `tool_call` record. @internal */
@@ -40,7 +43,14 @@ export const toolCallOf = (
 ): { readonly name: string; readonly source: Source; readonly args: unknown; readonly result: unknown } | undefined => {
   const call = record["tool_call"]
   if (!isRecord(call)) return undefined
-  const [kind] = Object.keys(call)
+  // The first key (as `Object.keys(call)[0]`), without listing them all.
+  let kind: string | undefined
+  for (const key in call) {
+    if (Object.hasOwn(call, key)) {
+      kind = key
+      break
+    }
+  }
   if (kind === undefined) return undefined
   const body = call[kind]
   const args = isRecord(body) ? body["args"] : undefined
@@ -55,7 +65,7 @@ export const toolCallOf = (
   if (kind === "function" && isRecord(body)) {
     return { name: str(body["name"]) ?? "function", source: "builtin", args: body["arguments"], result }
   }
-  return { name: kind.replace(/ToolCall$/, ""), source: "builtin", args, result }
+  return { name: kind.endsWith("ToolCall") ? kind.slice(0, -8) : kind, source: "builtin", args, result }
 }
 
 /** A tool result → `[output, isError]`: MCP content texts joined, else the result itself. */
@@ -100,26 +110,26 @@ export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): Array<Driver.Output> | Driver.ProtocolError => {
+): Driver.Output | Array<Driver.Output> | Driver.ProtocolError => {
   if (isBlank(line)) return none
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return [notice("warning", "cursor.non_json", line.slice(0, 2048))]
+    return notice("warning", "cursor.non_json", line.slice(0, 2048))
   }
   if (!isRecord(record) || typeof record["type"] !== "string") {
-    return [notice("warning", "cursor.unknown", "a JSON line without a record type", record)]
+    return notice("warning", "cursor.unknown", "a JSON line without a record type", record)
   }
   const type = record["type"]
   const subtype = str(record["subtype"])
   if (state.done) {
-    return [notice("info", `cursor.${type}`, "a record after the terminal record", record)]
+    return notice("info", `cursor.${type}`, "a record after the terminal record", record)
   }
   switch (type) {
     case "system": {
       if (subtype !== "init") {
-        return [notice("info", `cursor.system.${subtype ?? "unknown"}`, "a system record", record)]
+        return notice("info", `cursor.system.${subtype ?? "unknown"}`, "a system record", record)
       }
       const sessionId = str(record["session_id"])
       if (sessionId === undefined) {
@@ -134,40 +144,40 @@ export const step = (
       const model = str(record["model"])
       state.sessionId = sessionId
       state.model = model
-      return [{ _tag: "SessionStarted", sessionId, model }]
+      return { _tag: "SessionStarted", sessionId, model }
     }
     case "user":
-      return [{ _tag: "Message", role: "user", text: contentText(record["message"]) }]
+      return { _tag: "Message", role: "user", text: contentText(record["message"]) }
     case "assistant": {
       const text = contentText(record["message"])
       state.lastText = text
-      return [{ _tag: "Message", role: "assistant", text }]
+      return { _tag: "Message", role: "assistant", text }
     }
     case "thinking": {
       const text = str(record["text"])
-      return subtype === "delta" && text ? [{ _tag: "ReasoningDelta", text }] : none
+      return subtype === "delta" && text ? { _tag: "ReasoningDelta", text } : none
     }
     case "tool_call": {
       const callId = str(record["call_id"]) ?? ""
       const call = toolCallOf(record, context.hostedKey)
       if (call === undefined) {
-        return [notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)]
+        return notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
       }
       if (subtype === "started") {
         // A tool call closes the assistant text before it: it is not the final text.
         state.lastText = undefined
-        return [{
+        return {
           _tag: "ToolCall",
           phase: "start",
           callId,
           name: call.name,
           source: call.source,
           input: call.args
-        }]
+        }
       }
       if (subtype === "completed") {
         const [output, isError] = resultOf(call.result)
-        return [{
+        return {
           _tag: "ToolCall",
           phase: "end",
           callId,
@@ -176,9 +186,9 @@ export const step = (
           input: call.args,
           output,
           isError
-        }]
+        }
       }
-      return [notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)]
+      return notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
     }
     case "result": {
       const ok = subtype === "success" && record["is_error"] !== true
@@ -200,7 +210,7 @@ export const step = (
       return out
     }
     default:
-      return [notice("info", `cursor.${type}`, "an unknown record kind", record)]
+      return notice("info", `cursor.${type}`, "an unknown record kind", record)
   }
 }
 

@@ -106,18 +106,18 @@ export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): Array<Driver.Output> | Driver.ProtocolError => {
+): Driver.Output | Array<Driver.Output> | Driver.ProtocolError => {
   if (isBlank(line)) return none
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return [notice("warning", "gemini.non_json", line.slice(0, 2048))]
+    return notice("warning", "gemini.non_json", line.slice(0, 2048))
   }
   if (!isRecord(record) || typeof record["type"] !== "string") {
-    return [notice("warning", "gemini.unknown", "a JSON line without a record type", record)]
+    return notice("warning", "gemini.unknown", "a JSON line without a record type", record)
   }
-  if (state.done) return [notice("info", `gemini.${record["type"]}`, "a record after the terminal record", record)]
+  if (state.done) return notice("info", `gemini.${record["type"]}`, "a record after the terminal record", record)
   switch (record["type"]) {
     case "init": {
       const sessionId = str(record["session_id"])
@@ -134,31 +134,33 @@ export const step = (
       const model = str(record["model"])
       state.sessionId = sessionId
       state.model = model
-      return [{ _tag: "SessionStarted", sessionId, model }]
+      return { _tag: "SessionStarted", sessionId, model }
     }
     case "message": {
       const content = str(record["content"]) ?? ""
       if (record["role"] === "assistant") {
         state.segment += content
-        if (record["delta"] === true) return content.length > 0 ? [{ _tag: "TextDelta", text: content }] : none
+        if (record["delta"] === true) return content.length > 0 ? { _tag: "TextDelta", text: content } : none
         return flush(state, [])
       }
-      if (record["role"] === "user") return [{ _tag: "Message", role: "user", text: content }]
-      return [notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)]
+      if (record["role"] === "user") return { _tag: "Message", role: "user", text: content }
+      return notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)
     }
     case "tool_use": {
       const callId = str(record["tool_id"]) ?? ""
       const identity = identityOf(str(record["tool_name"]) ?? "", context.hostedKey)
-      const out = flush(state, [])
       state.calls.set(callId, identity)
-      out.push({
+      const call: Driver.Output = {
         _tag: "ToolCall",
         phase: "start",
         callId,
         name: identity.name,
         source: identity.source,
         input: record["parameters"]
-      })
+      }
+      if (state.segment.length === 0) return call
+      const out = flush(state, [])
+      out.push(call)
       return out
     }
     case "tool_result": {
@@ -166,7 +168,7 @@ export const step = (
       const identity = state.calls.get(callId)
       const isError = record["status"] !== "success"
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
-      return [{
+      return {
         _tag: "ToolCall",
         phase: "end",
         callId,
@@ -174,11 +176,11 @@ export const step = (
         source: identity?.source ?? "builtin",
         output: record["output"] ?? error,
         isError
-      }]
+      }
     }
     case "error": {
       const severity = record["severity"] === "warning" ? "warning" : "error"
-      return [notice(severity, "gemini.error", str(record["message"]) ?? "", record)]
+      return notice(severity, "gemini.error", str(record["message"]) ?? "", record)
     }
     case "result": {
       const out = flush(state, [])
@@ -200,7 +202,7 @@ export const step = (
       return out
     }
     default:
-      return [notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)]
+      return notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)
   }
 }
 

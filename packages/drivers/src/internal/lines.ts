@@ -12,6 +12,12 @@ import * as Stream from "effect/Stream"
 export type LineResult<O> = ReadonlyArray<O> | Driver.ProtocolError
 
 /**
+ * What `parseLines`' per-line function may return: a `LineResult`, or the line's one output as
+ * it is (no array is allocated around it: most lines have exactly one output).
+ */
+export type LineOutputs<O> = O | LineResult<O>
+
+/**
  * Whether a line is empty or only whitespace: the same answer as `line.trim().length === 0`,
  * without trimming the usual JSON line (which starts with `{`).
  *
@@ -19,6 +25,10 @@ export type LineResult<O> = ReadonlyArray<O> | Driver.ProtocolError
  */
 export const isBlank = (line: string): boolean =>
   line.length === 0 || (line.charCodeAt(0) !== 123 && line.trim().length === 0)
+
+// By its tag (no output is tagged so): an error from another copy of core is still an error.
+const isProtocolError = (result: unknown): result is Driver.ProtocolError =>
+  (result as { readonly _tag?: unknown })._tag === "ProtocolError"
 
 /**
  * Maps every line through the run's per-line function, chunk by chunk in a plain loop (no
@@ -33,7 +43,7 @@ export const isBlank = (line: string): boolean =>
  */
 export const parseLines = <O>(
   lines: Stream.Stream<string>,
-  make: () => (line: string) => LineResult<O>
+  make: () => (line: string) => LineOutputs<O>
 ): Stream.Stream<O, Driver.ProtocolError> =>
   Stream.suspend(() => {
     const onLine = make()
@@ -44,14 +54,14 @@ export const parseLines = <O>(
           const input = Chunk.toReadonlyArray(chunk)
           for (let n = 0; n < input.length; n++) {
             const result = onLine(input[n]!)
-            if (!Array.isArray(result)) {
+            if (Array.isArray(result)) {
+              for (let i = 0; i < result.length; i++) out.push(result[i] as O)
+            } else if (isProtocolError(result)) {
               // Emit what the lines before it produced, then fail without reading any further.
-              return Channel.zipRight(
-                Channel.write(Chunk.unsafeFromArray(out)),
-                Channel.fail(result as Driver.ProtocolError)
-              )
+              return Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), Channel.fail(result))
+            } else {
+              out.push(result as O)
             }
-            for (let i = 0; i < result.length; i++) out.push(result[i] as O)
           }
           return out.length === 0 ? loop : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), loop)
         },
