@@ -7,7 +7,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineResult, notice, parseLines, textOf } from "./lines.js"
+import { isBlank, type LineOutputs, type LineResult, notice, parseLines, textOf } from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -145,19 +145,28 @@ const onSystem = (
   return [notice("info", `system/${subtype}`, str(record["status"]) ?? subtype, record)]
 }
 
-const onStreamEvent = (record: Json, state: State): Array<Output> => {
+/** No outputs (shared: a result is only read). */
+const none: ReadonlyArray<Output> = []
+
+/** The delta a `stream_event` record carries, if any (most records of a turn are these). */
+const streamEventOf = (record: Json, state: State): Output | undefined => {
   const event = isRecord(record["event"]) ? record["event"] : undefined
-  if (event?.["type"] !== "content_block_delta" || !isRecord(event["delta"])) return []
+  if (event?.["type"] !== "content_block_delta" || !isRecord(event["delta"])) return undefined
   const delta = event["delta"]
   if (delta["type"] === "text_delta" && typeof delta["text"] === "string") {
     state.sawPartial = true
-    return [{ _tag: "TextDelta", text: delta["text"] }]
+    return { _tag: "TextDelta", text: delta["text"] }
   }
   if (delta["type"] === "thinking_delta" && typeof delta["thinking"] === "string") {
     state.sawPartial = true
-    return [{ _tag: "ReasoningDelta", text: delta["thinking"] }]
+    return { _tag: "ReasoningDelta", text: delta["thinking"] }
   }
-  return []
+  return undefined
+}
+
+const onStreamEvent = (record: Json, state: State): ReadonlyArray<Output> => {
+  const output = streamEventOf(record, state)
+  return output === undefined ? none : [output]
 }
 
 const onAssistant = (record: Json, state: State, context: Driver.ParseContext): Array<Output> => {
@@ -271,6 +280,35 @@ const onResult = (
 export const makeState = (): State => ({ model: undefined, sessionId: undefined, sawPartial: false, tools: new Map() })
 
 /**
+ * The outputs of one stdout line, a single one as it is (`parseLines` takes both).
+ *
+ * @internal
+ */
+const lineOutputs = (
+  line: string,
+  state: State,
+  context: Driver.ParseContext,
+  dialect: Dialect,
+  records?: (record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined
+): LineOutputs<Output> => {
+  if (isBlank(line)) return none
+  let record: unknown
+  try {
+    record = JSON.parse(line)
+  } catch {
+    return [notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))]
+  }
+  if (!isRecord(record)) {
+    return [notice("warning", "malformed", "a stdout line is not a JSON object", record)]
+  }
+  const own = records?.(record, state, context)
+  if (own !== undefined) return own
+  // The bulk of a turn, read as `onRecord` reads it, its one output without an array around it.
+  if (record["type"] === "stream_event") return streamEventOf(record, state) ?? none
+  return onRecord(record, state, context, dialect)
+}
+
+/**
  * The outputs of one stdout line. The live session (`claudeLive.ts`) decodes each line itself to
  * route it, then hands protocol records to `onRecord`; both paths map records the same way.
  *
@@ -283,19 +321,8 @@ export const onLine = (
   dialect: Dialect = claude,
   records?: (record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined
 ): LineResult<Output> => {
-  if (isBlank(line)) return []
-  let record: unknown
-  try {
-    record = JSON.parse(line)
-  } catch {
-    return [notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))]
-  }
-  if (!isRecord(record)) {
-    return [notice("warning", "malformed", "a stdout line is not a JSON object", record)]
-  }
-  const own = records?.(record, state, context)
-  if (own !== undefined) return own
-  return onRecord(record, state, context, dialect)
+  const result = lineOutputs(line, state, context, dialect, records)
+  return Array.isArray(result) || result instanceof Driver.ProtocolError ? result : [result as Output]
 }
 
 /** The outputs of one decoded stdout record (the live session routes records itself). @internal */
@@ -334,7 +361,7 @@ export const parseWith = (dialect: Dialect) =>
   parseLines(lines, () => {
     const state = makeState()
     const records = dialect.records?.()
-    return (line) => onLine(line, state, context, dialect, records)
+    return (line) => lineOutputs(line, state, context, dialect, records)
   })
 
 /** @internal */
