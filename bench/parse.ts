@@ -1,7 +1,7 @@
 /**
- * P3 — driver parse throughput. A large transcript per driver is generated from the records
- * recorded from the real CLIs (packages/drivers/test/fixtures): the first record, the body of a
- * tool round trip repeated until the transcript has ~`lines` lines, and the terminal record.
+ * P3 — driver parse throughput, one-shot and live protocols. A large transcript per parser is
+ * generated from the records recorded from the real CLIs (packages/drivers/test/fixtures): the
+ * first record, the body repeated until the transcript has ~`lines` lines, and the last record.
  * Compared, in the same process, in rounds of one run of each (which goes first alternates):
  * - the driver: split the text into lines, `Driver.parse` as a `Stream`, every output drained;
  * - the baseline: a raw loop, `text.split("\n")` + `JSON.parse` per line.
@@ -17,6 +17,9 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
+// The live protocols' parsers are internal: their drivers hand them a warm process's stdout.
+import * as AcpMap from "../packages/drivers/src/internal/acpMap.js"
+import * as CodexLiveParse from "../packages/drivers/src/internal/codexLiveParse.js"
 
 const fixtures = NodePath.resolve(import.meta.dirname, "../packages/drivers/test/fixtures")
 
@@ -40,7 +43,19 @@ const sources: ReadonlyArray<
   { driver: "codex", fixture: "codex/mcp-tool.jsonl", parse: Codex.parse },
   { driver: "gemini", fixture: "gemini/tool.jsonl", parse: Gemini.parse },
   { driver: "cursor", fixture: "cursor/turn.jsonl", parse: Cursor.parse },
-  { driver: "codebuddy", fixture: "codebuddy/mcp.jsonl", parse: CodeBuddy.parse }
+  { driver: "codebuddy", fixture: "codebuddy/mcp.jsonl", parse: CodeBuddy.parse },
+  // Live protocols: Codex's app-server, and ACP (Gemini CLI's --experimental-acp). Claude Code's
+  // live session maps its records with the Claude parser above (claudeParse.onRecord).
+  {
+    driver: "codex live",
+    fixture: "codex-live/session.jsonl",
+    parse: (lines, context) => CodexLiveParse.parse(lines, context)
+  },
+  {
+    driver: "acp (gemini)",
+    fixture: "gemini-acp/session.jsonl",
+    parse: (lines, context) => AcpMap.parse(lines, context, AcpMap.genericNaming)
+  }
 ]
 
 /** First record, the body repeated up to ~`target` lines, the last (terminal) record. */
@@ -144,9 +159,9 @@ export const measure = (
 /** The table printed when run directly. */
 export const format = (rows: ReadonlyArray<ParseRow>): string =>
   [
-    "driver     transcript                          driver ms   raw ms  throughput vs raw (target ≥ 0.90×)",
+    "driver       transcript                          driver ms   raw ms  throughput vs raw (target ≥ 0.90×)",
     ...rows.map((r) =>
-      `${r.driver.padEnd(11)}${`${r.lines} lines, ${r.megabytes.toFixed(1)} MB, ${r.outputs} outputs`.padEnd(36)}${
+      `${r.driver.padEnd(13)}${`${r.lines} lines, ${r.megabytes.toFixed(1)} MB, ${r.outputs} outputs`.padEnd(36)}${
         r.driverMs.toFixed(1).padStart(9)
       }${r.rawMs.toFixed(1).padStart(9)}  ${r.ratio.toFixed(2)}× ${r.ratio >= 0.9 ? "pass" : "miss"}`
     )
