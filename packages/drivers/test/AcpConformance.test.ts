@@ -30,8 +30,10 @@ const claudeSubject = (url: string, modelRequests: Effect.Effect<number>): Confo
 })
 
 const codexSubject = (baseUrl: string, modelRequests: Effect.Effect<number>): Conformance.Subject => ({
-  driver: codexAgentDriver(baseUrl),
+  // A model codex-acp knows: for `fake-model` it prepends a metadata warning to the answer's text.
+  driver: codexAgentDriver(baseUrl, undefined, "gpt-5.4"),
   plain: "Say something plain.",
+  plainText: "plain answer",
   slow: `Take your time. ${slowMarker}`,
   live: live(modelRequests)
 })

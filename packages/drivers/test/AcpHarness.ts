@@ -55,14 +55,18 @@ export const claudeAgentDriver = (url: string, live?: Acp.Config["live"]) =>
     ...(live === undefined ? {} : { live })
   })
 
-/** codex-acp (its own Codex core) against the scripted Responses server at `baseUrl`. */
-export const codexAgentDriver = (baseUrl: string, live?: Acp.Config["live"]) =>
+/**
+ * codex-acp (its own Codex core) against the scripted Responses server at `baseUrl`, asking for
+ * `model` (default `fake-model`; codex-acp 0.16.0 tells a model it has no metadata for as
+ * assistant text, so a test of the answer's exact text names a model it knows).
+ */
+export const codexAgentDriver = (baseUrl: string, live?: Acp.Config["live"], model = "fake-model") =>
   Acp.driver({
     name: "codex-acp",
     command: codexAcp,
     args: [
       "-c",
-      `model="fake-model"`,
+      `model="${model}"`,
       "-c",
       `model_provider="fake"`,
       "-c",
