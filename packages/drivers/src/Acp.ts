@@ -15,11 +15,16 @@
  * and reasoning deltas, messages, tool calls with source `host` / `mcp` / `builtin`, usage when the
  * agent reports it) and the prompt's `stopReason` the terminal (`end_turn` is success).
  * `session/request_permission` is answered with a decision mapped onto the offered options
- * (`allow_once`, `allow_always`, `reject_once`, …): a request for a hosted tool or a tool of the
- * definition's MCP sources is allowed (the host offered it; claude-agent-acp and codex-acp ask for
- * every MCP tool); until core wires
- * approvals in, every other request is denied (the agent's tool call fails; codex-acp's only
- * refusal, `abort`, ends the turn).
+ * (`allow` → `allow_once`, `allowForSession` → `allow_always` else `allow_once`, `deny` →
+ * `reject_once` else `reject_always`; no fitting option: `cancelled`): a request for a hosted tool
+ * or a tool of the definition's MCP sources is allowed (the host offered it; claude-agent-acp and
+ * codex-acp ask for every MCP tool). Every other request (a built-in tool: a command, a file
+ * edit, …) is an approval request of the agent's approvals (DESIGN §13; handler or event mode),
+ * named by the driver's naming, with the command (the call's title) and what the agent sent; an
+ * agent without approvals has them denied. A denied tool call fails and the model is told;
+ * codex-acp's only refusal, `abort`, ends the turn (`canceled`). Approvals are asked on live
+ * threads only (`approvals.live`): a one-shot run of an agent with approvals fails before the
+ * spawn with `UnsupportedCapability`, and a one-shot run of an agent without them denies.
  *
  * Live sessions (`driver.live`) run the agent itself as the thread's warm process: one session,
  * one `session/prompt` per turn, an interrupt is `session/cancel` (the process stays warm). Before

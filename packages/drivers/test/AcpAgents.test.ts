@@ -9,7 +9,7 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Agent, ThreadStore } from "@tether/core"
+import { Agent, Approval, ThreadStore } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
 import { AnthropicServer, Harness, McpStdioServer, ResponsesServer } from "@tether/testing"
@@ -22,7 +22,6 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as Acp from "../src/internal/acp.js"
 import * as AcpMap from "../src/internal/acpMap.js"
 import * as H from "./AcpHarness.js"
 import { baseRequest, type Root, tempRoot } from "./ClaudeHarness.js"
@@ -49,8 +48,8 @@ interface Subject {
 
 /**
  * The scripted turns, by the marker in the turn's prompt: `[echo]` calls the hosted `echo`,
- * `[wait]` calls the hosted `slow_wait`, `[shell]` runs a command that asks permission; anything else
- * is answered `reply: <n>`. After a tool result the model answers `FINAL: <result>`.
+ * `[wait]` calls the hosted `slow_wait`, `[shell]` runs a command that asks permission (it writes
+ * `shell.txt`; `[touch <file>]` writes `<file>`); anything else is answered `reply: <n>`. After a tool result the model answers `FINAL: <result>`.
  */
 const claudeSubject = Effect.gen(function*() {
   const model = yield* AnthropicServer.make({
@@ -62,6 +61,10 @@ const claudeSubject = Effect.gen(function*() {
         if (last.includes("[stamp]")) return AnthropicServer.callTool("mcp__ext__stamp", { text: "hi" })
         if (last.includes("[shell]")) {
           return AnthropicServer.callTool("Bash", { command: "echo ran > shell.txt", description: "write a file" })
+        }
+        const touch = /\[touch (\S+)\]/.exec(last)?.[1]
+        if (touch !== undefined) {
+          return AnthropicServer.callTool("Bash", { command: `echo ran > ${touch}`, description: "write a file" })
         }
         return AnthropicServer.reply(`reply: ${AnthropicServer.transcript(request).length}`)
       },
@@ -94,10 +97,11 @@ const codexSubject = Effect.gen(function*() {
       if (last.includes("[echo]")) return ResponsesServer.mcpTool("tether", "echo", { text: "hello-acp" })
       if (last.includes("[wait]")) return ResponsesServer.mcpTool("tether", "slow_wait", {})
       if (last.includes("[stamp]")) return ResponsesServer.mcpTool("ext", "stamp", { text: "hi" })
-      if (last.includes("[shell]")) {
+      const touch = last.includes("[shell]") ? "shell.txt" : /\[touch (\S+)\]/.exec(last)?.[1]
+      if (touch !== undefined) {
         return ResponsesServer.callTool({
           name: "exec_command",
-          input: { cmd: "echo ran > shell.txt", sandbox_permissions: "require_escalated", justification: "write" }
+          input: { cmd: `echo ran > ${touch}`, sandbox_permissions: "require_escalated", justification: "write" }
         })
       }
       return ResponsesServer.text(`reply: ${request.index}`, { reasoning: "thinking it over" })
@@ -298,38 +302,77 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     )
   }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
-/** A permission request answered `allow` by the approvals extension point runs the command. */
-const allowed = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+/**
+ * Core's approvals on a live thread: the agent's `session/request_permission` for a built-in
+ * command is an approval request; the handler allows the first (the command ran), the host denies
+ * the second in event mode (the command did not run). One agent, one warm process, nothing left.
+ */
+const approvals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
   Effect.gen(function*() {
     const subject = yield* make
-    const root = yield* tempRoot
-    const request = baseRequest(root, "http://127.0.0.1:9/mcp", {
-      prompt: "",
-      hosted: { key: "tether", url: "http://127.0.0.1:9/mcp", tokenVariable: "TETHER_TEST_TOKEN_5F0C2A9B", tools: [] }
-    })
-    const asked = yield* Deferred.make<string>()
-    const invocation = yield* subject.driver.live!.open(request)
-    const { LiveChannel } = yield* Effect.promise(() => import("@tether/testing"))
-    const proc = yield* LiveChannel.spawn(invocation)
-    const session = yield* Acp.attach(
-      {
-        naming: subject.naming,
-        startTimeout: "1 minute",
-        hostedToolsTimeout: "1 second",
-        cancelTimeout: "20 seconds",
-        permission: (params) =>
-          Effect.as(Deferred.succeed(asked, params.options.map((o) => o.kind).join(",")), { _tag: "Allow" as const }),
-        sources: true
-      },
-      proc.channel,
-      LiveChannel.context(request)
+    const sandbox = yield* Harness.sandbox
+    const asked: Array<Approval.ApprovalRequest> = []
+    const run = Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        driver: subject.driver,
+        definition: { instructions: "", skills: [], tools: H.Tools },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        approvals: {
+          deadline: "1 minute",
+          // Handler mode for the command writing allowed.txt; the host answers the others.
+          handler: (request) =>
+            Effect.zipRight(
+              Effect.sync(() => asked.push(request)),
+              request.command?.includes("allowed.txt") === true ? Effect.succeed(Approval.allow) : Effect.never
+            )
+        }
+      })
+      const thread = yield* agent.thread("acp-approvals")
+      const first = Array.from(yield* Stream.runCollect(thread.stream("write it [touch allowed.txt]")))
+      expect(Fs.readFileSync(Path.join(sandbox.workspace, "allowed.txt"), "utf8")).toBe("ran\n")
+      const allowedRun = first.at(-1)
+      expect(allowedRun).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+      const second: Array<Event.Event> = []
+      const denied = yield* thread.stream("write it [touch denied.txt]").pipe(
+        Stream.runForEach((event) =>
+          Effect.zipRight(
+            Effect.sync(() => second.push(event)),
+            event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.deny("No.")) : Effect.void
+          )
+        ),
+        Effect.exit
+      )
+      expect(Fs.existsSync(Path.join(sandbox.workspace, "denied.txt"))).toBe(false)
+      const resolved = [...first, ...second].flatMap((e) =>
+        e._tag === "ApprovalResolved" ? [[e.decision._tag, e.by]] : []
+      )
+      expect(resolved).toEqual([["Allow", "handler"], ["Deny", "host"]])
+      expect(asked.map((r) => [r.kind, r.command?.includes(".txt")])).toEqual([["command", true], [
+        "command",
+        true
+      ]])
+      // codex-acp's only refusal (`abort`) ends the turn (its run fails: the agent cancelled it);
+      // claude-agent-acp's tool call fails and the model answers.
+      expect(Exit.isSuccess(denied)).toBe(!subject.denialCancels)
+      expect(second.at(-1)).toMatchObject({
+        _tag: "RunFinished",
+        outcome: subject.denialCancels ? "failure" : "success"
+      })
+      const pids = [...first, ...second].flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
+      expect(new Set(pids).size).toBe(1)
+      return agent.marker
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(H.Tools.toLayer({
+        echo: ({ text }) => Effect.succeed({ echoed: `ECHO:${text}` }),
+        slow_wait: () => Effect.succeed({ done: true })
+      }))
     )
-    const turn = yield* H.collect(session.turn({ runId: "a1", prompt: "run it [shell]" }))
-    expect(yield* Deferred.await(asked)).toContain("allow_once")
-    expect(H.terminalOf(turn)).toMatchObject({ ok: true })
-    expect(Fs.readFileSync(Path.join(root.work, subject.deniedFile), "utf8")).toBe("ran\n")
-    yield* session.shutdown
-  }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+    const marker = yield* run
+    expect(yield* gone(marker)).toEqual([])
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+  }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory]))
 
 /**
  * Through `Agent.make`: a plain run is one-shot (the turn runner) and calls the hosted tool; a
@@ -403,7 +446,11 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
     liveSession(claudeSubject),
     180_000
   )
-  it.live("live: a permission request the approver allows runs the command", allowed(claudeSubject), 90_000)
+  it.live(
+    "approvals on a live thread: a command the handler allows runs, one the host denies does not",
+    approvals(claudeSubject),
+    90_000
+  )
   it.live(
     "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
     throughAgent(claudeSubject),
@@ -437,7 +484,11 @@ describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
     liveSession(codexSubject),
     180_000
   )
-  it.live("live: a permission request the approver allows runs the command", allowed(codexSubject), 90_000)
+  it.live(
+    "approvals on a live thread: a command the handler allows runs, one the host denies does not",
+    approvals(codexSubject),
+    90_000
+  )
   it.live(
     "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
     throughAgent(codexSubject),

@@ -82,7 +82,16 @@ describe("the drivers guide's capabilities table", () => {
 
   it("row \"approvals of built-in tools\" is each driver's Driver.approvals (one-shot and live mechanisms)", () => {
     const cells = table().get("approvals of built-in tools ([guide](./approvals.md))")!
-    const drivers = [Claude.driver(), Codex.driver(), Gemini.driver(), CodeBuddy.driver(), Cursor.driver()]
+    const drivers = [
+      Claude.driver(),
+      Codex.driver(),
+      Gemini.driver(),
+      CodeBuddy.driver(),
+      Cursor.driver(),
+      claudeAgentDriver("http://127.0.0.1:1"),
+      codexAgentDriver("http://127.0.0.1:1/v1")
+    ]
+    expect(drivers.map((driver) => driver.name)).toHaveLength(columns.length)
     drivers.forEach((driver, index) => {
       const cell = cells[index]!
       expect(flag(cell), driver.name).toBe(driver.approvals !== undefined)

@@ -20,9 +20,12 @@
  * - `session/new` also declares the definition's MCP sources when the driver asks it to
  *   (`Options.sources`; Gemini CLI reads them from its settings instead); a source's bearer
  *   variable is read from the host environment and travels as a secret like the hosted token.
- * - `session/request_permission` goes to one extension point (`Options.permission`), which
- *   returns a decision (`acpApproval.ts` maps it onto the offered options); until core wires
- *   approvals in, every driver passes `denyPermission`, so the agent never waits for an answer.
+ * - `session/request_permission`: a hosted tool's or a declared MCP source's is allowed (the
+ *   host offered the tool); any other goes to core's approvals (`LiveContext.approve`) when the
+ *   agent has them, read as an approval request (`acpApproval.ts`, named by the driver's
+ *   naming), else to `Options.permission` (every driver passes `denyPermission`). The decision
+ *   is mapped onto the offered options (`acpApproval.ts`). Every ACP driver (Gemini's live
+ *   sessions and `Acp.driver`) takes this one path.
  *
  * @internal
  */
@@ -42,10 +45,13 @@ import * as AcpApproval from "./acpApproval.js"
 import * as AcpMap from "./acpMap.js"
 import { notice } from "./lines.js"
 
-/** Decides a `session/request_permission` (the approvals extension point). @internal */
+/**
+ * Decides a `session/request_permission` of an agent without approvals (core's, through
+ * `LiveContext.approve`, decide when the agent has them). @internal
+ */
 export type Permission = (request: Acp.RequestPermissionRequest) => Effect.Effect<AcpApproval.Decision>
 
-/** The decision while core has no approver wired in: the agent's tool call is refused. @internal */
+/** The decision without approvals: the agent's tool call is refused. @internal */
 export const denyPermission: Permission = () => Effect.succeed(AcpApproval.denied)
 
 /** @internal */
@@ -164,6 +170,9 @@ export const attach = (
     // approvals' to decide.
     const declared = (name: string) =>
       options.sources && request.mcp.some((server) => name.startsWith(`mcp__${server.key}__`))
+    // Everything else goes to core's approvals when the agent has them (`LiveContext.approve`:
+    // the handler or the host decides), named as the driver names the agent's tool calls.
+    const approve = context.approve
     const decide = (params: Acp.RequestPermissionRequest): Effect.Effect<AcpApproval.Decision> => {
       const call = params.toolCall
       const identity = mapper.identity(call.toolCallId) ??
@@ -171,9 +180,12 @@ export const attach = (
           AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
           context.hostedKey
         )
-      return identity.source === "host" || (identity.source === "mcp" && declared(identity.name))
-        ? Effect.succeed(AcpApproval.allowHosted)
-        : options.permission(params)
+      if (identity.source === "host" || (identity.source === "mcp" && declared(identity.name))) {
+        return Effect.succeed(AcpApproval.allowHosted)
+      }
+      return approve === undefined
+        ? options.permission(params)
+        : approve({ ...AcpApproval.askOf(params), toolName: identity.name })
     }
     const connection = Acp.client({ name: "tether" })
       .onRequest("session/request_permission", ({ params }) =>

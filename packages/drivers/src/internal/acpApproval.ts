@@ -31,6 +31,10 @@ export interface Ask {
   readonly kind: "command" | "fileChange" | "tool" | "other"
   readonly input: unknown
   readonly callId: string
+  /** A command's line, as the agents show it in the call's title. */
+  readonly command?: string
+  /** A command's working directory, when the agent gives it (codex-acp's `rawInput.cwd`). */
+  readonly cwd?: string
   readonly diff?: string
   readonly paths?: ReadonlyArray<string>
   readonly options: ReadonlyArray<{ readonly id: string; readonly kind: string; readonly label: string }>
@@ -60,11 +64,19 @@ export const askOf = (request: Acp.RequestPermissionRequest): Ask => {
     block.type === "diff" ? [`--- ${block.path}\n${block.oldText ?? ""}\n+++ ${block.path}\n${block.newText}`] : []
   )
   const paths = (call.locations ?? []).map((location) => location.path)
+  const kind = kindOf(call.kind)
+  const raw = call.rawInput
+  const cwd = typeof raw === "object" && raw !== null && "cwd" in raw && typeof raw.cwd === "string"
+    ? raw.cwd
+    : undefined
   return {
     toolName: call.name ?? call.title ?? call.toolCallId,
-    kind: kindOf(call.kind),
-    input: call.rawInput,
+    kind,
+    input: raw,
     callId: call.toolCallId,
+    // Gemini CLI, claude-agent-acp and codex-acp title an `execute` call with its command line.
+    ...(kind === "command" && typeof call.title === "string" ? { command: call.title } : {}),
+    ...(cwd === undefined ? {} : { cwd }),
     ...(diffs.length > 0 ? { diff: diffs.join("\n") } : {}),
     ...(paths.length > 0 ? { paths } : {}),
     options: request.options.map((option) => ({ id: option.optionId, kind: option.kind, label: option.name }))

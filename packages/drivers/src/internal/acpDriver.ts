@@ -172,6 +172,9 @@ export const driver = (config: Config): Driver.Driver => {
         })),
       attach: (channel, context) => Acp.attach(options, channel, context)
     },
+    // The live session asks `session/request_permission` of core's approvals; the turn runner of
+    // a one-shot turn has no way to reach them (core then refuses such a turn before the spawn).
+    approvals: { live: true },
     ...(config.install === undefined ? {} : { install: config.install })
   }
 }

@@ -13,7 +13,6 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Gemini.js"
 import * as Acp from "./acp.js"
-import * as AcpApproval from "./acpApproval.js"
 import * as AcpMap from "./acpMap.js"
 import type * as Binary from "./binary.js"
 import { toolIdentity } from "./geminiParse.js"
@@ -142,32 +141,7 @@ export const live = (
           files: setup.files
         } satisfies Driver.Invocation
       }),
-    attach: (channel, context) => {
-      const approve = context.approve
-      return Acp.attach(
-        approve === undefined
-          ? options
-          : {
-            ...options,
-            // The shared reading of the request (`acpApproval.ts`), named as Gemini's tool calls are
-            // named (`run_shell_command`, not the command line its title carries) with the command.
-            permission: (params) => {
-              const ask = AcpApproval.askOf(params)
-              const call = params.toolCall
-              const identity = naming(
-                AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
-                context.hostedKey
-              )
-              return approve({
-                ...ask,
-                toolName: identity.name,
-                ...(ask.kind === "command" && typeof call.title === "string" ? { command: call.title } : {})
-              })
-            }
-          },
-        channel,
-        context
-      )
-    }
+    // Core's approvals reach the agent's permission requests inside the ACP client itself.
+    attach: (channel, context) => Acp.attach(options, channel, context)
   }
 }
