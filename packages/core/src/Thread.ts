@@ -12,7 +12,11 @@
  * - Continue-or-start (default): a turn resumes the committed checkpoint when it is compatible
  *   (same provider, same compatibility fingerprint). When it is not, or when the provider rejects
  *   the resume, `onUnresumable` decides: `restart` (default) starts a fresh session (after a
- *   rejection: exactly one fresh attempt under the same lease) and its commit replaces the
+ *   rejection: exactly one fresh attempt under the same lease; a resuming turn's events are held
+ *   back until the provider shows it took the session, with its first output, a live process
+ *   attached to it, or the run's end, so a rejected attempt is never seen: the turn is one run
+ *   whose `ThreadOpened` says `restarted`; a rejection after that is not retried and fails the
+ *   turn as it is) and its commit replaces the
  *   record, which is kept in the key's history (`history`) until the host prunes it (`prune`,
  *   `Agent.pruneThreads`) or deletes the thread (`delete`); `fail` fails the turn with
  *   `ThreadIncompatible` (before any process starts) or `ResumeRejected`, and keeps the record.

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import type { Event } from "@tether/core"
 import { ThreadStore } from "@tether/core"
 import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { FakeCli } from "@tether/testing"
@@ -110,9 +111,10 @@ for (const [name, storeLayer] of stores) {
           expect(crashed).toMatchObject({ _tag: "RunError", reason: "ExitedWithoutResult", exitCode: 3 })
           const failed = yield* Effect.flip(thread.run(FakeCli.script({ op: "result", ok: false, error: "boom" })))
           expect(failed).toMatchObject({ _tag: "RunError", reason: "ProviderFailed" })
-          // Cancellation: the consumer stops at the process start.
-          yield* thread.stream(FakeCli.script({ op: "sleep", ms: 5_000 })).pipe(
-            Stream.takeUntil((event) => event._tag === "ProcessStarted"),
+          // Cancellation: the consumer stops at the provider's first answer (a resuming turn's
+          // events are shown from there on).
+          yield* thread.stream(FakeCli.script({ op: "text", text: "x" }, { op: "sleep", ms: 5_000 })).pipe(
+            Stream.takeUntil((event) => event._tag === "TextDelta"),
             Stream.runDrain
           )
           expect(yield* record(thread)).toEqual(healthy)
@@ -172,11 +174,13 @@ for (const [name, storeLayer] of stores) {
             const before = control.prepared.length
             const events = Array.from(yield* Stream.runCollect(thread.stream(text("three"))))
             expect(control.prepared.slice(before).map((session) => session._tag)).toEqual(["Resume", "New"])
+            // The rejected attempt is not seen: one run, which restarted.
             const finished = events.filter((event) => event._tag === "RunFinished")
-            expect(finished.map((event) => event.outcome)).toEqual(["failure", "success"])
-            expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(2)
+            expect(finished.map((event) => event.outcome)).toEqual(["success"])
+            expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(1)
+            expect(finished[0]!.result.thread?.mode).toBe("restarted")
             const replaced = yield* record(thread)
-            expect(replaced.session).toBe(finished[1]!.result.session)
+            expect(replaced.session).toBe(finished[0]!.result.session)
             expect(replaced.session).not.toBe(healthy.session)
             expect(replaced.turns).toBe(1)
             // The fresh session resumes normally from now on.
@@ -184,6 +188,31 @@ for (const [name, storeLayer] of stores) {
             expect(control.prepared.at(-1)).toEqual({ _tag: "Resume", id: replaced.session })
           }))
     )
+
+    it.live("a resume rejected after the provider answered is not retried: the turn fails as it is, the record stays", () =>
+      withThreads(storeLayer, ({ agent, control }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          const first = yield* thread.run(text("one"))
+          const healthy = yield* record(thread)
+          control.rejected.add(first.session!)
+          control.rejectBy = "late"
+          const before = control.prepared.length
+          const events: Array<Event.Event> = []
+          const failure = yield* thread.stream(text("two")).pipe(
+            Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+            Effect.flip
+          )
+          expect(failure).toMatchObject({ _tag: "RunError", reason: "ProtocolError" })
+          expect(control.prepared.slice(before).map((session) => session._tag)).toEqual(["Resume"])
+          // What the consumer was shown stands, in one run.
+          expect(events.map((event) => event._tag)).toContain("TextDelta")
+          expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(1)
+          expect(events.flatMap((event) => event._tag === "ThreadOpened" ? [event.opening.mode] : [])).toEqual([
+            "resumed"
+          ])
+          expect(yield* record(thread)).toEqual(healthy)
+        })))
 
     it.live("one run per thread at a time: a second run fails fast with ThreadBusy", () =>
       withThreads(storeLayer, ({ agent }) =>

@@ -2,8 +2,11 @@
 // nothing a thread held is lost without a `ThreadOpened` event and `Result.thread` saying so.
 import { describe, expect, it } from "@effect/vitest"
 import type { Event } from "@tether/core"
-import { Thread } from "@tether/core"
+import { Driver, Thread, ThreadStore } from "@tether/core"
+import { Harness, Reference } from "@tether/testing"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -94,34 +97,54 @@ for (const [name, storeLayer] of Threads.stores) {
           })
         })))
 
-    it.live("a resume the provider rejects restarts with its rejection text; the replaced record stays readable", () =>
-      withThreads(storeLayer, ({ agent, make, control, sandbox }) =>
-        Effect.gen(function*() {
-          yield* (yield* agent.thread("k")).run(text("one"))
-          const healthy = yield* record(yield* agent.thread("k"))
-          yield* agent.close()
-          // The session store lost the session: the next clone has no transcript to resume.
-          yield* loseTranscript(Threads.sessionsOf(sandbox), healthy.session)
-          const rebuilt = yield* make(Threads.driver(control))
-          const thread = yield* rebuilt.thread("k")
-          const events = yield* collect(thread.stream(text("two")))
-          const detail = `no conversation found with session id ${healthy.session}`
-          expect(openings(events)).toEqual([
-            new Thread.ThreadOpening({ key: "k", mode: "resumed", from: healthy.session, fromTurns: 1 }),
-            new Thread.ThreadOpening({
+    it.live(
+      "a resume the provider rejects restarts with its rejection text, seen only as the restart (one run); the replaced record stays readable",
+      () =>
+        withThreads(storeLayer, ({ agent, make, control, sandbox }) =>
+          Effect.gen(function*() {
+            yield* (yield* agent.thread("k")).run(text("one"))
+            const healthy = yield* record(yield* agent.thread("k"))
+            yield* agent.close()
+            // The session store lost the session: the next clone has no transcript to resume.
+            yield* loseTranscript(Threads.sessionsOf(sandbox), healthy.session)
+            const rebuilt = yield* make(Threads.driver(control))
+            const thread = yield* rebuilt.thread("k")
+            const subscribed = yield* Deferred.make<void>()
+            const watching = yield* thread.events.pipe(
+              Stream.onStart(Deferred.succeed(subscribed, undefined)),
+              Stream.runCollect,
+              Effect.fork
+            )
+            yield* Deferred.await(subscribed)
+            const prepared = control.prepared.length
+            const events = yield* collect(thread.stream(text("two")))
+            // The rejected attempt ran (a resume, then a fresh session) ...
+            expect(control.prepared.slice(prepared).map((session) => session._tag)).toEqual(["Resume", "New"])
+            // ... and is invisible but for the restart's ThreadOpened: one run, one start, one end.
+            const detail = `no conversation found with session id ${healthy.session}`
+            const restarted = new Thread.ThreadOpening({
               key: "k",
               mode: "restarted",
               from: healthy.session,
               fromTurns: 1,
               reason: new Thread.Rejected({ detail })
             })
-          ])
-          const finished = events.flatMap((event) => event._tag === "RunFinished" ? [event] : [])
-          expect(finished.map((event) => event.outcome)).toEqual(["failure", "success"])
-          expect(finished[1]!.result.thread?.mode).toBe("restarted")
-          expect((yield* record(thread)).session).toBe(finished[1]!.result.session)
-          expect((yield* thread.history).map((entry) => entry.record)).toEqual([healthy])
-        })))
+            expect(openings(events)).toEqual([restarted])
+            expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(1)
+            expect(new Set(events.map((event) => event.runId)).size).toBe(1)
+            const finished = events.flatMap((event) => event._tag === "RunFinished" ? [event] : [])
+            expect(finished.map((event) => event.outcome)).toEqual(["success"])
+            expect(finished[0]!.result.thread).toEqual(restarted)
+            // The thread's observers are told the same.
+            yield* rebuilt.close()
+            const observed = Array.from(yield* Fiber.join(watching))
+            expect(observed.map((event) => [event.runId, event._tag])).toEqual(
+              events.map((event) => [event.runId, event._tag])
+            )
+            expect((yield* record(thread)).session).toBe(finished[0]!.result.session)
+            expect((yield* thread.history).map((entry) => entry.record)).toEqual([healthy])
+          }))
+    )
 
     it.live("onUnresumable: fail — nothing starts on an incompatible record, a rejected resume fails, the record stays", () =>
       withThreads(storeLayer, ({ agent, make, control }) =>
@@ -150,3 +173,52 @@ for (const [name, storeLayer] of Threads.stores) {
         })))
   })
 }
+
+describe("Thread openings (live)", () => {
+  it.live(
+    "a live process whose session load is rejected restarts fresh, seen only as the restart; the rejected process is gone",
+    () => {
+      const rejected = new Set<string>()
+      const base = Reference.driver({ live: true })
+      // The provider refuses to load chosen sessions when its live process attaches (ACP's
+      // `session/load` failing), before any output.
+      const rejecting: Driver.Driver = {
+        ...base,
+        live: {
+          ...base.live!,
+          attach: (channel, context) =>
+            context.session._tag === "Resume" && rejected.has(context.session.id)
+              ? Effect.fail(new Driver.ProtocolError({ reason: "ResumeRejected", detail: "no such session" }))
+              : base.live!.attach(channel, context)
+        }
+      }
+      return withThreads(() => ThreadStore.layerMemory, ({ make }) =>
+        Effect.gen(function*() {
+          const agent = yield* make(rejecting)
+          const first = yield* (yield* agent.thread("k")).run("one")
+          yield* agent.close()
+          rejected.add(first.session!)
+          const rebuilt = yield* make(rejecting)
+          const thread = yield* rebuilt.thread("k")
+          const events = yield* collect(thread.stream("two"))
+          expect(openings(events)).toEqual([
+            new Thread.ThreadOpening({
+              key: "k",
+              mode: "restarted",
+              from: first.session!,
+              fromTurns: 1,
+              reason: new Thread.Rejected({ detail: "no such session" })
+            })
+          ])
+          expect(events.filter((event) => event._tag === "RunStarted")).toHaveLength(1)
+          expect(events.filter((event) => event._tag === "RunFinished").map((event) => event.outcome)).toEqual([
+            "success"
+          ])
+          // Only the fresh session's process is left: the one the rejected load ran on was shut down.
+          const started = events.flatMap((event) => event._tag === "ProcessStarted" ? [event.pid] : [])
+          expect(started).toHaveLength(1)
+          expect(yield* Harness.markedProcesses(rebuilt.marker)).toEqual(started)
+        }))
+    }
+  )
+})

@@ -52,7 +52,10 @@ for (const [name, storeLayer] of Threads.stores) {
           const thread = yield* agent.thread("k")
           yield* thread.run(text("healthy"))
           const healthy = yield* record(thread)
-          const fiber = yield* startTurn(thread.stream(FakeCli.script({ op: "sleep", ms: 10_000 })))
+          // A resuming turn is shown from the provider's first answer on.
+          const fiber = yield* startTurn(
+            thread.stream(FakeCli.script({ op: "text", text: "on it" }, { op: "sleep", ms: 10_000 }))
+          )
           yield* thread.close
           const outcome = yield* Fiber.join(fiber)
           expect(outcome._tag === "Left" && outcome.left._tag).toBe("ThreadClosed")
@@ -111,7 +114,9 @@ for (const [name, storeLayer] of Threads.stores) {
             Effect.fork
           )
           yield* Deferred.await(subscribed)
-          const running = yield* startTurn(thread.stream(FakeCli.script({ op: "sleep", ms: 10_000 })))
+          const running = yield* startTurn(
+            thread.stream(FakeCli.script({ op: "text", text: "on it" }, { op: "sleep", ms: 10_000 }))
+          )
           yield* agent.close()
           // The agent's close cancels the thread's turn, then ends its events.
           const canceled = yield* Fiber.join(running)

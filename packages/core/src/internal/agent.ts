@@ -480,7 +480,8 @@ export const assemble = (
             threadKey: hooks.threadKey,
             commit: hooks.commit,
             save: hooks.save,
-            opening: hooks.opening
+            opening: hooks.opening,
+            accepted: hooks.accepted
           }),
           // A native structured-output attempt is mapped for one-shot runs only (the JSON Schema is a
           // flag of the CLI's invocation, which a warm live process was started without): such a turn

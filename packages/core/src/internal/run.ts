@@ -115,6 +115,11 @@ export interface Request {
   readonly sandbox?: Driver.SandboxLevel
   /** A thread turn: how it opened its session (a `ThreadOpened` event, `Result.thread`). */
   readonly opening?: ThreadOpening
+  /**
+   * A thread turn: called once the provider has taken the session before any of its outputs
+   * (a live turn's process is attached to it), so a resume can no longer be rejected.
+   */
+  readonly accepted?: () => void
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped?: Deferred.Deferred<void>
   /**
@@ -671,6 +676,8 @@ export const execute = (
         invocationRequest("")
       ))
       if (taken === undefined) yield* pool.add(warm)
+      // Attached: the provider loaded the session (or the warm process carries it already).
+      request.accepted?.()
       state.running = warm.running
       // Whether the process may serve the next turn: a turn that failed in the protocol or lost
       // its process leaves it to be shut down.

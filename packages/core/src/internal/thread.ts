@@ -6,6 +6,7 @@
  *
  * @internal
  */
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -47,6 +48,11 @@ export interface Hooks {
   readonly observe: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>
   /** The admitted run's fiber (closing the thread cancels it and waits for it). */
   readonly admitted: (fiber: Fiber.RuntimeFiber<Result, RunError>) => Effect.Effect<void>
+  /**
+   * Called when the provider has taken the session before any of its outputs: a live turn's
+   * process is attached to it (opened, a `session/load` answered, or warm with it already).
+   */
+  readonly accepted: () => void
 }
 
 /** What a thread needs from its agent. @internal */
@@ -98,6 +104,61 @@ const rejection = (error: RunError | AgentClosed | InvalidTurn): ProtocolError |
     error.cause.reason === "ResumeRejected"
     ? error.cause
     : undefined
+
+/**
+ * Events a run publishes before its provider has shown anything of the session it was asked to
+ * resume: the run's own bookkeeping (its start, how the thread opened, the process, a dropped
+ * count, notices, the end) and the provider's announcement of the session (a CLI may announce it,
+ * then say it cannot load it). The first other event (text, a message, a tool call, usage, an
+ * approval, …) shows the provider accepted the session.
+ */
+const bookkeeping = (event: Event.Event): boolean => {
+  switch (event._tag) {
+    case "ProcessStarted":
+    case "RunStarted":
+    case "ThreadOpened":
+    case "SessionStarted":
+    case "ProcessExited":
+    case "Notice":
+    case "Dropped":
+    case "RunFinished":
+      return true
+    default:
+      return false
+  }
+}
+
+/**
+ * Holds a resuming attempt's events back until its provider has shown it accepted the session
+ * (`accepted()` says so, or the first event that is not bookkeeping, or the run's end), so that
+ * a rejected resume retried fresh is invisible but for the restart's own `ThreadOpened`. `pass`
+ * returns what may be shown now; `take` ends the hold and returns what was held back.
+ */
+const gate = (accepted: () => boolean) => {
+  let held: Array<Event.Event> | undefined = []
+  return {
+    pass: (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
+      if (held === undefined) return events
+      for (let i = 0; i < events.length; i++) {
+        if (accepted() || !bookkeeping(events[i]!)) {
+          const shown = [...held, ...events.slice(i)]
+          held = undefined
+          return shown
+        }
+        held.push(events[i]!)
+      }
+      return []
+    },
+    take: (): ReadonlyArray<Event.Event> => {
+      const taken = held ?? []
+      held = undefined
+      return taken
+    },
+    get holding() {
+      return held !== undefined
+    }
+  }
+}
 
 /** Why the record cannot be resumed by this agent, or `undefined` when it can. */
 const incompatibility = (host: Host, record: ThreadRecord) => {
@@ -272,7 +333,61 @@ export const open = (
         } satisfies Plan
       })
 
-    const attempt = (lease: Lease, turn: Agent.Input, plan: Plan) =>
+    /**
+     * One attempt at the turn. A resuming attempt (`held`) holds its events back (from the stream
+     * and from the thread's observers) until its provider accepted the session; `retry` is asked
+     * for the fresh attempt when the attempt fails while still holding, and then what was held is
+     * dropped. Otherwise what was held is shown and the failure stands.
+     */
+    const attempt = (
+      lease: Lease,
+      turn: Agent.Input,
+      plan: Plan,
+      retry?: (error: Thread.RunFailure) => Stream.Stream<Event.Event, Thread.RunFailure> | undefined
+    ): Stream.Stream<Event.Event, Thread.RunFailure> => {
+      if (retry === undefined) return attemptRun(lease, turn, plan, hub.publish, () => {})
+      return Stream.suspend(() => {
+        let accepted = false
+        const shown = gate(() => accepted)
+        const observed = gate(() => accepted)
+        const observe = (events: ReadonlyArray<Event.Event>) => {
+          const passed = observed.pass(events)
+          return passed.length === 0 ? Effect.void : hub.publish(passed)
+        }
+        const release = Effect.suspend(() => {
+          const late = observed.take()
+          return late.length === 0 ? Effect.void : hub.publish(late)
+        })
+        return attemptRun(lease, turn, plan, observe, () => {
+          accepted = true
+        }).pipe(
+          Stream.mapChunks((chunk) => Chunk.unsafeFromArray(shown.pass(Chunk.toReadonlyArray(chunk)))),
+          Stream.concat(Stream.suspend(() => Stream.fromIterable(shown.take()))),
+          Stream.catchAll((error) => {
+            const fresh = shown.holding && observed.holding ? retry(error) : undefined
+            if (fresh !== undefined) {
+              shown.take()
+              observed.take()
+              return fresh
+            }
+            return Stream.concat(
+              Stream.fromEffect(Effect.as(release, shown.take())).pipe(Stream.flattenIterables),
+              Stream.fail(error)
+            )
+          }),
+          // After the handler above: a retry has dropped what the observers were held back from.
+          Stream.ensuring(release)
+        )
+      })
+    }
+
+    const attemptRun = (
+      lease: Lease,
+      turn: Agent.Input,
+      plan: Plan,
+      observe: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>,
+      accepted: () => void
+    ) =>
       Stream.unwrap(Effect.gen(function*() {
         const reaped = yield* Deferred.make<void>()
         if (host.exiting.size >= 1024) {
@@ -340,8 +455,9 @@ export const open = (
           commit,
           save: host.sessions.save,
           reaped,
-          observe: hub.publish,
-          admitted
+          observe,
+          admitted,
+          accepted
         }).pipe(Stream.ensuring(Effect.sync(() => fiber !== undefined && running.delete(fiber))))
       }))
 
@@ -366,28 +482,32 @@ export const open = (
         if (exiting !== undefined) yield* Deferred.await(exiting)
         const first = yield* plan(typeof turn === "string" ? undefined : turn.id)
         if (closed) return yield* new Thread.ThreadClosed({ key })
-        const runs = attempt(lease, turn, first).pipe(
+        // A rejected resume is retried once with a fresh session, unless the thread is strict
+        // (then it fails `ResumeRejected`) or the provider had already accepted the session (its
+        // events were shown: the failure stands as it is). The retried attempt is seen only as the
+        // restart's `ThreadOpened`.
+        const retry = (error: Thread.RunFailure): Stream.Stream<Event.Event, Thread.RunFailure> | undefined => {
+          const rejected = error._tag === "RunError" ? rejection(error) : undefined
+          if (rejected === undefined || strict) return undefined
+          const from = first.opening.from === undefined
+            ? undefined
+            : { session: first.opening.from, turns: first.opening.fromTurns ?? 0 }
+          return attempt(lease, turn, {
+            session: { _tag: "New", id: randomUUID() },
+            mode: first.mode,
+            turns: 0,
+            opening: opening("restarted", from, new Rejected({ detail: rejected.detail }))
+          })
+        }
+        const runs = attempt(lease, turn, first, first.session._tag === "New" ? undefined : retry).pipe(
           Stream.catchAll((error): Stream.Stream<Event.Event, Thread.RunFailure> => {
-            const rejected = first.session._tag === "New" ? undefined : rejection(error)
-            if (rejected === undefined) return Stream.fail(error)
-            if (strict) {
-              return Stream.fail(
-                new Thread.ResumeRejected({
-                  key,
-                  detail: (error as RunError).detail,
-                  result: (error as RunError).result
-                })
-              )
-            }
-            const from = first.opening.from === undefined
+            const rejected = first.session._tag === "New" || error._tag !== "RunError"
               ? undefined
-              : { session: first.opening.from, turns: first.opening.fromTurns ?? 0 }
-            return attempt(lease, turn, {
-              session: { _tag: "New", id: randomUUID() },
-              mode: first.mode,
-              turns: 0,
-              opening: opening("restarted", from, new Rejected({ detail: rejected.detail }))
-            })
+              : rejection(error)
+            if (rejected === undefined || !strict) return Stream.fail(error)
+            return Stream.fail(
+              new Thread.ResumeRejected({ key, detail: (error as RunError).detail, result: (error as RunError).result })
+            )
           })
         )
         return runs.pipe(
