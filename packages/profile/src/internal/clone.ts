@@ -3,19 +3,18 @@
  *
  * @internal
  */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
-import * as NodeFs from "node:fs/promises"
+import * as NodeFs from "node:fs"
 import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
 import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionSync } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
-import { io, lstat, seed, type Seeded, sha256, stillSeeded, walk } from "./seed.js"
+import { io, lstat, seed, type Seeded, sha256, stillSeeded, sync, walk } from "./seed.js"
 import * as sessions from "./sessions.js"
 import { ensureRoot, resolveSource, rootOf } from "./source.js"
 
@@ -38,13 +37,13 @@ interface CloneState {
   closed: boolean
 }
 
-const writeJson = (file: string, value: unknown) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const temporary = `${file}.${process.pid}.tmp`
-    yield* fs.writeFileString(temporary, JSON.stringify(value, null, 2), { mode: 0o600 })
-    yield* fs.rename(temporary, file)
-  }).pipe(Effect.mapError(io(file)))
+const writeJsonSync = (file: string, value: unknown): void => {
+  const temporary = `${file}.${process.pid}.tmp`
+  NodeFs.writeFileSync(temporary, JSON.stringify(value, null, 2), { mode: 0o600 })
+  NodeFs.renameSync(temporary, file)
+}
+
+const writeJson = (file: string, value: unknown) => sync(file, () => writeJsonSync(file, value))
 
 const lock = (canonical: string, agentId: string) =>
   Effect.acquireRelease(
@@ -71,7 +70,7 @@ const entryState = (absolute: string, entry: owner.ManifestEntry) =>
     const info = yield* lstat(absolute)
     if (info === undefined) return "missing" as const
     if (!info.isFile()) return "modified" as const
-    const content = yield* Effect.tryPromise({ try: () => NodeFs.readFile(absolute), catch: io(absolute) })
+    const content = yield* sync(absolute, () => NodeFs.readFileSync(absolute))
     return sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
   })
 
@@ -79,7 +78,7 @@ const entryState = (absolute: string, entry: owner.ManifestEntry) =>
 export { entryState }
 
 const materialize = (
-  services: { readonly fs: FileSystem.FileSystem; readonly path: Path.Path },
+  path: Path.Path,
   profileDir: string,
   agentId: string,
   cloneRoot: string,
@@ -89,8 +88,6 @@ const materialize = (
   files: ReadonlyArray<MaterializedFile>
 ) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
     // After close the directory is gone: writing would recreate part of it.
     if (state.closed) return yield* new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" })
     const planned: Array<{ readonly file: MaterializedFile; readonly rel: string; readonly absolute: string }> = []
@@ -132,13 +129,13 @@ const materialize = (
     for (const { absolute, file, rel } of planned) {
       const mode = (file.mode ?? 0o600) & 0o777
       const content = typeof file.content === "string" ? new TextEncoder().encode(file.content) : file.content
-      yield* fs.makeDirectory(path.dirname(absolute), { recursive: true, mode: 0o700 }).pipe(
-        Effect.mapError(io(absolute))
-      )
-      // Unlink first (a seeded auth link is replaced, never followed), then create exclusively.
-      yield* fs.remove(absolute, { force: true }).pipe(Effect.mapError(io(absolute)))
-      yield* fs.writeFile(absolute, content, { flag: "wx", mode }).pipe(Effect.mapError(io(absolute)))
-      yield* fs.chmod(absolute, mode).pipe(Effect.mapError(io(absolute)))
+      yield* sync(absolute, () => {
+        NodeFs.mkdirSync(path.dirname(absolute), { recursive: true, mode: 0o700 })
+        // Unlink first (a seeded auth link is replaced, never followed), then create exclusively.
+        NodeFs.rmSync(absolute, { force: true })
+        NodeFs.writeFileSync(absolute, content, { flag: "wx", mode })
+        NodeFs.chmodSync(absolute, mode)
+      })
       state.seeded.delete(rel)
       state.manifest.set(rel, { path: rel, sha256: sha256(content), mode, owner: agentId })
     }
@@ -148,8 +145,6 @@ const materialize = (
     })
   }).pipe(
     state.lock.withPermits(1),
-    Effect.provideService(FileSystem.FileSystem, services.fs),
-    Effect.provideService(Path.Path, services.path),
     Effect.withSpan("Profile.materialize")
   )
 
@@ -178,7 +173,6 @@ const saveSessions = (
  */
 const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState, who: Owner) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     state.closed = true
     yield* (who.saveSessionsOnClose === false
@@ -197,7 +191,7 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
       }
     }
     if (kept.length === 0) {
-      return yield* fs.remove(cloneRoot, { recursive: true, force: true }).pipe(Effect.mapError(io(cloneRoot)))
+      return yield* sync(cloneRoot, () => NodeFs.rmSync(cloneRoot, { recursive: true, force: true }))
     }
     const keep = new Set(kept.flatMap((rel) => {
       const segments = rel.split("/")
@@ -205,23 +199,23 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
     }))
     const prune = (dir: string, rel: string): Effect.Effect<void, ProfileError> =>
       Effect.gen(function*() {
-        for (const name of yield* Effect.tryPromise({ try: () => NodeFs.readdir(dir), catch: io(dir) })) {
+        for (const name of yield* sync(dir, () => NodeFs.readdirSync(dir))) {
           const child = rel === "" ? name : `${rel}/${name}`
           const absolute = path.join(dir, name)
           if (!keep.has(child)) {
-            yield* fs.remove(absolute, { recursive: true, force: true }).pipe(Effect.mapError(io(absolute)))
+            yield* sync(absolute, () => NodeFs.rmSync(absolute, { recursive: true, force: true }))
           } else if ((yield* lstat(absolute))?.isDirectory() === true) {
             yield* prune(absolute, child)
           }
         }
       })
     yield* prune(profileDir, "")
-    for (const name of yield* Effect.tryPromise({ try: () => NodeFs.readdir(cloneRoot), catch: io(cloneRoot) })) {
+    for (const name of yield* sync(cloneRoot, () => NodeFs.readdirSync(cloneRoot))) {
       if (name === "profile" || name === owner.markerName || name === owner.manifestName) continue
-      yield* fs.remove(path.join(cloneRoot, name), { recursive: true, force: true }).pipe(Effect.mapError(io(name)))
+      yield* sync(name, () => NodeFs.rmSync(path.join(cloneRoot, name), { recursive: true, force: true }))
     }
     const markerFile = path.join(cloneRoot, owner.markerName)
-    const text = yield* fs.readFileString(markerFile).pipe(Effect.mapError(io(markerFile)))
+    const text = yield* sync(markerFile, () => NodeFs.readFileSync(markerFile, "utf8"))
     const marker = yield* owner.decodeMarker(text).pipe(Effect.mapError(() => io(markerFile)("unreadable marker")))
     yield* writeJson(markerFile, { ...marker, retained: kept })
     yield* Effect.logWarning("profile clone retained: materialized entries were changed after being written").pipe(
@@ -242,7 +236,6 @@ const none: ReadonlyArray<string> = []
 /** @internal */
 export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const source = yield* resolveSource(selection, layout)
     const { root: requested, strict } = rootOf(selection)
@@ -264,36 +257,43 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       closed: false
     }
     const cloneRoot = yield* Effect.acquireRelease(
-      Effect.gen(function*() {
-        const dir = yield* fs.makeTempDirectory({ directory: root, prefix: clonePrefix })
-        yield* fs.chmod(dir, 0o700)
-        yield* writeJson(
-          path.join(dir, owner.markerName),
-          {
-            version: 1,
-            ...owner.self(),
-            agentId: who.agentId,
-            identity,
-            provider: layout.provider,
-            source: source.path,
-            createdAt: new Date().toISOString()
-          } satisfies owner.Marker
-        )
+      sync(root, () => {
+        const dir = NodeFs.mkdtempSync(path.join(root, clonePrefix))
+        try {
+          NodeFs.chmodSync(dir, 0o700)
+          writeJsonSync(
+            path.join(dir, owner.markerName),
+            {
+              version: 1,
+              ...owner.self(),
+              agentId: who.agentId,
+              identity,
+              provider: layout.provider,
+              source: source.path,
+              createdAt: new Date().toISOString()
+            } satisfies owner.Marker
+          )
+        } catch (error) {
+          // Not yet owned by the scope: a directory without its marker is removed here.
+          NodeFs.rmSync(dir, { recursive: true, force: true })
+          throw error
+        }
         return dir
-      }).pipe(Effect.mapError(io(root))),
+      }),
       (dir) => release(dir, path.join(dir, "profile"), layout, state, who)
     )
     const dir = path.join(cloneRoot, "profile")
-    yield* fs.makeDirectory(dir, { mode: 0o700 }).pipe(Effect.mapError(io(dir)))
     const siblings: Record<string, string> = {}
     for (const name of layout.siblings) {
-      const sibling = path.join(cloneRoot, name)
       if (segmentsOf(name)?.length !== 1 || name === "profile" || name.startsWith(".tether")) {
         return yield* invalid(name, "a sibling is one plain name other than `profile`")
       }
-      yield* fs.makeDirectory(sibling, { mode: 0o700 }).pipe(Effect.mapError(io(sibling)))
-      siblings[name] = sibling
+      siblings[name] = path.join(cloneRoot, name)
     }
+    yield* sync(cloneRoot, () => {
+      NodeFs.mkdirSync(dir, { mode: 0o700 })
+      for (const sibling of Object.values(siblings)) NodeFs.mkdirSync(sibling, { mode: 0o700 })
+    })
     const { fingerprint, seeded } = yield* seed(entries, dir, selection.options)
     for (const [rel, entry] of seeded) state.seeded.set(rel, entry)
     if (store !== undefined) {
@@ -322,7 +322,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       source: source.path,
       identity,
       fingerprint,
-      materialize: materialize({ fs, path }, dir, who.agentId, cloneRoot, state),
+      materialize: materialize(path, dir, who.agentId, cloneRoot, state),
       sessions: store?.dir,
       saveSessions: onStore("Profile.saveSessions", noSync, () => saveSessions(layout, dir, state, who)),
       saveSession: (session) =>

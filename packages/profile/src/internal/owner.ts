@@ -86,8 +86,8 @@ export const ownerAlive = (marker: Pick<Marker, "pid" | "startTime">): boolean =
   return current !== undefined && current.state !== "Z" && current.startTime === marker.startTime
 }
 
-/** The marker fields identifying this process. @internal */
-export const self = (): Pick<Marker, "pid" | "startTime"> => ({
-  pid: process.pid,
-  startTime: processStartTime(process.pid)
-})
+let selfFields: Pick<Marker, "pid" | "startTime"> | undefined
+
+/** The marker fields identifying this process (read once: they never change). @internal */
+export const self = (): Pick<Marker, "pid" | "startTime"> =>
+  selfFields ??= { pid: process.pid, startTime: processStartTime(process.pid) }

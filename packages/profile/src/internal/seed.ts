@@ -5,11 +5,10 @@
  *
  * @internal
  */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as NodeCrypto from "node:crypto"
-import * as NodeFs from "node:fs/promises"
+import * as NodeFs from "node:fs"
 import { ProfileCollision, ProfileError } from "../Profile.js"
 import type { ResolvedOptions } from "../Profile.js"
 import type { EntryClass, ProfileLayout } from "../ProfileLayout.js"
@@ -39,6 +38,20 @@ export const io = (path: string) => (cause: unknown): ProfileError =>
     detail: cause instanceof Error ? cause.message : String(cause)
   })
 
+/**
+ * Runs synchronous file system calls; a thrown error becomes `Io` on `path`.
+ *
+ * The profile's metadata calls (lstat, stat, mkdir, readdir, realpath, symlink, rename, rm) and
+ * its small files (markers, manifests, the source's configuration entries) take microseconds
+ * each when synchronous, where every promise call is a round trip through the libuv thread pool:
+ * tens to hundreds of microseconds each on a loaded machine, and a clone's make and close take
+ * about seventy of them. Contents of unbounded size (session transcripts) stay asynchronous.
+ *
+ * @internal
+ */
+export const sync = <A>(path: string, f: () => A): Effect.Effect<A, ProfileError> =>
+  Effect.try({ try: f, catch: io(path) })
+
 /** @internal */
 export const sha256 = (data: string | Uint8Array): string => NodeCrypto.createHash("sha256").update(data).digest("hex")
 
@@ -54,24 +67,17 @@ export const stillSeeded = (absolute: string, seeded: Seeded) =>
     if (info === undefined) return false
     switch (seeded.kind) {
       case "symlink":
-        return info.isSymbolicLink() &&
-          (yield* Effect.tryPromise({ try: () => NodeFs.readlink(absolute), catch: io(absolute) })) === seeded.target
+        return info.isSymbolicLink() && (yield* sync(absolute, () => NodeFs.readlinkSync(absolute))) === seeded.target
       case "hardlink":
         return info.isFile() && info.ino === seeded.ino
       case "copy":
-        return info.isFile() &&
-          sha256(yield* Effect.tryPromise({ try: () => NodeFs.readFile(absolute), catch: io(absolute) })) ===
-            seeded.sha256
+        return info.isFile() && sha256(yield* sync(absolute, () => NodeFs.readFileSync(absolute))) === seeded.sha256
     }
   })
 
 /** lstat that answers `undefined` for a missing entry. @internal */
-export const lstat = (path: string) =>
-  Effect.tryPromise({
-    try: () =>
-      NodeFs.lstat(path).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? undefined : Promise.reject(e)),
-    catch: io(path)
-  })
+export const lstat = (path: string): Effect.Effect<NodeFs.Stats | undefined, ProfileError> =>
+  sync(path, () => NodeFs.lstatSync(path, { throwIfNoEntry: false }))
 
 const allGlobs = (layout: ProfileLayout): ReadonlyArray<string> => [
   ...layout.classes.settings,
@@ -98,7 +104,7 @@ export const walk = (source: string, layout: ProfileLayout) =>
       ancestors: ReadonlySet<string>
     ): Effect.Effect<void, ProfileError> =>
       Effect.gen(function*() {
-        const names = yield* Effect.tryPromise({ try: () => NodeFs.readdir(dir), catch: io(dir) })
+        const names = yield* sync(dir, () => NodeFs.readdirSync(dir))
         names.sort()
         for (const name of names) {
           const absolute = path.join(dir, name)
@@ -107,16 +113,19 @@ export const walk = (source: string, layout: ProfileLayout) =>
           if (link === undefined) continue
           let info = link
           if (link.isSymbolicLink()) {
-            const target = yield* Effect.tryPromise({
-              try: () => NodeFs.stat(absolute).catch(() => undefined),
-              catch: io(absolute)
+            const target = yield* sync(absolute, () => {
+              try {
+                return NodeFs.statSync(absolute)
+              } catch {
+                return undefined
+              }
             })
             if (target === undefined) continue
             info = target
           }
           if (info.isDirectory()) {
             if (!glob.couldMatchBelow(patterns, relative)) continue
-            const real = yield* Effect.tryPromise({ try: () => NodeFs.realpath(absolute), catch: io(absolute) })
+            const real = yield* sync(absolute, () => NodeFs.realpathSync.native(absolute))
             if (ancestors.has(real)) continue
             yield* visit(absolute, relative, new Set([...ancestors, real]))
           } else if (info.isFile()) {
@@ -132,7 +141,7 @@ export const walk = (source: string, layout: ProfileLayout) =>
           }
         }
       })
-    const root = yield* Effect.tryPromise({ try: () => NodeFs.realpath(source), catch: io(source) })
+    const root = yield* sync(source, () => NodeFs.realpathSync.native(source))
     yield* visit(source, "", new Set([root]))
     return entries
   })
@@ -155,7 +164,6 @@ export const seed = (
   options: ResolvedOptions
 ) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const selected = entries.filter((entry) => included(entry, options))
     const reserved = selected.find((entry) => entry.reserved)
@@ -166,15 +174,14 @@ export const seed = (
     const digest = NodeCrypto.createHash("sha256")
     for (const entry of selected) {
       const target = path.join(profileDir, ...entry.path.split("/"))
-      yield* fs.makeDirectory(path.dirname(target), { recursive: true, mode: 0o700 }).pipe(
-        Effect.mapError(io(target))
-      )
+      const parent = path.dirname(target)
+      if (parent !== profileDir) yield* sync(target, () => NodeFs.mkdirSync(parent, { recursive: true, mode: 0o700 }))
       if (entry.class === "auth" && options.auth === "link") {
-        const linked: Seeded = yield* fs.symlink(entry.absolute, target).pipe(
+        const linked: Seeded = yield* sync(target, () => NodeFs.symlinkSync(entry.absolute, target)).pipe(
           Effect.as<Seeded>({ kind: "symlink", target: entry.absolute }),
           Effect.orElse(() =>
-            Effect.tryPromise({ try: () => NodeFs.realpath(entry.absolute), catch: io(entry.absolute) }).pipe(
-              Effect.tap((real) => fs.link(real, target).pipe(Effect.mapError(io(target)))),
+            sync(entry.absolute, () => NodeFs.realpathSync.native(entry.absolute)).pipe(
+              Effect.tap((real) => sync(target, () => NodeFs.linkSync(real, target))),
               Effect.flatMap(() => lstat(target)),
               Effect.map((info): Seeded => ({ kind: "hardlink", ino: info?.ino ?? -1 }))
             )
@@ -183,12 +190,13 @@ export const seed = (
         seeded.set(entry.path, linked)
         continue
       }
-      const content = yield* fs.readFile(entry.absolute).pipe(Effect.mapError(io(entry.absolute)))
-      const mode = (yield* Effect.tryPromise({ try: () => NodeFs.stat(entry.absolute), catch: io(entry.absolute) }))
-        .mode & 0o777
+      const content = yield* sync(entry.absolute, () => NodeFs.readFileSync(entry.absolute))
+      const mode = (yield* sync(entry.absolute, () => NodeFs.statSync(entry.absolute))).mode & 0o777
       // `wx` never follows or reuses an existing entry.
-      yield* fs.writeFile(target, content, { flag: "wx", mode }).pipe(Effect.mapError(io(target)))
-      yield* fs.chmod(target, mode).pipe(Effect.mapError(io(target)))
+      yield* sync(target, () => {
+        NodeFs.writeFileSync(target, content, { flag: "wx", mode })
+        NodeFs.chmodSync(target, mode)
+      })
       seeded.set(entry.path, { kind: "copy", sha256: sha256(content) })
       if (entry.class !== "auth") {
         digest.update(`${entry.class}\0${entry.path}\0${sha256(content)}\n`)

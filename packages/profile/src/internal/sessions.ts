@@ -17,6 +17,7 @@
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as NodeCrypto from "node:crypto"
+import * as NodeFsSync from "node:fs"
 import * as NodeFs from "node:fs/promises"
 import * as NodeOs from "node:os"
 import { ProfileError } from "../Profile.js"
@@ -24,7 +25,7 @@ import type { Selection, SessionSync } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as Layout from "../ProfileLayout.js"
 import * as glob from "./glob.js"
-import { io, lstat, sha256 } from "./seed.js"
+import { io, lstat, sha256, sync } from "./seed.js"
 import { ensureRoot } from "./source.js"
 
 /**
@@ -78,9 +79,12 @@ const canonical = (absolute: string) =>
     const rest: Array<string> = []
     let current = absolute
     while (true) {
-      const real = yield* Effect.tryPromise({
-        try: () => NodeFs.realpath(current).catch(() => undefined),
-        catch: io(current)
+      const real = yield* sync(current, () => {
+        try {
+          return NodeFsSync.realpathSync.native(current)
+        } catch {
+          return undefined
+        }
       })
       if (real !== undefined) return path.join(real, ...rest.reverse())
       const parent = path.dirname(current)
@@ -108,7 +112,7 @@ export const open = (selection: Selection, layout: ProfileLayout, sourceCanonica
     // Checked before anything is created, through symlinked ancestors, and again after.
     if (inside(sourceCanonical, yield* canonical(requested))) return yield* unsafe
     const root = yield* ensureRoot(requested, option === undefined)
-    const real = yield* Effect.tryPromise({ try: () => NodeFs.realpath(root), catch: io(root) })
+    const real = yield* sync(root, () => NodeFsSync.realpathSync.native(root))
     if (inside(sourceCanonical, real)) return yield* unsafe
     const dir = yield* ensureRoot(path.join(real, storeKey(identity)), true)
     const store: SessionStore = { dir, profile: path.join(dir, "profile"), tmp: path.join(dir, "tmp") }
@@ -130,10 +134,13 @@ export const list = (root: string, layout: ProfileLayout) =>
     const found: Array<string> = []
     const visit = (dir: string, rel: string): Effect.Effect<void, ProfileError> =>
       Effect.gen(function*() {
-        const names = yield* Effect.tryPromise({
-          try: () =>
-            NodeFs.readdir(dir).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? [] : Promise.reject(e)),
-          catch: io(dir)
+        const names = yield* sync(dir, () => {
+          try {
+            return NodeFsSync.readdirSync(dir)
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code === "ENOENT") return []
+            throw e
+          }
         })
         for (const name of names.sort()) {
           const relative = rel === "" ? name : `${rel}/${name}`
@@ -167,12 +174,12 @@ const makeParents = (base: string, rel: string) =>
       const dir = path.join(base, ...segments.slice(0, i))
       const info = yield* lstat(dir)
       if (info === undefined) {
-        yield* Effect.tryPromise({
-          try: () =>
-            NodeFs.mkdir(dir, { mode: 0o700 }).catch((e: NodeJS.ErrnoException) =>
-              e.code === "EEXIST" ? undefined : Promise.reject(e)
-            ),
-          catch: io(dir)
+        yield* sync(dir, () => {
+          try {
+            NodeFsSync.mkdirSync(dir, { mode: 0o700 })
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e
+          }
         })
         const created = yield* lstat(dir)
         if (created === undefined || created.isSymbolicLink() || !created.isDirectory()) {
@@ -196,11 +203,11 @@ export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: str
   Effect.gen(function*() {
     const path = yield* Path.Path
     const baseline: Baseline = new Map()
-    for (const name of yield* Effect.tryPromise({ try: () => NodeFs.readdir(store.tmp), catch: io(store.tmp) })) {
+    for (const name of yield* sync(store.tmp, () => NodeFsSync.readdirSync(store.tmp))) {
       const file = path.join(store.tmp, name)
       const info = yield* lstat(file)
       if (info !== undefined && Date.now() - info.mtimeMs > staleTmpMillis) {
-        yield* Effect.tryPromise({ try: () => NodeFs.rm(file, { force: true, recursive: true }), catch: io(file) })
+        yield* sync(file, () => NodeFsSync.rmSync(file, { force: true, recursive: true }))
       }
     }
     for (const rel of yield* list(store.profile, layout)) {

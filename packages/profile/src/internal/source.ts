@@ -3,15 +3,14 @@
  *
  * @internal
  */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
-import * as NodeFs from "node:fs/promises"
+import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import { ProfileError } from "../Profile.js"
 import type { Selection } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
-import { io, lstat } from "./seed.js"
+import { lstat, sync } from "./seed.js"
 
 /** @internal */
 export const defaultRoot = (): string =>
@@ -41,9 +40,12 @@ export const resolveSource = (selection: Selection, layout: ProfileLayout) =>
       ? selection.source
       : undefined
     const absolute = path.resolve(explicit ?? layout.nativeDefault(process.env))
-    const info = yield* Effect.tryPromise({
-      try: () => NodeFs.stat(absolute).catch(() => undefined),
-      catch: io(absolute)
+    const info = yield* sync(absolute, () => {
+      try {
+        return NodeFs.statSync(absolute)
+      } catch {
+        return undefined
+      }
     })
     if (info === undefined || !info.isDirectory()) {
       if (explicit !== undefined) {
@@ -55,7 +57,7 @@ export const resolveSource = (selection: Selection, layout: ProfileLayout) =>
       }
       return { path: absolute, canonical: absolute, exists: false } satisfies ResolvedSource
     }
-    const canonical = yield* Effect.tryPromise({ try: () => NodeFs.realpath(absolute), catch: io(absolute) })
+    const canonical = yield* sync(absolute, () => NodeFs.realpathSync.native(absolute))
     return { path: absolute, canonical, exists: true } satisfies ResolvedSource
   })
 
@@ -73,10 +75,9 @@ export const rootOf = (selection: Selection): { readonly root: string; readonly 
  */
 export const ensureRoot = (root: string, strict: boolean) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const absolute = path.resolve(root)
-    yield* fs.makeDirectory(absolute, { recursive: true, mode: 0o700 }).pipe(Effect.mapError(io(absolute)))
+    yield* sync(absolute, () => NodeFs.mkdirSync(absolute, { recursive: true, mode: 0o700 }))
     const info = yield* lstat(absolute)
     const unsafe = (detail: string) => new ProfileError({ reason: "UnsafeRoot", path: absolute, detail })
     if (info === undefined) return yield* unsafe("vanished after creation")
@@ -88,7 +89,7 @@ export const ensureRoot = (root: string, strict: boolean) =>
       if ((info.mode & 0o077) !== 0) return yield* unsafe("accessible to group or others")
     } else {
       const target = info.isSymbolicLink()
-        ? yield* Effect.tryPromise({ try: () => NodeFs.stat(absolute), catch: io(absolute) })
+        ? yield* sync(absolute, () => NodeFs.statSync(absolute))
         : info
       if (!target.isDirectory()) return yield* unsafe("not a directory")
     }
