@@ -22,6 +22,7 @@ import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
+import * as NodeFs from "node:fs"
 import * as NodeProcess from "node:process"
 import type * as Agent from "../Agent.js"
 import { AgentClosed, AgentConfigError, ApprovalNotFound, InvalidTurn, UnsupportedCapability } from "../AgentError.js"
@@ -181,12 +182,21 @@ export const assemble = (
     // The view is frozen deep by the validation; the catalog is frozen by the tool package.
     const definition: Agent.FrozenDefinition = Object.freeze({ ...validated.view, catalog: executor.catalog })
     const tools = definition.catalog.descriptors.map((descriptor) => descriptor.name).sort()
-    const fs = yield* FileSystem.FileSystem
-    const info = yield* fs.stat(options.workspace).pipe(
-      Effect.mapError((error) => configError("InvalidOptions", `workspace: ${error.message}`))
-    )
-    if (info.type !== "Directory") {
+    // Synchronous: one stat and one realpath take microseconds, where each call of the promise
+    // API is a round trip through the thread pool (milliseconds on a loaded machine).
+    const info = yield* Effect.try({
+      try: () => NodeFs.statSync(options.workspace),
+      catch: (error) =>
+        configError("InvalidOptions", `workspace: ${error instanceof Error ? error.message : String(error)}`)
+    })
+    if (!info.isDirectory()) {
       return yield* configError("InvalidOptions", "workspace is not a directory")
+    }
+    let workspace = options.workspace
+    try {
+      workspace = NodeFs.realpathSync.native(options.workspace)
+    } catch {
+      // As given: the fingerprint then keys on the path the host chose.
     }
 
     const gateway = yield* Gateway.Gateway
@@ -235,7 +245,7 @@ export const assemble = (
       driver: driver.name,
       driverConfig: driver.sessionConfig,
       model: options.model,
-      workspace: yield* fs.realPath(options.workspace).pipe(Effect.orElseSucceed(() => options.workspace)),
+      workspace,
       instructions: definition.instructions,
       skills: validated.skills.map((skill) => ({ name: skill.name, digest: skill.digest })),
       mcp: definition.mcp,

@@ -182,8 +182,11 @@ export interface HostId {
   readonly startTime: string
 }
 
-/** This process. @internal */
-export const self = (): HostId => ({ pid: NodeProcess.pid, startTime: startTime(NodeProcess.pid) ?? unknownStart })
+let selfId: HostId | undefined
+
+/** This process (read once: neither its pid nor its start time ever changes). @internal */
+export const self = (): HostId =>
+  selfId ??= { pid: NodeProcess.pid, startTime: startTime(NodeProcess.pid) ?? unknownStart }
 
 /**
  * Whether the process `host` names is still the one that was recorded: the pid exists, is not
