@@ -96,7 +96,7 @@ const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError
     }
     const published = yield* schemaOf("output schema", tool.outputSchemaJson, tool.outputSchema)
     const { envelope: wrap, jsonSchema: outputSchema } = JsonSchema.publish(published)
-    // Keys in canonical order (and frozen): the fingerprint writes it with `JSON.stringify`.
+    // Keys in canonical order, frozen, its canonical JSON written once for the fingerprint.
     const descriptor: Catalog.Descriptor = Json.ordered({
       name,
       title: tool.title,
@@ -118,18 +118,18 @@ const byName = (a: Catalog.Descriptor, b: Catalog.Descriptor): number => a.name 
  */
 export const fingerprint = (descriptors: ReadonlyArray<Catalog.Descriptor>): string => {
   const sorted = [...descriptors].sort(byName)
-  // The canonical JSON of the array, hashed a slice of descriptors at a time: the same bytes as
-  // `Json.canonical(sorted)`, without a text (and its UTF-8 copy) as large as the whole catalog,
-  // whose allocation costs collections in proportion to everything else alive.
+  // The canonical JSON of the array, hashed one descriptor at a time: the same bytes as
+  // `Json.canonical(sorted)`. A descriptor the catalog built carries its canonical text already
+  // (`Json.ordered`), so hashing a catalog allocates next to nothing: no text as large as the
+  // catalog, whose allocation costs collections (and incremental marking) in proportion to
+  // everything else alive.
   const hash = createHash("sha256").update(fingerprintDomain).update("[")
-  for (let start = 0; start < sorted.length; start += sliceSize) {
-    if (start > 0) hash.update(",")
-    hash.update(Json.canonical(sorted.slice(start, start + sliceSize)).slice(1, -1))
+  for (let i = 0; i < sorted.length; i++) {
+    if (i > 0) hash.update(",")
+    hash.update(Json.canonical(sorted[i]))
   }
   return hash.update("]").digest("hex")
 }
-
-const sliceSize = 64
 
 /** @internal */
 export const build = (tools: ReadonlyArray<ToolData>): Either.Either<Built, ToolDefinitionError> =>

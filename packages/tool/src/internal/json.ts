@@ -123,13 +123,18 @@ export const deepFreeze = <A>(u: A): A => {
 const compareKeys = (a: string, b: string): number => a < b ? -1 : a > b ? 1 : 0
 
 /**
- * Frozen values whose `JSON.stringify` text is their canonical JSON: every object's own keys
- * enumerate in sorted order, nothing but plain JSON and `undefined` members inside. Made only by
- * `ordered`, which checks each object as it builds it; `canonical` writes them natively.
+ * The canonical JSON of the values made by `ordered` whose `JSON.stringify` text is their
+ * canonical JSON (every object's own keys enumerate in sorted order, nothing but plain JSON and
+ * `undefined` members inside): written once, from the copy before it is frozen (`JSON.stringify`
+ * writes frozen objects and arrays at about half the speed), and never again.
  */
-const inCanonicalOrder = new WeakSet<object>()
+const canonicalText = new WeakMap<object, string>()
 
-const orderedCopy = (u: unknown, depth: number): { readonly value: unknown; readonly canonical: boolean } => {
+const orderedCopy = (
+  u: unknown,
+  depth: number,
+  made: Array<object>
+): { readonly value: unknown; readonly canonical: boolean } => {
   if (typeof u !== "object" || u === null) {
     const canonical = u === undefined || u === null || typeof u === "string" || typeof u === "number" ||
       typeof u === "boolean"
@@ -140,18 +145,19 @@ const orderedCopy = (u: unknown, depth: number): { readonly value: unknown; read
   if (Array.isArray(u)) {
     const out: Array<unknown> = []
     for (let i = 0; i < u.length; i++) {
-      const item = orderedCopy(u[i], depth + 1)
+      const item = orderedCopy(u[i], depth + 1, made)
       // `JSON.stringify` writes an `undefined` element as null, as `canonical` does.
       canonical &&= item.canonical
       out.push(item.value)
     }
-    return { value: Object.freeze(out), canonical }
+    made.push(out)
+    return { value: out, canonical }
   }
   const record = u as Record<string, unknown>
   const keys = Object.keys(record).sort(compareKeys)
   const out: Record<string, unknown> = {}
   for (const key of keys) {
-    const item = orderedCopy(record[key], depth + 1)
+    const item = orderedCopy(record[key], depth + 1, made)
     canonical &&= item.canonical
     // `__proto__` as an own key must stay data, never become the prototype.
     if (key === "__proto__") {
@@ -163,26 +169,30 @@ const orderedCopy = (u: unknown, depth: number): { readonly value: unknown; read
   // Integer-like keys enumerate first, in numeric order, whatever the insertion order.
   const enumerated = Object.keys(out)
   for (let i = 0; i < keys.length && canonical; i++) canonical = enumerated[i] === keys[i]
-  return { value: Object.freeze(out), canonical }
+  made.push(out)
+  return { value: out, canonical }
 }
 
 /**
- * A deep-frozen copy of `u` with every object's keys inserted in sorted order, so that its
- * canonical JSON is written natively (`JSON.stringify`) by `canonical` — the same text, at a
- * fraction of the cost. A value that cannot be written that way is still copied and frozen.
+ * A deep-frozen copy of `u` with every object's keys inserted in sorted order, its canonical
+ * JSON written once (natively, by `JSON.stringify`, before the copy is frozen) and kept for
+ * `canonical`. A value that cannot be written that way is still copied and frozen.
  *
  * @internal
  */
 export const ordered = <A>(u: A): A => {
-  const copy = orderedCopy(u, 0)
-  if (copy.canonical && typeof copy.value === "object" && copy.value !== null) inCanonicalOrder.add(copy.value)
+  const made: Array<object> = []
+  const copy = orderedCopy(u, 0, made)
+  if (copy.canonical && typeof copy.value === "object" && copy.value !== null) {
+    canonicalText.set(copy.value, JSON.stringify(copy.value))
+  }
+  for (const value of made) Object.freeze(value)
   return copy.value as A
 }
 
 /** Whether `JSON.stringify` writes this array element as `canonical` does. */
 const isNative = (u: unknown): boolean =>
-  typeof u === "object" ? u === null || inCanonicalOrder.has(u) : typeof u === "string" || typeof u === "boolean" ||
-    typeof u === "number" || u === undefined
+  u === null || u === undefined || typeof u === "string" || typeof u === "boolean" || typeof u === "number"
 
 /**
  * Canonical JSON of a value already known to be plain JSON: object keys sorted by UTF-16
@@ -193,7 +203,8 @@ const isNative = (u: unknown): boolean =>
  */
 export const canonical = (u: unknown): string => {
   if (u === null || typeof u !== "object") return JSON.stringify(u) ?? "null"
-  if (inCanonicalOrder.has(u)) return JSON.stringify(u)
+  const text = canonicalText.get(u)
+  if (text !== undefined) return text
   if (Array.isArray(u)) return u.every(isNative) ? JSON.stringify(u) : `[${u.map(canonical).join(",")}]`
   const record = u as Record<string, unknown>
   const parts: Array<string> = []
