@@ -14,7 +14,7 @@ import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionSync 
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
-import { io, lstat, seed, type Seeded, sha256, stillSeeded, sync, walk } from "./seed.js"
+import { io, lstat, seed, type Seeded, sha256, stillSeeded, sync, walk, writeNewSync } from "./seed.js"
 import * as sessions from "./sessions.js"
 import { ensureRoot, resolveSource, rootOf } from "./source.js"
 
@@ -133,8 +133,7 @@ const materialize = (
         NodeFs.mkdirSync(path.dirname(absolute), { recursive: true, mode: 0o700 })
         // Unlink first (a seeded auth link is replaced, never followed), then create exclusively.
         NodeFs.rmSync(absolute, { force: true })
-        NodeFs.writeFileSync(absolute, content, { flag: "wx", mode })
-        NodeFs.chmodSync(absolute, mode)
+        writeNewSync(absolute, content, mode)
       })
       state.seeded.delete(rel)
       state.manifest.set(rel, { path: rel, sha256: sha256(content), mode, owner: agentId })
@@ -260,18 +259,27 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       sync(root, () => {
         const dir = NodeFs.mkdtempSync(path.join(root, clonePrefix))
         try {
-          NodeFs.chmodSync(dir, 0o700)
-          writeJsonSync(
+          // mkdtemp creates 0700 less the umask: a metadata write only when the umask cleared bits.
+          if ((NodeFs.statSync(dir).mode & 0o777) !== 0o700) NodeFs.chmodSync(dir, 0o700)
+          // Written in place, not through a rename: the directory is new and private, and a
+          // reader that finds the marker missing or torn takes the clone for an unmarked one,
+          // which is never reclaimed within the grace period.
+          writeNewSync(
             path.join(dir, owner.markerName),
-            {
-              version: 1,
-              ...owner.self(),
-              agentId: who.agentId,
-              identity,
-              provider: layout.provider,
-              source: source.path,
-              createdAt: new Date().toISOString()
-            } satisfies owner.Marker
+            JSON.stringify(
+              {
+                version: 1,
+                ...owner.self(),
+                agentId: who.agentId,
+                identity,
+                provider: layout.provider,
+                source: source.path,
+                createdAt: new Date().toISOString()
+              } satisfies owner.Marker,
+              null,
+              2
+            ),
+            0o600
           )
         } catch (error) {
           // Not yet owned by the scope: a directory without its marker is removed here.

@@ -52,6 +52,23 @@ export const io = (path: string) => (cause: unknown): ProfileError =>
 export const sync = <A>(path: string, f: () => A): Effect.Effect<A, ProfileError> =>
   Effect.try({ try: f, catch: io(path) })
 
+/**
+ * Creates `file` exclusively (never following or reusing an existing entry) with `content` and
+ * permission bits `mode`. The umask may clear bits of `mode` at creation: they are set again,
+ * a metadata write made only when needed (each one a journal transaction on ext4).
+ *
+ * @internal
+ */
+export const writeNewSync = (file: string, content: string | Uint8Array, mode: number): void => {
+  const fd = NodeFs.openSync(file, "wx", mode)
+  try {
+    NodeFs.writeFileSync(fd, content)
+    if ((NodeFs.fstatSync(fd).mode & 0o7777) !== mode) NodeFs.fchmodSync(fd, mode)
+  } finally {
+    NodeFs.closeSync(fd)
+  }
+}
+
 /** @internal */
 export const sha256 = (data: string | Uint8Array): string => NodeCrypto.createHash("sha256").update(data).digest("hex")
 
@@ -192,11 +209,7 @@ export const seed = (
       }
       const content = yield* sync(entry.absolute, () => NodeFs.readFileSync(entry.absolute))
       const mode = (yield* sync(entry.absolute, () => NodeFs.statSync(entry.absolute))).mode & 0o777
-      // `wx` never follows or reuses an existing entry.
-      yield* sync(target, () => {
-        NodeFs.writeFileSync(target, content, { flag: "wx", mode })
-        NodeFs.chmodSync(target, mode)
-      })
+      yield* sync(target, () => writeNewSync(target, content, mode))
       seeded.set(entry.path, { kind: "copy", sha256: sha256(content) })
       if (entry.class !== "auth") {
         digest.update(`${entry.class}\0${entry.path}\0${sha256(content)}\n`)
