@@ -337,7 +337,9 @@ export const assemble = (
 
     const admission = yield* Effect.makeSemaphore(1)
     let fenced = false
-    const closed = new AgentClosed({ agent: id })
+    // Built when first needed (an error captures a stack trace): most agents never refuse a run.
+    let closedError: AgentClosed | undefined
+    const closed = () => closedError ??= new AgentClosed({ agent: id })
 
     // Steps 1 and 2, the admission fence and the cancellation of the admitted runs, are taken by
     // every close call before the bounded steps: they are immediate, so even a close with a zero
@@ -524,7 +526,7 @@ export const assemble = (
           fenced
             ? Effect.zipRight(
               neverSpawned,
-              Effect.zipRight(Tracing.endRun(span, Exit.fail(closed)), Effect.fail(closed))
+              Effect.zipRight(Tracing.endRun(span, Exit.fail(closed())), Effect.fail(closed()))
             )
             : FiberSet.run(
               runs,
@@ -557,13 +559,13 @@ export const assemble = (
         drop: (sessions) => Effect.mapError(profile.dropSessions(sessions), sessionFailure),
         prune: (olderThan, keep) => Effect.mapError(profile.pruneSessions({ olderThan, keep }), sessionFailure)
       },
-      admit: Effect.suspend(() => fenced ? Effect.fail(closed) : Effect.void),
+      admit: Effect.suspend(() => fenced ? Effect.fail(closed()) : Effect.void),
       stream,
       closed: Deferred.await(agentClosed),
       exiting,
       send: (key, input) =>
         Effect.gen(function*() {
-          if (fenced) return yield* closed
+          if (fenced) return yield* closed()
           if (!liveThreads || !driver.capabilities.streamingInput || driver.live === undefined) {
             return yield* new UnsupportedCapability({
               driver: driver.name,

@@ -108,12 +108,13 @@ export const open = (selection: Selection, layout: ProfileLayout, sourceCanonica
     const option = selection.options.sessions
     if ((layout.classes.sessions ?? []).length === 0 || option === false) return undefined
     const requested = path.resolve(option ?? defaultSessionsRoot())
-    const unsafe = new ProfileError({ reason: "UnsafeRoot", path: requested, detail: "inside the source profile" })
+    const unsafe = () =>
+      new ProfileError({ reason: "UnsafeRoot", path: requested, detail: "inside the source profile" })
     // Checked before anything is created, through symlinked ancestors, and again after.
-    if (inside(sourceCanonical, yield* canonical(requested))) return yield* unsafe
+    if (inside(sourceCanonical, yield* canonical(requested))) return yield* unsafe()
     const root = yield* ensureRoot(requested, option === undefined)
     const real = yield* sync(root, () => NodeFsSync.realpathSync.native(root))
-    if (inside(sourceCanonical, real)) return yield* unsafe
+    if (inside(sourceCanonical, real)) return yield* unsafe()
     const dir = yield* ensureRoot(path.join(real, storeKey(identity)), true)
     const store: SessionStore = { dir, profile: path.join(dir, "profile"), tmp: path.join(dir, "tmp") }
     yield* ensureRoot(store.profile, true)
