@@ -207,12 +207,20 @@ export const seed = (
         seeded.set(entry.path, linked)
         continue
       }
-      const content = yield* sync(entry.absolute, () => NodeFs.readFileSync(entry.absolute))
-      const mode = (yield* sync(entry.absolute, () => NodeFs.statSync(entry.absolute))).mode & 0o777
+      // Content and mode of one open file (one read of the source, no second lookup).
+      const { content, mode } = yield* sync(entry.absolute, () => {
+        const fd = NodeFs.openSync(entry.absolute, "r")
+        try {
+          return { mode: NodeFs.fstatSync(fd).mode & 0o777, content: NodeFs.readFileSync(fd) }
+        } finally {
+          NodeFs.closeSync(fd)
+        }
+      })
       yield* sync(target, () => writeNewSync(target, content, mode))
-      seeded.set(entry.path, { kind: "copy", sha256: sha256(content) })
+      const contentDigest = sha256(content)
+      seeded.set(entry.path, { kind: "copy", sha256: contentDigest })
       if (entry.class !== "auth") {
-        digest.update(`${entry.class}\0${entry.path}\0${sha256(content)}\n`)
+        digest.update(`${entry.class}\0${entry.path}\0${contentDigest}\n`)
       }
     }
     return { seeded, fingerprint: digest.digest("hex") }
