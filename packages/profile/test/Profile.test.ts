@@ -121,6 +121,18 @@ describe("Profile.clone", () => {
       expect(marker.startTime).toMatch(/^\d+$/)
     })))
 
+  it.live("gives copied and materialized files their exact modes under a umask that clears their bits", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      NodeFs.chmodSync(NodePath.join(w.source, "settings.json"), 0o664)
+      const previous = process.umask(0o077)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.umask(previous)))
+      const clone = yield* Profile.clone(Profile.cloneFrom(w.source, w.root), w.layout, owner)
+      yield* clone.materialize([{ path: "tether/mcp.json", content: "{}", mode: 0o644 }])
+      expect(NodeFs.lstatSync(NodePath.join(clone.dir, "settings.json")).mode & 0o777).toBe(0o664)
+      expect(NodeFs.lstatSync(NodePath.join(clone.dir, "tether/mcp.json")).mode & 0o777).toBe(0o644)
+    })))
+
   it.live("copies auth as private files with `copy` and leaves it out with `none`", () =>
     run(Effect.gen(function*() {
       const w = yield* world
