@@ -298,10 +298,9 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       }
       siblings[name] = path.join(cloneRoot, name)
     }
-    yield* sync(cloneRoot, () => {
-      NodeFs.mkdirSync(dir, { mode: 0o700 })
-      for (const sibling of Object.values(siblings)) NodeFs.mkdirSync(sibling, { mode: 0o700 })
-    })
+    for (const created of [dir, ...Object.values(siblings)]) {
+      yield* sync(created, () => NodeFs.mkdirSync(created, { mode: 0o700 }))
+    }
     const { fingerprint, seeded } = yield* seed(entries, dir, selection.options)
     for (const [rel, entry] of seeded) state.seeded.set(rel, entry)
     if (store !== undefined) {
