@@ -3,12 +3,14 @@
  *
  * @internal
  */
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
 import * as NodeFs from "node:fs"
+import * as NodeFsPromises from "node:fs/promises"
 import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
 import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionSync } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
@@ -44,6 +46,36 @@ const writeJsonSync = (file: string, value: unknown): void => {
 }
 
 const writeJson = (file: string, value: unknown) => sync(file, () => writeJsonSync(file, value))
+
+// The release below runs its file calls through the promise API: the close bounds the removal
+// with a timeout (DESIGN §6), which a synchronous call that hangs (a stuck network file system)
+// would hold up with the whole event loop.
+
+const writeJsonAsync = (file: string, value: unknown) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const temporary = `${file}.${process.pid}.tmp`
+    yield* fs.writeFileString(temporary, JSON.stringify(value, null, 2), { mode: 0o600 })
+    yield* fs.rename(temporary, file)
+  }).pipe(Effect.mapError(io(file)))
+
+const lstatAsync = (path: string) =>
+  Effect.tryPromise({
+    try: () =>
+      NodeFsPromises.lstat(path).catch((e: NodeJS.ErrnoException) =>
+        e.code === "ENOENT" ? undefined : Promise.reject(e)
+      ),
+    catch: io(path)
+  })
+
+const entryStateAsync = (absolute: string, entry: owner.ManifestEntry) =>
+  Effect.gen(function*() {
+    const info = yield* lstatAsync(absolute)
+    if (info === undefined) return "missing" as const
+    if (!info.isFile()) return "modified" as const
+    const content = yield* Effect.tryPromise({ try: () => NodeFsPromises.readFile(absolute), catch: io(absolute) })
+    return sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
+  })
 
 const lock = (canonical: string, agentId: string) =>
   Effect.acquireRelease(
@@ -172,6 +204,7 @@ const saveSessions = (
  */
 const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, state: CloneState, who: Owner) =>
   Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     state.closed = true
     yield* (who.saveSessionsOnClose === false
@@ -185,12 +218,12 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
       )
     const kept: Array<string> = []
     for (const entry of state.manifest.values()) {
-      if ((yield* entryState(path.join(profileDir, ...entry.path.split("/")), entry)) === "modified") {
+      if ((yield* entryStateAsync(path.join(profileDir, ...entry.path.split("/")), entry)) === "modified") {
         kept.push(entry.path)
       }
     }
     if (kept.length === 0) {
-      return yield* sync(cloneRoot, () => NodeFs.rmSync(cloneRoot, { recursive: true, force: true }))
+      return yield* fs.remove(cloneRoot, { recursive: true, force: true }).pipe(Effect.mapError(io(cloneRoot)))
     }
     const keep = new Set(kept.flatMap((rel) => {
       const segments = rel.split("/")
@@ -198,25 +231,27 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
     }))
     const prune = (dir: string, rel: string): Effect.Effect<void, ProfileError> =>
       Effect.gen(function*() {
-        for (const name of yield* sync(dir, () => NodeFs.readdirSync(dir))) {
+        for (const name of yield* Effect.tryPromise({ try: () => NodeFsPromises.readdir(dir), catch: io(dir) })) {
           const child = rel === "" ? name : `${rel}/${name}`
           const absolute = path.join(dir, name)
           if (!keep.has(child)) {
-            yield* sync(absolute, () => NodeFs.rmSync(absolute, { recursive: true, force: true }))
-          } else if ((yield* lstat(absolute))?.isDirectory() === true) {
+            yield* fs.remove(absolute, { recursive: true, force: true }).pipe(Effect.mapError(io(absolute)))
+          } else if ((yield* lstatAsync(absolute))?.isDirectory() === true) {
             yield* prune(absolute, child)
           }
         }
       })
     yield* prune(profileDir, "")
-    for (const name of yield* sync(cloneRoot, () => NodeFs.readdirSync(cloneRoot))) {
+    for (
+      const name of yield* Effect.tryPromise({ try: () => NodeFsPromises.readdir(cloneRoot), catch: io(cloneRoot) })
+    ) {
       if (name === "profile" || name === owner.markerName || name === owner.manifestName) continue
-      yield* sync(name, () => NodeFs.rmSync(path.join(cloneRoot, name), { recursive: true, force: true }))
+      yield* fs.remove(path.join(cloneRoot, name), { recursive: true, force: true }).pipe(Effect.mapError(io(name)))
     }
     const markerFile = path.join(cloneRoot, owner.markerName)
-    const text = yield* sync(markerFile, () => NodeFs.readFileSync(markerFile, "utf8"))
+    const text = yield* fs.readFileString(markerFile).pipe(Effect.mapError(io(markerFile)))
     const marker = yield* owner.decodeMarker(text).pipe(Effect.mapError(() => io(markerFile)("unreadable marker")))
-    yield* writeJson(markerFile, { ...marker, retained: kept })
+    yield* writeJsonAsync(markerFile, { ...marker, retained: kept })
     yield* Effect.logWarning("profile clone retained: materialized entries were changed after being written").pipe(
       Effect.annotateLogs({ clone: cloneRoot, kept: kept.join(", ") })
     )
