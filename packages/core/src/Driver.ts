@@ -52,6 +52,22 @@ export type McpTransport = "stdio" | "http" | "sse"
 export type StructuredOutputSupport = "native" | "instruction"
 
 /**
+ * How a `runAs` attempt on a live thread (one whose turns run on a warm process, `Driver.live`)
+ * gets structured output:
+ * - `native`: the live protocol takes the turn's JSON Schema (`LiveTurn.outputSchema`, e.g. Codex
+ *   `turn/start.outputSchema`), and the attempt and its repair turns run on the warm process;
+ * - `instruction`: an instruction driver's attempt is a plain live turn carrying the instruction,
+ *   on the warm process, as are its repair turns;
+ * - `oneShot`: the live protocol has no per-turn schema (Claude Code's stream-json input takes one
+ *   per process): a native attempt runs one-shot (`prepare` with `outputSchema`), resuming the
+ *   thread's checkpoint, and the thread's next turn goes on live.
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export type LiveStructuredOutputSupport = "native" | "instruction" | "oneShot"
+
+/**
  * What a driver can honour. Asking for anything else fails before spawn with
  * `UnsupportedCapability`; nothing is silently dropped.
  *
@@ -74,6 +90,13 @@ export interface Capabilities {
   readonly streamingInput: boolean
   /** How the driver gets structured output (see `StructuredOutputSupport`). */
   readonly structuredOutput: StructuredOutputSupport
+  /**
+   * How a `runAs` attempt on a live thread gets it (see `LiveStructuredOutputSupport`). Absent:
+   * `oneShot` for a `native` driver, `instruction` for an `instruction` one. Only `native` sends
+   * the JSON Schema into a live turn; a `native` driver whose live session cannot take it says
+   * `oneShot`.
+   */
+  readonly liveStructuredOutput?: LiveStructuredOutputSupport
   /** Offers a live protocol (`Driver.live`): one warm process serves many turns. */
   readonly persistentProcess: boolean
   /**
@@ -503,6 +526,13 @@ export interface LiveContext extends ParseContext {
 export interface LiveTurn {
   readonly runId: string
   readonly prompt: string
+  /**
+   * A `runAs` attempt of a driver whose `capabilities.liveStructuredOutput` is `native`: the JSON
+   * Schema (as `InvocationRequest.outputSchema`) this turn's final answer must match. The session
+   * sends it with this turn only and reports what the provider returned for it in the turn's
+   * `Terminal.structuredOutput`. Absent: a plain turn.
+   */
+  readonly outputSchema?: JsonSchema | undefined
 }
 
 /**

@@ -23,7 +23,12 @@
  *   before anything runs. No repair turn follows a provider that gave up after its own retries
  *   (Claude Code's `error_max_structured_output_retries`).
  * - On a thread each attempt is a turn of the thread (a repair turn resumes the checkpoint the
- *   previous attempt committed, under a lease of its own; it carries no turn `id`).
+ *   previous attempt committed, under a lease of its own; it carries no turn `id`). On a live
+ *   thread (`Driver.capabilities.liveStructuredOutput`) the attempts of a driver whose live
+ *   protocol takes the JSON Schema per turn (Codex `turn/start.outputSchema`) and of an
+ *   instruction driver run on the warm process, repair turns included; a native driver whose
+ *   live protocol cannot take it per turn (Claude Code) runs each attempt one-shot, resuming the
+ *   checkpoint, and the thread's next turn goes on live.
  *
  * @example
  * ```ts

@@ -58,6 +58,19 @@ const rows: ReadonlyArray<readonly [string, (cell: string, capabilities: Driver.
   ["native skills projection", (cell, c) => expect(flag(cell)).toBe(c.skillsProjection)],
   // How the driver gets it: `native` or `instruction`, optionally followed by how.
   ["structured output", (cell, c) => expect(cell.split(" ")[0]).toBe(c.structuredOutput)],
+  // Where a live thread's attempt runs: `native` / `instruction` on the warm process, `one-shot`
+  // beside it; `—` for a driver without a live protocol.
+  [
+    "structured output on live threads",
+    (cell, c) => {
+      const word = cell.split(" ")[0]
+      expect(word === "—" ? undefined : word === "one-shot" ? "oneShot" : word).toBe(
+        c.persistentProcess
+          ? (c.liveStructuredOutput ?? (c.structuredOutput === "native" ? "oneShot" : "instruction"))
+          : undefined
+      )
+    }
+  ],
   ["persistent process (live sessions)", (cell, c) => expect(flag(cell)).toBe(c.persistentProcess)]
 ]
 

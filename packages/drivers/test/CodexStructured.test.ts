@@ -1,16 +1,19 @@
 /**
  * `runAs` through the real Codex CLI (0.171.0), offline against the scripted Responses server:
- * `--output-schema` makes Codex send the Schema's JSON Schema as the strict `text.format`; Codex
- * does not validate the reply, Tether does.
+ * `--output-schema` (one-shot) and `turn/start.outputSchema` (a live thread's warm `app-server`)
+ * make Codex send the Schema's JSON Schema as the strict `text.format`; Codex does not validate
+ * the reply, Tether does.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
+import type * as Event from "@tether/core/Event"
 import { Codex } from "@tether/drivers"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 
 const Triage = Schema.Struct({
   severity: Schema.Literal("low", "high"),
@@ -27,6 +30,19 @@ const textFormat = (request: ResponsesServer.RecordedRequest) => {
   return body.text?.format
 }
 
+const driverFor = (server: ResponsesServer.ResponsesServer) =>
+  Codex.driver({
+    model: "fake-model",
+    modelProvider: {
+      id: "fake",
+      baseUrl: server.baseUrl,
+      apiKey: Redacted.make("sk-fake-codex"),
+      requestMaxRetries: 0,
+      streamMaxRetries: 0
+    },
+    settings: Codex.offlineSettings
+  })
+
 describe("Codex runAs (real CLI, --output-schema)", () => {
   it.live(
     "the strict form of the JSON Schema is the text.format; a reply violating it is caught by Tether and repaired",
@@ -41,17 +57,7 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
         })
         const sandbox = yield* Harness.sandbox
         const agent = yield* Agent.make({
-          driver: Codex.driver({
-            model: "fake-model",
-            modelProvider: {
-              id: "fake",
-              baseUrl: server.baseUrl,
-              apiKey: Redacted.make("sk-fake-codex"),
-              requestMaxRetries: 0,
-              streamMaxRetries: 0
-            },
-            settings: Codex.offlineSettings
-          }),
+          driver: driverFor(server),
           definition: { instructions: "", skills: [], tools: Toolkit.empty },
           workspace: sandbox.workspace,
           profile: sandbox.selection
@@ -90,17 +96,7 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
         const server = yield* ResponsesServer.make({ script: () => ResponsesServer.text("Severity: low.") })
         const sandbox = yield* Harness.sandbox
         const agent = yield* Agent.make({
-          driver: Codex.driver({
-            model: "fake-model",
-            modelProvider: {
-              id: "fake",
-              baseUrl: server.baseUrl,
-              apiKey: Redacted.make("sk-fake-codex"),
-              requestMaxRetries: 0,
-              streamMaxRetries: 0
-            },
-            settings: Codex.offlineSettings
-          }),
+          driver: driverFor(server),
           definition: { instructions: "", skills: [], tools: Toolkit.empty },
           workspace: sandbox.workspace,
           profile: sandbox.selection
@@ -109,5 +105,82 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
         expect(error).toMatchObject({ _tag: "StructuredOutputError", reason: "Missing", text: "Severity: low." })
       }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
     90_000
+  )
+
+  it.live(
+    "on a live thread the attempts run on the warm app-server with turn/start.outputSchema; repairs too; exhausted: StructuredOutputError",
+    () =>
+      Effect.gen(function*() {
+        const violating = JSON.stringify({ ...strictReply, severity: "medium" })
+        const server = yield* ResponsesServer.make({
+          script: ResponsesServer.sequence(
+            ResponsesServer.text("Noted."),
+            // runAs #1: a violating reply (Codex passes it), then the repair turn's valid one.
+            ResponsesServer.text(violating),
+            ResponsesServer.text(JSON.stringify(strictReply)),
+            // runAs #2: violating twice, so its one repair turn is exhausted.
+            ResponsesServer.text(violating),
+            ResponsesServer.text(JSON.stringify({ ...strictReply, labels: "docs" })),
+            ResponsesServer.text("Bye.")
+          )
+        })
+        const sandbox = yield* Harness.sandbox
+        const agent = yield* Agent.make({
+          driver: driverFor(server),
+          definition: { instructions: "", skills: [], tools: Toolkit.empty },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        const thread = yield* agent.thread("triage-live")
+        const events: Array<Event.Event> = []
+        const record = <A extends { readonly _tag: string }>(item: A) =>
+          Effect.sync(() => {
+            if (item._tag !== "Decoded") events.push(item as unknown as Event.Event)
+          })
+        yield* Stream.runForEach(thread.stream("Remember ISSUE-3 is about docs."), record)
+        const attempts = Array.from(
+          yield* Stream.runCollect(Stream.tap(thread.streamAs(Triage, "Triage ISSUE-3."), record))
+        )
+        const decoded = attempts.at(-1)
+        const error = yield* Effect.flip(
+          Stream.runForEach(thread.streamAs(Triage, "Triage ISSUE-4.", { repairs: 1 }), record)
+        )
+        yield* Stream.runForEach(thread.stream("Thanks."), record)
+
+        expect(decoded?._tag === "Decoded" && decoded.value).toEqual(valid)
+        expect(decoded?._tag === "Decoded" && decoded.attempts).toBe(2)
+        expect(error).toMatchObject({ _tag: "StructuredOutputError", reason: "Invalid", attempts: 2 })
+        if (error._tag !== "StructuredOutputError") throw error
+        // The raw text of the last answer and the Schema's issues (the strict null read back as absent).
+        expect(error.text).toBe(JSON.stringify({ ...strictReply, labels: "docs" }))
+        expect(error.issues.map((issue) => issue.path)).toEqual([["labels"]])
+        // One app-server served every turn: the attempts and their repairs did not restart it.
+        const started = events.filter((e): e is Event.ProcessStarted => e._tag === "ProcessStarted")
+        expect(started).toHaveLength(6)
+        expect(new Set(started.map((e) => e.pid)).size).toBe(1)
+        expect(started.slice(1).every((e) => e.reused === true)).toBe(true)
+        // The schema went with the attempts' turns only, as the strict format.
+        const requests = yield* server.requests
+        expect(requests).toHaveLength(6)
+        const formats = requests.map(textFormat)
+        expect(formats.map((format) => format?.["type"] === "json_schema")).toEqual([
+          false,
+          true,
+          true,
+          true,
+          true,
+          false
+        ])
+        expect(formats[1]).toMatchObject({ strict: true, name: "codex_output_schema" })
+        expect(formats[1]?.["schema"]).toMatchObject({ required: ["severity", "labels", "owner", "links"] })
+        // The repair turn continued the same conversation on the same process.
+        expect(ResponsesServer.assistantTexts(requests[2]!).join("\n")).toContain("\"medium\"")
+        expect(ResponsesServer.userTexts(requests[2]!).at(-1)).toContain(
+          "- severity: Expected \"low\", actual \"medium\""
+        )
+        const snapshot = yield* thread.snapshot
+        expect(snapshot._tag === "Some" && snapshot.value.turns).toBe(6)
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    120_000
   )
 })

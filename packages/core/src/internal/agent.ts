@@ -284,6 +284,8 @@ export const assemble = (
     const killGrace = Duration.decode(options.processes?.killGrace ?? "2 seconds")
     // Threads run live when the driver offers a live protocol, unless the host turned it off.
     const liveThreads = driver.live !== undefined && options.live?.threads !== false
+    // The live session takes a native attempt's JSON Schema per turn (`LiveTurn.outputSchema`).
+    const liveStructured = driver.capabilities.liveStructuredOutput === "native"
     const pool = yield* Live.makePool({
       idleTimeout: Duration.decode(options.live?.idleTimeout ?? "5 minutes"),
       maxProcesses: Math.max(1, options.live?.maxProcesses ?? 8)
@@ -455,11 +457,15 @@ export const assemble = (
           }
         }
         const builtinLists = turn.builtinTools?.allow !== undefined || turn.builtinTools?.deny !== undefined
-        // A one-shot run (an agent's own run, or a native structured-output attempt) of a driver
-        // that asks approvals on live threads only fails before spawn: nothing would ask the host.
+        // A native structured-output attempt runs one-shot unless the driver's live session takes
+        // the JSON Schema per turn (its JSON Schema is otherwise a flag of the CLI's invocation,
+        // which a warm live process was started without).
+        const oneShotAttempt = attempt?.outputSchema !== undefined && !liveStructured
+        // A one-shot run (an agent's own run, or such an attempt) of a driver that asks approvals
+        // on live threads only fails before spawn: nothing would ask the host.
         if (
           broker !== undefined && driver.approvals?.tool === undefined &&
-          (hooks === undefined || !liveThreads || attempt?.outputSchema !== undefined)
+          (hooks === undefined || !liveThreads || oneShotAttempt)
         ) {
           yield* neverSpawned
           return yield* new InvalidTurn({
@@ -495,12 +501,10 @@ export const assemble = (
             opening: hooks.opening,
             accepted: hooks.accepted
           }),
-          // A native structured-output attempt is mapped for one-shot runs only (the JSON Schema is a
-          // flag of the CLI's invocation, which a warm live process was started without): such a turn
-          // runs one-shot. A thread of an agent with approvals runs live only when the driver's live
-          // session asks them (otherwise one-shot, through its approver tool).
+          // A thread of an agent with approvals runs live only when the driver's live session asks
+          // them (otherwise one-shot, through its approver tool).
           ...(hooks === undefined || !liveThreads || (broker !== undefined && driver.approvals?.live !== true) ||
-              attempt?.outputSchema !== undefined
+              oneShotAttempt
             ? {}
             : {
               live: {

@@ -736,7 +736,12 @@ export const execute = (
               ])
             })))
       }
-      yield* warm.session.turn({ runId: request.runId, prompt: request.prompt }).pipe(
+      // A native structured-output attempt on a live thread: the session takes its JSON Schema.
+      yield* warm.session.turn({
+        runId: request.runId,
+        prompt: request.prompt,
+        ...(outputSchema === undefined ? {} : { outputSchema })
+      }).pipe(
         Stream.takeUntil((output) => output._tag === "Terminal"),
         Stream.runForEachChunk((chunk) =>
           publish((sink) => {

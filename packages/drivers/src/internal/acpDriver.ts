@@ -57,6 +57,7 @@ export const capabilitiesOf = (config: Config): Driver.Capabilities => ({
   toolAllowList: false,
   streamingInput: false,
   structuredOutput: "instruction",
+  liveStructuredOutput: "instruction",
   persistentProcess: true
 })
 

@@ -27,6 +27,9 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: true,
   structuredOutput: "native",
+  // Its stream-json input takes a JSON Schema per process (`--json-schema`, or `initialize`'s
+  // `jsonSchema`), never per turn: a live thread's attempt runs one-shot.
+  liveStructuredOutput: "oneShot",
   persistentProcess: true,
   builtinToolPolicy: ["allow", "deny"]
 }

@@ -25,6 +25,8 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: true,
   structuredOutput: "native",
+  // `app-server` takes a turn's JSON Schema in `turn/start.outputSchema`.
+  liveStructuredOutput: "native",
   persistentProcess: true,
   builtinToolPolicy: ["deny"]
 }

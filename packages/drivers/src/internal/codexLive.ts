@@ -23,7 +23,9 @@ import * as live from "./codexLiveParse.js"
 import type { Frame } from "./codexLiveParse.js"
 import type { ParseOptions } from "./codexParse.js"
 import type * as Protocol from "./codexProtocol/index.js"
+import type { JsonValue } from "./codexProtocol/serde_json/JsonValue.js"
 import { notice } from "./lines.js"
+import * as StrictSchema from "./strictSchema.js"
 
 /**
  * The app-server process for one thread: the same binary, clone files, environment and
@@ -531,6 +533,11 @@ export const attach = (
           abandoned: false
         }
         active = current
+        // A `runAs` attempt: its JSON Schema goes with this turn only, as the model's strict
+        // format (Codex does not validate the reply: core does), and the turn's terminal reports
+        // the value read back from the final message.
+        const schema = input.outputSchema
+        const turnContext: Driver.ParseContext = schema === undefined ? context : { ...context, outputSchema: schema }
         let finished = false
         let failure: Driver.ProtocolError | undefined
         yield* Effect.addFinalizer(() =>
@@ -550,7 +557,8 @@ export const attach = (
           "turn/start",
           {
             threadId: thread,
-            input: [{ type: "text", text: input.prompt, text_elements: [] }]
+            input: [{ type: "text", text: input.prompt, text_elements: [] }],
+            ...(schema === undefined ? {} : { outputSchema: StrictSchema.strict(schema) as JsonValue })
           } satisfies Protocol.TurnStartParams
         ).pipe(
           Effect.zipRight(Deferred.await(current.id)),
@@ -568,7 +576,7 @@ export const attach = (
           const items = yield* Queue.takeBetween(current.queue, 1, Number.MAX_SAFE_INTEGER)
           const out: Array<Driver.Output> = []
           for (const item of items) {
-            const outputs = outputsOf(item, current.state, context, options)
+            const outputs = outputsOf(item, current.state, turnContext, options)
             if (!Array.isArray(outputs)) {
               // The outputs before the failure are emitted first; the next pull fails.
               failure = outputs as Driver.ProtocolError

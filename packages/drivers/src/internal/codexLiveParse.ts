@@ -324,6 +324,10 @@ export const onNotification = (
       const record = isRecord(params["turn"]) ? params["turn"] : {}
       const status = str(record["status"])
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
+      // A turn started with an `outputSchema` (the context of that turn carries it).
+      const structured = context.outputSchema === undefined || status !== "completed"
+        ? undefined
+        : parser.structuredOf(turn.exec.lastMessage, context.outputSchema)
       const terminal: Driver.Terminal = {
         _tag: "Terminal",
         ok: status === "completed",
@@ -336,7 +340,8 @@ export const onNotification = (
           : status === "interrupted"
           ? error ?? "the turn was interrupted"
           : error ?? `Codex ended the turn with status ${status ?? "unknown"}`,
-        raw: params
+        raw: params,
+        ...(structured === undefined ? {} : { structuredOutput: structured })
       }
       return turn.usage === undefined ? [terminal] : [{ _tag: "Usage", usage: turn.usage }, terminal]
     }

@@ -189,11 +189,17 @@ export interface ParseOptions {
 const reconnecting = /^Reconnecting\.\.\./
 
 /**
- * An `--output-schema` turn's value: the final agent message is the JSON text the model was
- * constrained to by the strict form of `schema` (Codex does not validate it), read back as a
- * value of `schema`; absent when there is no message or it is not JSON.
+ * An `--output-schema` (or `turn/start.outputSchema`) turn's value: the final agent message is
+ * the JSON text the model was constrained to by the strict form of `schema` (Codex does not
+ * validate it), read back as a value of `schema`; absent when there is no message or it is not
+ * JSON.
+ *
+ * @internal
  */
-const structuredOf = (message: string | undefined, schema: Driver.JsonSchema): Driver.StructuredOutput | undefined => {
+export const structuredOf = (
+  message: string | undefined,
+  schema: Driver.JsonSchema
+): Driver.StructuredOutput | undefined => {
   if (message === undefined) return undefined
   let value: unknown
   try {

@@ -42,6 +42,7 @@ export const capabilities: Driver.Capabilities = {
   toolAllowList: true,
   streamingInput: false,
   structuredOutput: "instruction",
+  liveStructuredOutput: "instruction",
   persistentProcess: true,
   builtinToolPolicy: ["deny"]
 }
