@@ -18,6 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
@@ -49,8 +50,17 @@ interface Subject {
 /**
  * The scripted turns, by the marker in the turn's prompt: `[echo]` calls the hosted `echo`,
  * `[wait]` calls the hosted `slow_wait`, `[shell]` runs a command that asks permission (it writes
- * `shell.txt`; `[touch <file>]` writes `<file>`); anything else is answered `reply: <n>`. After a tool result the model answers `FINAL: <result>`.
+ * `shell.txt`; `[touch <file>]` writes `<file>`), `[json]` answers JSON that violates the `runAs` Schema
+ * and a structured-output repair turn the valid JSON; anything else is answered `reply: <n>`. After a
+ * tool result the model answers `FINAL: <result>`.
  */
+const wordJson = (last: string) =>
+  last.includes("does not match the required JSON Schema")
+    ? JSON.stringify({ word: "BANANA", seen: ["thread"] })
+    : last.includes("[json]")
+    ? JSON.stringify({ word: "APPLE" })
+    : undefined
+
 const claudeSubject = Effect.gen(function*() {
   const model = yield* AnthropicServer.make({
     respond: AnthropicServer.roundTrip(
@@ -66,6 +76,8 @@ const claudeSubject = Effect.gen(function*() {
         if (touch !== undefined) {
           return AnthropicServer.callTool("Bash", { command: `echo ran > ${touch}`, description: "write a file" })
         }
+        const json = wordJson(last)
+        if (json !== undefined) return AnthropicServer.reply(json)
         return AnthropicServer.reply(`reply: ${AnthropicServer.transcript(request).length}`)
       },
       (results) => AnthropicServer.reply(`FINAL: ${results.map((r) => r.text).join("|")}`)
@@ -104,6 +116,8 @@ const codexSubject = Effect.gen(function*() {
           input: { cmd: `echo ran > ${touch}`, sandbox_permissions: "require_escalated", justification: "write" }
         })
       }
+      const json = wordJson(last)
+      if (json !== undefined) return ResponsesServer.text(json)
       return ResponsesServer.text(`reply: ${request.index}`, { reasoning: "thinking it over" })
     }
   })
@@ -412,6 +426,16 @@ const throughAgent = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () 
       const warm = threaded.flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
       expect(warm).toHaveLength(1)
       expect(yield* Harness.markedProcesses(agent.marker)).toContain(warm[0])
+      // A runAs attempt (the instruction) whose answer violates the Schema, and its repair turn,
+      // both on that warm process.
+      const Word = Schema.Struct({ word: Schema.Literal("BANANA"), seen: Schema.optional(Schema.Array(Schema.String)) })
+      const attempts = Array.from(yield* Stream.runCollect(thread.streamAs(Word, "which word? [json]")))
+      const decoded = attempts.at(-1)
+      expect(decoded?._tag === "Decoded" && [decoded.value, decoded.attempts]).toEqual([
+        { word: "BANANA", seen: ["thread"] },
+        2
+      ])
+      expect(attempts.flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])).toEqual([warm[0], warm[0]])
       return { oneShot, threaded, marker: agent.marker }
     }).pipe(Effect.scoped, Effect.provide(tools))
     for (const events of [first.oneShot, first.threaded]) {
