@@ -17,6 +17,7 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as StrictSchema from "../src/internal/strictSchema.js"
 
 interface Frame {
   readonly dir: "in" | "out" | "exit"
@@ -176,6 +177,57 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
       expect(outputs[2]).toMatchObject({ kind: "unknown/some/futureNotification" })
       expect(outputs[3]).toMatchObject({ kind: "malformed" })
       expect(outputs[4]).toMatchObject({ ok: false, error: "the turn was interrupted", session: "T" })
+    }).pipe(Effect.scoped))
+
+  it.effect("a turn's outputSchema goes with its turn/start only, strict; its completed terminal carries the value", () =>
+    Effect.gen(function*() {
+      const schema = {
+        type: "object",
+        properties: { a: { type: "string" }, b: { type: "string" } },
+        required: ["a"],
+        additionalProperties: false
+      }
+      const turnStart = (id: number, prompt: string, withSchema: boolean) =>
+        sent({
+          id,
+          method: "turn/start",
+          params: {
+            threadId: "T",
+            input: [{ type: "text", text: prompt, text_elements: [] }],
+            ...(withSchema ? { outputSchema: StrictSchema.strict(schema) } : {})
+          }
+        })
+      const message = (turn: string, text: string) =>
+        line({
+          method: "item/completed",
+          params: { threadId: "T", turnId: turn, item: { type: "agentMessage", id: `m-${turn}`, text } }
+        })
+      const { channel } = yield* replay([
+        ...opening("").slice(0, 5),
+        turnStart(3, "one", true),
+        line({ id: 3, result: { turn: { id: "U1", status: "inProgress" } } }),
+        message("U1", `{"a":"x","b":null}`),
+        completed("U1", "completed"),
+        turnStart(4, "two", true),
+        line({ id: 4, result: { turn: { id: "U2", status: "inProgress" } } }),
+        message("U2", `{"a":"y","b":null}`),
+        completed("U2", "interrupted"),
+        turnStart(5, "three", false),
+        line({ id: 5, result: { turn: { id: "U3", status: "inProgress" } } }),
+        message("U3", `{"a":"z","b":null}`),
+        completed("U3", "completed")
+      ])
+      const session = yield* live.attach(channel, liveContext(context))
+      const one = terminals(yield* collect(session.turn({ runId: "r1", prompt: "one", outputSchema: schema })))
+      const two = terminals(yield* collect(session.turn({ runId: "r2", prompt: "two", outputSchema: schema })))
+      const three = terminals(yield* collect(session.turn({ runId: "r3", prompt: "three" })))
+      // The strict form's null is read back as the absent optional property.
+      expect(one[0]).toMatchObject({ ok: true, structuredOutput: { _tag: "Value", value: { a: "x" } } })
+      // An interrupted turn, and a plain one, report none.
+      expect(two[0]).toMatchObject({ ok: false })
+      expect(two[0]!.structuredOutput).toBeUndefined()
+      expect(three[0]).toMatchObject({ ok: true, text: `{"a":"z","b":null}` })
+      expect(three[0]!.structuredOutput).toBeUndefined()
     }).pipe(Effect.scoped))
 
   it.effect("a server request is answered at once (declined, same id) and reported as a Notice", () =>
