@@ -5,7 +5,7 @@
  * the reply, Tether does.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Agent } from "@tether/core"
+import { Agent, Approval } from "@tether/core"
 import type * as Event from "@tether/core/Event"
 import { Codex } from "@tether/drivers"
 import { Harness, ResponsesServer } from "@tether/testing"
@@ -108,7 +108,7 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
   )
 
   it.live(
-    "on a live thread the attempts run on the warm app-server with turn/start.outputSchema; repairs too; exhausted: StructuredOutputError",
+    "on a live thread (an agent with approvals) the attempts run on the warm app-server with turn/start.outputSchema; repairs too; exhausted: StructuredOutputError",
     () =>
       Effect.gen(function*() {
         const violating = JSON.stringify({ ...strictReply, severity: "medium" })
@@ -129,7 +129,9 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
           driver: driverFor(server),
           definition: { instructions: "", skills: [], tools: Toolkit.empty },
           workspace: sandbox.workspace,
-          profile: sandbox.selection
+          profile: sandbox.selection,
+          // Codex asks approvals on live threads only: a one-shot attempt would be refused.
+          approvals: { handler: () => Effect.succeed(Approval.deny("No commands.")) }
         })
         const thread = yield* agent.thread("triage-live")
         const events: Array<Event.Event> = []
