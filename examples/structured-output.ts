@@ -20,11 +20,13 @@ import * as Schema from "effect/Schema"
 import * as Model from "./support/model.js"
 import * as View from "./support/view.js"
 
+// #region readme-schema
 const Triage = Schema.Struct({
   severity: Schema.Literal("low", "high"),
   labels: Schema.Array(Schema.String),
   duplicateOf: Schema.optional(Schema.String)
 })
+// #endregion readme-schema
 
 const triage = { severity: "high", labels: ["crash", "regression"] }
 
@@ -49,10 +51,13 @@ const program = Effect.gen(function*() {
     profile: sandbox.selection
   })
 
+  // #region readme-runas
+  // `value` is a `typeof Triage.Type`; `result` is the Result of the turn that gave it.
   const { value, attempts, result } = yield* agent.runAs(Triage, "Triage ISSUE-42: the app crashes on start.")
-  View.write(`${View.bold("value".padEnd(9))} ${JSON.stringify(value)}  ${View.dim(`after ${attempts} turn(s)`)}\n`)
-
+  // No valid value (after `repairs` repair turns, default 1): StructuredOutputError with the raw text.
   const failure = yield* Effect.flip(agent.runAs(Triage, "Refuse to triage ISSUE-43.", { repairs: 0 }))
+  // #endregion readme-runas
+  View.write(`${View.bold("value".padEnd(9))} ${JSON.stringify(value)}  ${View.dim(`after ${attempts} turn(s)`)}\n`)
   View.write(`${View.bold("failure".padEnd(9))} ${failure.message}\n`)
 
   const check = View.checks()

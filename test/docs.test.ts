@@ -3,8 +3,8 @@
  * contract and `@since`, the main entry points have an `@example`, every `@example` block and
  * every code block of the guides type-checks against the sources, and every include and relative
  * link of the guides resolves (scripts/docs/check.ts; the guides' code is included from
- * examples/, which examples.test.ts runs). The README's quick start is cut from
- * examples/quickstart.ts, its install lines are the getting-started guide's, and its links resolve.
+ * examples/, which examples.test.ts runs). The README's code is cut from examples/ (the quick
+ * start whole, then the approvals and structured-output sections), its install lines are the getting-started guide's, and its links resolve.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
@@ -55,10 +55,18 @@ describe("documentation", () => {
     expect(problems, `\n${problems.join("\n")}\n`).toEqual([])
   }, 120_000)
 
-  it("the README's quick start is cut from examples/quickstart.ts, whole", () => {
-    const cut = [...regions(read("examples/quickstart.ts"))].filter(([name]) => name.startsWith("readme-"))
-    expect(cut.map(([name]) => name)).toEqual(["readme-tools", "readme-agent"])
-    expect(codeBlocks(read("README.md"), "ts")).toEqual(cut.map(([, code]) => code))
+  it("the README's code is cut from the examples: the quick start whole, then approvals and structured output", () => {
+    const cut = (file: string, names: ReadonlyArray<string>) => {
+      const found = regions(read(file))
+      return names.map((name) => found.get(name) ?? `${file} has no region ${name}`)
+    }
+    const quickstart = [...regions(read("examples/quickstart.ts"))].filter(([name]) => name.startsWith("readme-"))
+    expect(quickstart.map(([name]) => name)).toEqual(["readme-tools", "readme-agent"])
+    expect(codeBlocks(read("README.md"), "ts")).toEqual([
+      ...quickstart.map(([, code]) => code),
+      ...cut("examples/approvals.ts", ["approvals"]),
+      ...cut("examples/structured-output.ts", ["readme-schema", "readme-runas"])
+    ])
   })
 
   it("the README installs what the getting-started guide installs, and its relative links resolve", () => {
