@@ -171,8 +171,10 @@ export const parse = (
     const names = new Map<string, string>()
     return lines.pipe(Stream.mapChunks((chunk) => {
       const outputs: Array<Driver.Output> = []
-      for (const line of chunk) {
-        const parsed = parseLine(line, context)
+      // Indexed loops: no iterator result per line.
+      const input = Chunk.toReadonlyArray(chunk)
+      for (let n = 0; n < input.length; n++) {
+        const parsed = parseLine(input[n]!, context)
         if (!Array.isArray(parsed)) {
           outputs.push(parsed as Driver.Output)
           continue

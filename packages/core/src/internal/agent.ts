@@ -11,6 +11,7 @@ import * as Gateway from "@tether/gateway/Gateway"
 import * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
 import type { ToolDefinitionError } from "@tether/tool/Tool"
+import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -600,7 +601,11 @@ export const assemble = (
         return stream(input).pipe(
           Stream.runForEachChunk((chunk) =>
             Effect.sync(() => {
-              for (const event of chunk) if (event._tag === "RunFinished") result = event.result
+              const events = Chunk.toReadonlyArray(chunk)
+              for (let i = 0; i < events.length; i++) {
+                const event = events[i]!
+                if (event._tag === "RunFinished") result = event.result
+              }
             })
           ),
           Effect.flatMap(() =>

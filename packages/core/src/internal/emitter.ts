@@ -98,7 +98,9 @@ export const make = (
     Effect.suspend(() => {
       if (pending.length === 0) return Effect.void
       time = Date.now()
-      const events: Array<Event.Event> = []
+      // Sized once (a dropped delta or an added `Dropped` changes the count: the length is set at the end).
+      const events: Array<Event.Event> = new Array(pending.length)
+      let count = 0
       const dropping = !blocking && full()
       for (let i = 0; i < pending.length; i++) {
         const item = pending[i]!
@@ -109,23 +111,22 @@ export const make = (
             continue
           }
           // The hot path: a delta is built from its fields, with no stamp object in between.
-          events.push(
-            item._tag === "TextDelta"
-              ? textDelta(runId, sequence++, time, item.text)
-              : reasoningDelta(runId, sequence++, time, item.text)
-          )
+          events[count++] = item._tag === "TextDelta"
+            ? textDelta(runId, sequence++, time, item.text)
+            : reasoningDelta(runId, sequence++, time, item.text)
           continue
         }
         if (dropped > 0) {
-          const count = dropped
+          const lost = dropped
           const kinds = Array.from(droppedKinds).sort()
           dropped = 0
           droppedKinds.clear()
-          events.push(stamp((base) => new Event.Dropped({ ...base, count, kinds }, true)))
+          events[count++] = stamp((base) => new Event.Dropped({ ...base, count: lost, kinds }, true))
         }
-        events.push(stamp(item.build))
+        events[count++] = stamp(item.build)
       }
-      if (events.length === 0) return Effect.void
+      if (count === 0) return Effect.void
+      events.length = count
       const offer = Effect.asVoid(queue.offer(Take.chunk(Chunk.unsafeFromArray(events))))
       return observe === undefined ? offer : Effect.zipRight(observe(events), offer)
     })

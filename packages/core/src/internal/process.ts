@@ -183,10 +183,6 @@ export const spawn = (
       if (end === 0) return undefined
       return decoder.decode(end === bytes.length ? bytes : bytes.subarray(0, end))
     }
-    const keep = (line: string, lines: Array<string>) => {
-      const text = line.charCodeAt(line.length - 1) === 13 ? line.slice(0, -1) : line
-      if (text.length > 0 && (text.charCodeAt(0) > 32 || text.trim() !== "")) lines.push(text)
-    }
     const onChunk = (bytes: Uint8Array): Effect.Effect<void> => {
       stdout.push(bytes)
       if (overflowed) return Effect.void
@@ -201,11 +197,18 @@ export const spawn = (
         }
         const head = bytes.subarray(0, last)
         const text = decoder.decode(pendingBytes === 0 ? head : Buffer.concat([...pending, head]))
-        const lines: Array<string> = []
-        for (const line of text.split("\n")) keep(line, lines)
+        // The split's own array is kept, the lines that stay moved to its front (no second array).
+        const lines = text.split("\n")
+        let kept = 0
+        for (let i = 0; i < lines.length; i++) {
+          const line = lines[i]!
+          const cut = line.charCodeAt(line.length - 1) === 13 ? line.slice(0, -1) : line
+          if (cut.length > 0 && (cut.charCodeAt(0) > 32 || cut.trim() !== "")) lines[kept++] = cut
+        }
+        lines.length = kept
         pending = last + 1 < bytes.length ? [bytes.subarray(last + 1)] : []
         pendingBytes = bytes.length - last - 1
-        return lines.length === 0 ? Effect.void : Queue.offer(queue, Take.chunk(Chunk.unsafeFromArray(lines)))
+        return kept === 0 ? Effect.void : Queue.offer(queue, Take.chunk(Chunk.unsafeFromArray(lines)))
       }
       const lines: Array<string> = []
       let start = 0

@@ -11,6 +11,7 @@ import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
 import type * as Catalog from "@tether/tool/Catalog"
 import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
 import type * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -20,6 +21,7 @@ import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
+import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
@@ -567,12 +569,25 @@ export const execute = (
       })
     )
     yield* ctx.driver.parse(lines, parseContext).pipe(
-      Stream.takeUntil((output) => output._tag === "Terminal"),
-      Stream.runForEachChunk((chunk) =>
-        emitScrubbed((sink) => {
-          for (const output of chunk) scrubber.push(output, sink)
-        })
-      ),
+      // Up to and including the terminal record, then no further chunk is pulled: one step per
+      // chunk, in an indexed loop (no copy of the chunk, no iterator result per output).
+      Stream.run(Sink.forEachChunkWhile((chunk) => {
+        const outputs = Chunk.toReadonlyArray(chunk)
+        let open = true
+        return Effect.map(
+          emitScrubbed((sink) => {
+            for (let i = 0; i < outputs.length; i++) {
+              const output = outputs[i]!
+              scrubber.push(output, sink)
+              if (output._tag === "Terminal") {
+                open = false
+                return
+              }
+            }
+          }),
+          () => open
+        )
+      })),
       // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
       Effect.zipRight(emitScrubbed(scrubber.flush)),
       Effect.catchAll((error) =>
