@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent, Skill } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Result from "@tether/core/Result"
-import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Cursor, Gemini } from "@tether/drivers"
 import {
   AnthropicServer,
   ChatCompletionsServer,
@@ -25,6 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import { offlineCodex } from "./CodexHarness.js"
 
 const Lookup = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
@@ -142,17 +143,7 @@ describe("agent definition through the real CLIs", () => {
       })
       const instructions = "INSTRUCTIONS-MARKER-codex: you triage issues."
       const outcome = yield* scenario(
-        Codex.driver({
-          model: "fake-model",
-          modelProvider: {
-            id: "fake",
-            baseUrl: server.baseUrl,
-            apiKey: Redacted.make("sk-fake-codex"),
-            requestMaxRetries: 0,
-            streamMaxRetries: 0
-          },
-          settings: Codex.offlineSettings
-        }),
+        offlineCodex(server.baseUrl),
         instructions
       )
       expectCommon(outcome)

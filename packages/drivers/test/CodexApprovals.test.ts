@@ -7,13 +7,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
 import type * as Event from "@tether/core/Event"
 import type * as Result from "@tether/core/Result"
-import { Codex } from "@tether/drivers"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
+import { offlineCodex } from "./CodexHarness.js"
 
 /** What the model reads in the same turn after a call the host denied (`turn/steer`). */
 const denied = "The host denied that action: "
@@ -43,18 +42,7 @@ const script: ResponsesServer.Script = (request) => {
     : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
 }
 
-const driverFor = (server: ResponsesServer.ResponsesServer) =>
-  Codex.driver({
-    model: "fake-model",
-    modelProvider: {
-      id: "fake",
-      baseUrl: server.baseUrl,
-      apiKey: Redacted.make("sk-fake-codex"),
-      requestMaxRetries: 0,
-      streamMaxRetries: 0
-    },
-    settings: Codex.offlineSettings
-  })
+const driverFor = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
 const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, E, Agent.Requirements>) =>
   Effect.gen(function*() {

@@ -6,13 +6,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
 import type * as Event from "@tether/core/Event"
-import { Codex } from "@tether/drivers"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
+import { offlineCodex } from "./CodexHarness.js"
 
 const offered = (request: ResponsesServer.RecordedRequest | undefined): ReadonlyArray<string> => {
   const tools =
@@ -30,17 +29,7 @@ describe("Codex built-in tool policy (real CLI)", () => {
         const sandbox = yield* Harness.sandbox
         yield* Effect.gen(function*() {
           const agent = yield* Agent.make({
-            driver: Codex.driver({
-              model: "fake-model",
-              modelProvider: {
-                id: "fake",
-                baseUrl: server.baseUrl,
-                apiKey: Redacted.make("sk-fake-codex"),
-                requestMaxRetries: 0,
-                streamMaxRetries: 0
-              },
-              settings: Codex.offlineSettings
-            }),
+            driver: offlineCodex(server.baseUrl),
             definition: { instructions: "", tools: Toolkit.empty },
             workspace: sandbox.workspace,
             profile: sandbox.selection
@@ -78,17 +67,7 @@ describe("Codex built-in tool policy (real CLI)", () => {
         const sandbox = yield* Harness.sandbox
         yield* Effect.gen(function*() {
           const agent = yield* Agent.make({
-            driver: Codex.driver({
-              model: "fake-model",
-              modelProvider: {
-                id: "fake",
-                baseUrl: server.baseUrl,
-                apiKey: Redacted.make("sk-fake-codex"),
-                requestMaxRetries: 0,
-                streamMaxRetries: 0
-              },
-              settings: Codex.offlineSettings
-            }),
+            driver: offlineCodex(server.baseUrl),
             definition: { instructions: "", tools: Toolkit.empty },
             workspace: sandbox.workspace,
             profile: sandbox.selection,

@@ -10,26 +10,15 @@ import type * as Driver from "@tether/core/Driver"
 import { Codex } from "@tether/drivers"
 import { ResponsesServer } from "@tether/testing"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { baseRequest, mcpServer, runTurn, tempRoot } from "./ClaudeHarness.js"
 import type { TurnResult } from "./ClaudeHarness.js"
+import { offlineCodex } from "./CodexHarness.js"
 
 const token = "codex-cli-test-token-6a1f0d"
 
-const driverFor = (server: ResponsesServer.ResponsesServer) =>
-  Codex.driver({
-    model: "fake-model",
-    modelProvider: {
-      id: "fake",
-      baseUrl: server.baseUrl,
-      apiKey: Redacted.make("sk-fake-codex"),
-      requestMaxRetries: 0,
-      streamMaxRetries: 0
-    },
-    settings: Codex.offlineSettings
-  })
+const driverFor = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
 const tags = (result: TurnResult) => result.outputs.map((o) => o._tag)
 const terminal = (result: TurnResult) => result.outputs.find((o): o is Driver.Terminal => o._tag === "Terminal")

@@ -7,13 +7,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
 import type * as Event from "@tether/core/Event"
-import { Codex } from "@tether/drivers"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { offlineCodex } from "./CodexHarness.js"
 
 const Triage = Schema.Struct({
   severity: Schema.Literal("low", "high"),
@@ -30,18 +29,7 @@ const textFormat = (request: ResponsesServer.RecordedRequest) => {
   return body.text?.format
 }
 
-const driverFor = (server: ResponsesServer.ResponsesServer) =>
-  Codex.driver({
-    model: "fake-model",
-    modelProvider: {
-      id: "fake",
-      baseUrl: server.baseUrl,
-      apiKey: Redacted.make("sk-fake-codex"),
-      requestMaxRetries: 0,
-      streamMaxRetries: 0
-    },
-    settings: Codex.offlineSettings
-  })
+const driverFor = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
 describe("Codex runAs (real CLI, --output-schema)", () => {
   it.live(

@@ -5,15 +5,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
-import { Codex } from "@tether/drivers"
 import * as Profile from "@tether/profile/Profile"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import { offlineCodex } from "./CodexHarness.js"
 
 const LookupIssue = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
@@ -24,18 +23,7 @@ const LookupIssue = Tool.make("lookup_issue", {
 const IssueTools = Toolkit.make(LookupIssue)
 const IssueToolsLive = IssueTools.toLayer({ lookup_issue: ({ key }) => Effect.succeed({ title: `Title of ${key}` }) })
 
-const driverFor = (server: ResponsesServer.ResponsesServer) =>
-  Codex.driver({
-    model: "fake-model",
-    modelProvider: {
-      id: "fake",
-      baseUrl: server.baseUrl,
-      apiKey: Redacted.make("sk-fake-codex"),
-      requestMaxRetries: 0,
-      streamMaxRetries: 0
-    },
-    settings: Codex.offlineSettings
-  })
+const driverFor = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
 type Needs = Agent.Requirements | Toolkit.HandlerServices<typeof IssueTools>
 

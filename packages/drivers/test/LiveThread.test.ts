@@ -23,6 +23,7 @@ import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { driverFor as claudeDriver, respond as claudeRespond } from "./ClaudeLiveHarness.js"
+import { offlineCodex } from "./CodexHarness.js"
 
 const Tools = Conformance.liveTools
 const ToolsLive = Tools.toLayer({
@@ -88,17 +89,7 @@ const codex: Subject = {
       }
     }),
     (server) => ({
-      driver: Codex.driver({
-        model: "fake-model",
-        modelProvider: {
-          id: "fake",
-          baseUrl: server.baseUrl,
-          apiKey: Redacted.make("sk-fake-codex"),
-          requestMaxRetries: 0,
-          streamMaxRetries: 0
-        },
-        settings: Codex.offlineSettings
-      }),
+      driver: offlineCodex(server.baseUrl),
       requests: Effect.map(server.requests, (all) =>
         all.map((r) => ({
           text: JSON.stringify(r),

@@ -25,6 +25,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { baseRequest, claudeBinary, mcpServer, type Root, runTurn } from "./ClaudeHarness.js"
+import { offlineCodex } from "./CodexHarness.js"
 
 const terminal = (outputs: ReadonlyArray<Driver.Output>) =>
   outputs.find((o): o is Driver.Terminal => o._tag === "Terminal")
@@ -86,18 +87,7 @@ const openClone = (box: Sandbox, layout: Driver.Driver["layout"], options: Profi
 
 const newToken = () => `token-${NodeCrypto.randomUUID()}`
 
-const codexDriver = (server: ResponsesServer.ResponsesServer) =>
-  Codex.driver({
-    model: "fake-model",
-    modelProvider: {
-      id: "fake",
-      baseUrl: server.baseUrl,
-      apiKey: Redacted.make("sk-fake-codex"),
-      requestMaxRetries: 0,
-      streamMaxRetries: 0
-    },
-    settings: Codex.offlineSettings
-  })
+const codexDriver = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
 describe("session entries outlive execution clones (real CLIs)", () => {
   it.live(
