@@ -3,10 +3,9 @@
  * binary against the scripted Responses server (one server per clause).
  */
 import { describe, it } from "@effect/vitest"
-import { Codex } from "@tether/drivers"
 import { Conformance, ResponsesServer } from "@tether/testing"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
+import { offlineCodex } from "./CodexHarness.js"
 
 const slowMarker = "[slow turn]"
 
@@ -17,17 +16,7 @@ const script: ResponsesServer.Script = (request) =>
     : ResponsesServer.text("plain answer")
 
 const subjectFor = (baseUrl: string): Conformance.Subject => ({
-  driver: Codex.driver({
-    model: "fake-model",
-    modelProvider: {
-      id: "fake",
-      baseUrl,
-      apiKey: Redacted.make("sk-fake-codex"),
-      requestMaxRetries: 0,
-      streamMaxRetries: 0
-    },
-    settings: Codex.offlineSettings
-  }),
+  driver: offlineCodex(baseUrl),
   plain: "Say something plain.",
   plainText: "plain answer",
   slow: `Take your time. ${slowMarker}`

@@ -9,16 +9,10 @@ import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import * as Zlib from "node:zlib"
+import type { RecordedRequest } from "../ResponsesServer.js"
 
-/** @internal */
-export interface Recorded {
-  readonly index: number
-  readonly method: string
-  readonly path: string
-  readonly headers: { readonly [name: string]: string }
-  readonly body: unknown
-  readonly receivedAt: number
-}
+/** A recorded request, as both servers describe it. */
+type Recorded = RecordedRequest
 
 /** @internal */
 export const readBody = (req: Http.IncomingMessage): Promise<Buffer> =>
