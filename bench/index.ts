@@ -103,7 +103,7 @@ const program = Effect.gen(function*() {
   })
 
   yield* section("P3 driver parse throughput (bench/parse.ts)", Parse.measure(settings.parse), (rows) => {
-    log(Parse.format(rows))
+    log(Parse.format(rows, !short))
     for (const row of rows) {
       figures.push({
         id: "P3",
