@@ -23,8 +23,9 @@
  * named by the driver's naming, with the command (the call's title) and what the agent sent; an
  * agent without approvals has them denied. A denied tool call fails and the model is told;
  * codex-acp's only refusal, `abort`, ends the turn (`canceled`). Approvals are asked on live
- * threads only (`approvals.live`): a one-shot run of an agent with approvals fails before the
- * spawn with `UnsupportedCapability`, and a one-shot run of an agent without them denies.
+ * threads (`approvals.live`) and on one-shot runs (`approvals.tool`: the turn runner calls the
+ * run's approver tool on the gateway, and the decision is mapped onto the options the same way);
+ * a run of an agent without approvals denies.
  *
  * Live sessions (`driver.live`) run the agent itself as the thread's warm process: one session,
  * one `session/prompt` per turn, an interrupt is `session/cancel` (the process stays warm). Before
@@ -37,8 +38,9 @@
  * agent as its child in the same process group, drives the same ACP client for one turn, relays
  * the agent's stdout unchanged (what `parse` reads) and ends the agent (SIGTERM: the adapters do
  * not exit when stdin closes). It reads the hosted token from the process's token variable and
- * takes it out of the agent's environment. It cannot see the gateway, so the hosted-tools
- * listing check is made by live sessions only.
+ * takes it out of the agent's environment, as it does the approver tool's token (the runner alone
+ * calls that tool, with the official MCP client). It cannot see the gateway's listings, so the
+ * hosted-tools listing check is made by live sessions only.
  *
  * What no ACP agent offers through the protocol fails before the spawn: a sandbox level, a fork,
  * a model (`session/set_model` is not stable ACP: configure the agent's model through its

@@ -389,6 +389,82 @@ const approvals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
   }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory]))
 
 /**
+ * Core's approvals on one-shot runs: the turn runner asks each `session/request_permission` for a
+ * built-in command through the run's approver tool on the gateway. The handler allows the first
+ * run's command (the file exists); the host denies the second's in event mode (`agent.approve`:
+ * the file is absent). Each run is its own runner and agent process; nothing is left after close.
+ */
+const oneShotApprovals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+  Effect.gen(function*() {
+    const subject = yield* make
+    const sandbox = yield* Harness.sandbox
+    const asked: Array<Approval.ApprovalRequest> = []
+    const run = Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        driver: subject.driver,
+        definition: { instructions: "", skills: [], tools: H.Tools },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        approvals: {
+          deadline: "1 minute",
+          // Handler mode for the command writing allowed.txt; the host answers the others.
+          handler: (request) =>
+            Effect.zipRight(
+              Effect.sync(() => asked.push(request)),
+              request.command?.includes("allowed.txt") === true ? Effect.succeed(Approval.allow) : Effect.never
+            )
+        }
+      })
+      const first = Array.from(yield* Stream.runCollect(agent.stream("write it [touch allowed.txt]")))
+      expect(Fs.readFileSync(Path.join(sandbox.workspace, "allowed.txt"), "utf8")).toBe("ran\n")
+      expect(first.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+      const second: Array<Event.Event> = []
+      const denied = yield* agent.stream("write it [touch denied.txt]").pipe(
+        Stream.runForEach((event) =>
+          Effect.zipRight(
+            Effect.sync(() => second.push(event)),
+            event._tag === "ApprovalRequested" ? agent.approve(event.request.id, Approval.deny("No.")) : Effect.void
+          )
+        ),
+        Effect.exit
+      )
+      expect(Fs.existsSync(Path.join(sandbox.workspace, "denied.txt"))).toBe(false)
+      const resolved = [...first, ...second].flatMap((e) =>
+        e._tag === "ApprovalResolved" ? [[e.decision._tag, e.by]] : []
+      )
+      expect(resolved).toEqual([["Allow", "handler"], ["Deny", "host"]])
+      // The requests as a live session reads them: a command with its line and the options the
+      // agent offered. (The host may answer the second before the handler is even called.)
+      const requests = [...first, ...second].flatMap((e) => e._tag === "ApprovalRequested" ? [e.request] : [])
+      expect(requests.map((r) => [r.kind, r.command?.includes(".txt"), (r.options ?? []).length > 0])).toEqual([
+        ["command", true, true],
+        ["command", true, true]
+      ])
+      expect(requests[0]?.command).toContain("allowed.txt")
+      expect(requests[1]?.command).toContain("denied.txt")
+      expect(asked[0]?.id).toBe(requests[0]?.id)
+      expect(Exit.isSuccess(denied)).toBe(!subject.denialCancels)
+      expect(second.at(-1)).toMatchObject({
+        _tag: "RunFinished",
+        outcome: subject.denialCancels ? "failure" : "success"
+      })
+      // Two one-shot runs: two runner processes, none kept warm.
+      const pids = [...first, ...second].flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
+      expect(new Set(pids).size).toBe(2)
+      return agent.marker
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(H.Tools.toLayer({
+        echo: ({ text }) => Effect.succeed({ echoed: `ECHO:${text}` }),
+        slow_wait: () => Effect.succeed({ done: true })
+      }))
+    )
+    const marker = yield* run
+    expect(yield* gone(marker)).toEqual([])
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+  }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory]))
+
+/**
  * Through `Agent.make`: a plain run is one-shot (the turn runner) and calls the hosted tool; a
  * thread runs on a warm live process of core's, and resumes with `session/load` after the agent
  * is rebuilt (new gateway port and token).
@@ -476,6 +552,11 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
     90_000
   )
   it.live(
+    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not",
+    oneShotApprovals(claudeSubject),
+    90_000
+  )
+  it.live(
     "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
     throughAgent(claudeSubject),
     120_000
@@ -511,6 +592,11 @@ describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
   it.live(
     "approvals on a live thread: a command the handler allows runs, one the host denies does not",
     approvals(codexSubject),
+    90_000
+  )
+  it.live(
+    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not",
+    oneShotApprovals(codexSubject),
     90_000
   )
   it.live(

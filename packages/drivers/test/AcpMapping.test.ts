@@ -6,6 +6,7 @@
  */
 import type * as AcpSdk from "@agentclientprotocol/sdk"
 import { describe, expect, it } from "@effect/vitest"
+import * as Approval from "@tether/core/Approval"
 import type * as Driver from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
@@ -88,6 +89,27 @@ describe("ACP permission decisions", () => {
       toolCall: { toolCallId: "call_3", title: "echo x", kind: "execute" }
     })
     expect(command.kind).toBe("command")
+  })
+
+  it("the one-shot approver tool: the ask travels as its input, core's decision back as its answer", () => {
+    const ask = AcpApproval.askOf({
+      sessionId: "s",
+      options: offered.codex,
+      toolCall: { toolCallId: "call_3", title: "echo x", kind: "execute", rawInput: { cwd: "/w", command: ["echo"] } }
+    })
+    // What the turn runner sends is JSON; the gateway hands the tool the parsed arguments.
+    expect(AcpApproval.approverTool.ask(JSON.parse(JSON.stringify(ask)))).toEqual(ask)
+    expect(typeof AcpApproval.approverTool.ask({ toolName: "x", kind: "shell", callId: "c", options: [] })).toBe(
+      "string"
+    )
+    expect(typeof AcpApproval.approverTool.ask({ kind: "command", callId: "c", options: [] })).toBe("string")
+    for (const decision of [Approval.allow, Approval.allowForSession, Approval.deny("No.")]) {
+      const text = JSON.stringify(AcpApproval.approverTool.answer(decision, ask))
+      expect(AcpApproval.decisionOf(text)).toEqual(decision)
+    }
+    expect(AcpApproval.decisionOf("Not an approval request.")).toBeUndefined()
+    expect(AcpApproval.decisionOf(JSON.stringify({ decision: { _tag: "AllowAlways" } }))).toBeUndefined()
+    expect(AcpApproval.decisionOf(JSON.stringify({ decision: { _tag: "Deny" } }))).toBeUndefined()
   })
 })
 

@@ -7,6 +7,10 @@
  * @internal
  */
 import type * as Acp from "@agentclientprotocol/sdk"
+import * as Approval from "@tether/core/Approval"
+import type * as Driver from "@tether/core/Driver"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 
 /**
  * A host's decision, structurally the `Decision` of core's approvals (`Allow`, `AllowForSession`,
@@ -105,4 +109,78 @@ export const outcomeOf = (
     if (option !== undefined) return { outcome: { outcome: "selected", optionId: option.optionId } }
   }
   return { outcome: { outcome: "cancelled" } }
+}
+
+/** The approver tool's input: an {@link Ask}, as the turn runner read it from the agent's request. */
+const AskInput = Schema.Struct({
+  toolName: Schema.String,
+  kind: Schema.Literal("command", "fileChange", "tool", "other"),
+  input: Schema.optionalWith(Schema.Unknown, { exact: true }),
+  callId: Schema.String,
+  command: Schema.optionalWith(Schema.String, { exact: true }),
+  cwd: Schema.optionalWith(Schema.String, { exact: true }),
+  diff: Schema.optionalWith(Schema.String, { exact: true }),
+  paths: Schema.optionalWith(Schema.Array(Schema.String), { exact: true }),
+  options: Schema.Array(Schema.Struct({ id: Schema.String, kind: Schema.String, label: Schema.String }))
+})
+
+/** The approver tool's answer: core's decision in its encoded form, as the turn runner reads it back. */
+const Answer = Schema.Struct({ decision: Approval.Decision })
+
+const decodeAsk = Schema.decodeUnknownEither(AskInput)
+const decodeAnswer = Schema.decodeUnknownEither(Schema.parseJson(Answer))
+const encodeDecision = Schema.encodeSync(Approval.Decision)
+
+/**
+ * The approver tool of a one-shot ACP turn (DESIGN §13). The turn runner (`acpTurn.ts`) has no
+ * route to core's approvals but the gateway: for each `session/request_permission` it would ask
+ * `LiveContext.approve` on a live session, it calls this tool on the run's approver server
+ * (`InvocationRequest.approvals`) with the {@link Ask} (named by the driver's naming), and maps the
+ * decision it answers onto the offered options with {@link outcomeOf}, as a live session does.
+ *
+ * @internal
+ */
+export const approverTool: Driver.ApproverTool = {
+  name: "approve",
+  description: "Answers an ACP agent's session/request_permission for a built-in tool call (Tether approvals).",
+  inputSchema: {
+    type: "object",
+    properties: {
+      toolName: { type: "string" },
+      kind: { type: "string", enum: ["command", "fileChange", "tool", "other"] },
+      input: {},
+      callId: { type: "string" },
+      command: { type: "string" },
+      cwd: { type: "string" },
+      diff: { type: "string" },
+      paths: { type: "array", items: { type: "string" } },
+      options: {
+        type: "array",
+        items: {
+          type: "object",
+          properties: { id: { type: "string" }, kind: { type: "string" }, label: { type: "string" } },
+          required: ["id", "kind", "label"]
+        }
+      }
+    },
+    required: ["toolName", "kind", "callId", "options"]
+  },
+  ask: (input) => {
+    const decoded = decodeAsk(input)
+    if (Either.isLeft(decoded)) return "expected the fields of an ACP permission request"
+    const { input: raw, ...rest } = decoded.right
+    return { ...rest, input: raw }
+  },
+  answer: (decision) => ({ decision: encodeDecision(decision) })
+}
+
+/**
+ * The decision in the approver tool's answer (its one text block); `undefined` when the text is
+ * not one (the turn runner then denies).
+ *
+ * @internal
+ */
+export const decisionOf = (text: string): Approval.Decision | undefined => {
+  const decoded = decodeAnswer(text)
+  return Either.isRight(decoded) ? decoded.right.decision : undefined
 }

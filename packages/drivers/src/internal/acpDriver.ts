@@ -7,7 +7,9 @@
  *   the agent's answer to `session/new`, and the hosted token goes inside that request, not in the
  *   environment). The invocation therefore runs the turn runner (`acpTurn.ts`) with this Node: it
  *   spawns the agent as its child in the same process group, drives one turn with the same ACP
- *   client, relays the agent's stdout verbatim (what `parse` reads) and ends the agent.
+ *   client, relays the agent's stdout verbatim (what `parse` reads) and ends the agent. Its
+ *   permission requests go to the run's approver tool on the gateway (`acpApproval.ts`) when the
+ *   agent has approvals.
  *
  * @internal
  */
@@ -20,6 +22,7 @@ import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import type { Config } from "../Acp.js"
 import * as Acp from "./acp.js"
+import * as AcpApproval from "./acpApproval.js"
 import * as AcpMap from "./acpMap.js"
 import * as Env from "./env.js"
 
@@ -173,9 +176,9 @@ export const driver = (config: Config): Driver.Driver => {
         })),
       attach: (channel, context) => Acp.attach(options, channel, context)
     },
-    // The live session asks `session/request_permission` of core's approvals; the turn runner of
-    // a one-shot turn has no way to reach them (core then refuses such a turn before the spawn).
-    approvals: { live: true },
+    // The live session asks `session/request_permission` of core's approvals directly; the turn
+    // runner of a one-shot turn asks them through the run's approver tool on the gateway.
+    approvals: { tool: AcpApproval.approverTool, live: true },
     ...(config.install === undefined ? {} : { install: config.install })
   }
 }

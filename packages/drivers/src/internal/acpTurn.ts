@@ -9,10 +9,17 @@
  * environment: it goes to the agent only inside `session/new`. A turn that could not run ends
  * with one stderr line `tether-acp-turn: <reason>: <detail>` and exit code 2. Permission requests
  * for the hosted tools are allowed when the driver's naming is one of the known ones (the spec
- * names it: a function cannot be passed), all others denied (a one-shot run has nobody to ask).
+ * names it: a function cannot be passed). All others are asked of core's approvals when the run
+ * has them (`request.approvals`): the runner calls the run's approver tool on the gateway with the
+ * official MCP client, on the approver's own per-process token (also kept from the agent), and
+ * the ACP client maps the decision onto the offered options as on a live session. Without
+ * approvals they are denied.
  *
  * @internal
  */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import * as Approval from "@tether/core/Approval"
 import type * as Driver from "@tether/core/Driver"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
@@ -23,6 +30,7 @@ import * as Stream from "effect/Stream"
 import { spawn } from "node:child_process"
 import * as Readline from "node:readline"
 import * as Acp from "./acp.js"
+import * as AcpApproval from "./acpApproval.js"
 import { failurePrefix, type TurnSpec } from "./acpDriver.js"
 import * as AcpMap from "./acpMap.js"
 
@@ -37,13 +45,70 @@ const readStdin = Effect.async<string>((resume) => {
 const reveal = (frame: Driver.SecretFrame): string =>
   frame.secrets.reduce((text, secret) => text.split(secret.placeholder).join(Redacted.value(secret.value)), frame.text)
 
+/**
+ * `LiveContext.approve` for a one-shot turn: each ask is a call of the run's approver tool on the
+ * gateway (one MCP client, connected at the first ask, closed with the scope). The wait is bounded
+ * by core's approvals (their deadline answers), not by the client; a call that fails is a deny.
+ */
+const approverOf = (approvals: NonNullable<Driver.InvocationRequest["approvals"]>, token: string) =>
+  Effect.gen(function*() {
+    let connected: Promise<Client> | undefined = undefined
+    const connect = (): Promise<Client> =>
+      connected ??= (async () => {
+        const client = new Client({ name: "tether-acp-turn", version: "0.1.0" })
+        await client.connect(
+          new StreamableHTTPClientTransport(new URL(approvals.url), {
+            requestInit: { headers: { Authorization: `Bearer ${token}` } }
+          })
+        )
+        return client
+      })()
+    yield* Effect.addFinalizer(() =>
+      connected === undefined ? Effect.void : Effect.promise(() => connected!.then((c) => c.close(), () => undefined))
+    )
+    const ask = (fields: Driver.ApprovalAsk) =>
+      Effect.tryPromise(async () => {
+        const client = await connect()
+        const result = await client.callTool(
+          { name: approvals.tool, arguments: { ...fields } },
+          undefined,
+          { timeout: maxTimer }
+        )
+        const blocks = Array.isArray(result.content) ? result.content : []
+        const text = blocks.flatMap((block) => block.type === "text" ? [block.text] : []).join("")
+        if (result.isError === true) throw new Error(text)
+        const decision = AcpApproval.decisionOf(text)
+        if (decision === undefined) throw new Error(`not a decision: ${text.slice(0, 200)}`)
+        return decision
+      })
+    return (fields: Driver.ApprovalAsk): Effect.Effect<Approval.Decision> =>
+      ask(fields).pipe(
+        Effect.catchAll((error) =>
+          Effect.succeed(
+            Approval.deny(
+              `The approval could not be asked (${
+                error.error instanceof Error ? error.error.message : "unknown failure"
+              }): the action was not run.`
+            )
+          )
+        )
+      )
+  })
+
+/** The longest timer Node keeps (about 24.8 days): the client never gives up before core's deadline. */
+const maxTimer = 2 ** 31 - 1
+
 const program = Effect.gen(function*() {
   const spec = JSON.parse(yield* readStdin) as TurnSpec
   const tokenVariable = spec.request.hosted.tokenVariable
   const token = process.env[tokenVariable] ?? ""
+  const approvals = spec.request.approvals
+  // Both tokens stay with the runner: the agent gets the hosted one inside `session/new` only and
+  // never the approver's.
+  const kept = new Set([tokenVariable, ...(approvals === undefined ? [] : [approvals.tokenVariable])])
   const env: { [name: string]: string } = {}
   for (const [name, value] of Object.entries(process.env)) {
-    if (value !== undefined && name !== tokenVariable) env[name] = value
+    if (value !== undefined && !kept.has(name)) env[name] = value
   }
   const child = yield* Effect.acquireRelease(
     Effect.sync(() => spawn(spec.command, [...spec.args], { cwd: spec.request.workspace, env, stdio: "pipe" })),
@@ -90,6 +155,9 @@ const program = Effect.gen(function*() {
     })
   }
   const request: Driver.InvocationRequest = { ...spec.request, hostEnv: process.env }
+  const approve = approvals === undefined
+    ? undefined
+    : yield* approverOf(approvals, process.env[approvals.tokenVariable] ?? "")
   const session = yield* Acp.attach(
     {
       // Only the hosted tools' permission requests depend on it (the driver's `parse` names the
@@ -109,7 +177,8 @@ const program = Effect.gen(function*() {
       session: spec.request.session,
       request,
       hostedToken: Redacted.make(token),
-      hostedToolsListed: Effect.void
+      hostedToolsListed: Effect.void,
+      ...(approve === undefined ? {} : { approve })
     }
   )
   yield* Stream.runDrain(session.turn({ runId: spec.request.runId, prompt: spec.request.prompt }))
