@@ -4,14 +4,13 @@ import { describe, expect, it } from "@effect/vitest"
 import type { Event } from "@tether/core"
 import { Driver, Thread, ThreadStore } from "@tether/core"
 import { Harness, Reference } from "@tether/testing"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Threads from "./fixtures/threads.js"
-import { record, text, withThreads } from "./fixtures/threadTest.js"
+import { record, text, watch, withThreads } from "./fixtures/threadTest.js"
 
 const collect = <E>(stream: Stream.Stream<Event.Event, E>) =>
   Effect.map(
@@ -109,13 +108,7 @@ for (const [name, storeLayer] of Threads.stores) {
             yield* loseTranscript(Threads.sessionsOf(sandbox), healthy.session)
             const rebuilt = yield* make(Threads.driver(control))
             const thread = yield* rebuilt.thread("k")
-            const subscribed = yield* Deferred.make<void>()
-            const watching = yield* thread.events.pipe(
-              Stream.onStart(Deferred.succeed(subscribed, undefined)),
-              Stream.runCollect,
-              Effect.fork
-            )
-            yield* Deferred.await(subscribed)
+            const watching = yield* watch(thread.events)
             const prepared = control.prepared.length
             const events = yield* collect(thread.stream(text("two")))
             // The rejected attempt ran (a resume, then a fresh session) ...

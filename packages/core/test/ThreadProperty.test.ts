@@ -14,6 +14,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as ShellCli from "./fixtures/shellCli.js"
 import * as Threads from "./fixtures/threads.js"
+import { watch as watchEvents } from "./fixtures/threadTest.js"
 
 const keys = ["a", "b\u0000", "ç/😀"] as const
 type Key = typeof keys[number]
@@ -147,14 +148,8 @@ const check = (ops: ReadonlyArray<Op>, world: World, prefix: string) =>
     /** Subscribes to a handle's events; `stop` closes the handle and returns what it saw. */
     const watch = (thread: { readonly events: Stream.Stream<Event.Event>; readonly close: Effect.Effect<void> }) =>
       Effect.gen(function*() {
-        const subscribed = yield* Deferred.make<void>()
-        const fiber = yield* thread.events.pipe(
-          Stream.onStart(Deferred.succeed(subscribed, undefined)),
-          Stream.runCollect,
-          Effect.fork
-        )
-        yield* Deferred.await(subscribed)
-        return Effect.zipRight(thread.close, Effect.map(Fiber.join(fiber), (chunk) => Array.from(chunk)))
+        const fiber = yield* watchEvents(thread.events)
+        return Effect.zipRight(thread.close, Fiber.join(fiber))
       })
 
     const expectPaired = (events: ReadonlyArray<Event.Event>) => {

@@ -2,7 +2,6 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent as AgentModule, ThreadStore } from "@tether/core"
 import { FakeCli, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -13,7 +12,7 @@ import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import * as Threads from "./fixtures/threads.js"
 import { storedTranscript } from "./fixtures/threads.js"
-import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
+import { record, startTurn, text, watch, withThreads } from "./fixtures/threadTest.js"
 
 for (const [name, storeLayer] of Threads.stores) {
   describe(`Thread sessions (${name} store)`, () => {
@@ -21,13 +20,7 @@ for (const [name, storeLayer] of Threads.stores) {
       withThreads(storeLayer, ({ agent }) =>
         Effect.gen(function*() {
           const thread = yield* agent.thread("k")
-          const subscribed = yield* Deferred.make<void>()
-          const collected = yield* thread.events.pipe(
-            Stream.onStart(Deferred.succeed(subscribed, undefined)),
-            Stream.runCollect,
-            Effect.fork
-          )
-          yield* Deferred.await(subscribed)
+          const collected = yield* watch(thread.events)
           const first = yield* thread.run(text("one"))
           yield* Effect.flip(thread.run(FakeCli.script({ op: "crash" })))
           const third = yield* thread.run(text("three"))
@@ -107,13 +100,7 @@ for (const [name, storeLayer] of Threads.stores) {
         Effect.gen(function*() {
           const thread = yield* agent.thread("k")
           const first = yield* thread.run(text("one"))
-          const subscribed = yield* Deferred.make<void>()
-          const watching = yield* thread.events.pipe(
-            Stream.onStart(Deferred.succeed(subscribed, undefined)),
-            Stream.runCollect,
-            Effect.fork
-          )
-          yield* Deferred.await(subscribed)
+          const watching = yield* watch(thread.events)
           const running = yield* startTurn(
             thread.stream(FakeCli.script({ op: "text", text: "on it" }, { op: "sleep", ms: 10_000 }))
           )
