@@ -6,12 +6,16 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import type * as Catalog from "@tether/tool/Catalog"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import * as FiberSet from "effect/FiberSet"
+import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
@@ -121,10 +125,29 @@ interface CallState {
   interruptedBy: "deadline" | "cancel"
 }
 
+/** Adds a call's annotations to the log annotations the fiber already carries. */
+const withCallAnnotations = (
+  name: string,
+  outcome: string,
+  code: string,
+  started: number
+) =>
+(annotations: HashMap.HashMap<string, unknown>): HashMap.HashMap<string, unknown> =>
+  HashMap.set(
+    HashMap.set(HashMap.set(HashMap.set(annotations, "tool", name), "outcome", outcome), "code", code),
+    "durationMs",
+    Math.round((performance.now() - started) * 100) / 100
+  )
+
 /**
  * One call, as a fiber of its registration. The deadline and cancellation are answered by
  * the caller (`call` below) without waiting for this fiber, so a handler that ignores
  * interruption cannot delay the answer.
+ *
+ * The fiber is fresh and ends with this effect, so the span is made current and the log
+ * annotations are added by setting the fiber's own refs, with no step to restore them
+ * (`withParentSpan`/`annotateLogs` each cost an uninterruptible region per call); one `onExit`
+ * writes the log line and the span's outcome, on success and on interruption alike.
  */
 const callEffect = (
   executor: Catalog.Executor,
@@ -132,35 +155,33 @@ const callEffect = (
   name: string,
   input: unknown,
   state: CallState,
-  parent: Option.Option<Tracer.AnySpan>
+  parent: Tracer.AnySpan | undefined
 ) =>
-  Effect.suspend(() => {
+  // A child of the span that was current where the calling credential was minted (a run's);
+  // with none, of the span current where the fiber starts.
+  Effect.useSpan("Gateway.call", { parent, attributes: { "tool.name": name }, captureStackTrace: false }, (span) => {
     const started = performance.now()
     const log = (outcome: string, code: string) =>
-      Effect.logInfo("tool call").pipe(
-        Effect.annotateLogs({
-          tool: name,
-          outcome,
-          code,
-          durationMs: Math.round((performance.now() - started) * 100) / 100
-        })
+      Effect.zipRight(
+        FiberRef.update(FiberRef.currentLogAnnotations, withCallAnnotations(name, outcome, code, started)),
+        Effect.logInfo("tool call")
       )
-    return executor.execute(name, input, { deadline: limits.handlerDeadline }).pipe(
+    return FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span)).pipe(
+      Effect.zipRight(Effect.suspend(() => executor.execute(name, input, { deadline: limits.handlerDeadline }))),
       Effect.catchAllCause((cause) => Effect.logWarning("tool execution defect", cause).pipe(Effect.as(internalError))),
       Effect.map((outcome) => outputSize(outcome) > limits.maxOutputBytes ? invalidOutput : outcome),
-      Effect.tap((outcome) =>
-        Effect.zipRight(
-          log(outcome._tag.toLowerCase(), outcomeCode(outcome)),
-          Effect.annotateCurrentSpan({ "tool.outcome": outcome._tag.toLowerCase(), "tool.code": outcomeCode(outcome) })
-        )
-      ),
-      Effect.onInterrupt(() =>
-        state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
-      ),
-      Effect.map(Mcp.toCallToolResult),
-      Effect.withSpan("Gateway.call", { attributes: { "tool.name": name }, captureStackTrace: false }),
-      // A child of the span that was current where the calling credential was minted (a run's).
-      (call) => Option.isSome(parent) ? Effect.withParentSpan(call, parent.value) : call
+      Effect.onExit((exit) => {
+        if (Exit.isSuccess(exit)) {
+          const outcome = exit.value._tag.toLowerCase()
+          const code = outcomeCode(exit.value)
+          span.attribute("tool.outcome", outcome)
+          span.attribute("tool.code", code)
+          return log(outcome, code)
+        }
+        if (!Cause.isInterruptedOnly(exit.cause)) return Effect.void
+        return state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
+      }),
+      Effect.map(Mcp.toCallToolResult)
     )
   })
 
@@ -412,7 +433,7 @@ export const make = (options: Options = {}): Effect.Effect<
           name: string,
           input: unknown,
           signal: AbortSignal,
-          parent: Option.Option<Tracer.AnySpan>
+          parent: Tracer.AnySpan | undefined
         ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             const state: CallState = { interruptedBy: "cancel" }
@@ -444,7 +465,7 @@ export const make = (options: Options = {}): Effect.Effect<
         const handlersFor = (
           names: ReadonlySet<string>,
           injected: ReadonlyArray<string>,
-          parent: Option.Option<Tracer.AnySpan>
+          parent: Tracer.AnySpan | undefined
         ): Mcp.Handlers => ({
           tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
           has: (name) => names.has(name),
@@ -464,7 +485,7 @@ export const make = (options: Options = {}): Effect.Effect<
               tokens.set(key, {
                 digest,
                 owner,
-                handlers: handlersFor(names, injected, parent),
+                handlers: handlersFor(names, injected, Option.getOrUndefined(parent)),
                 listed: () => Deferred.unsafeDone(listed, Exit.void)
               })
               known.add(token)
