@@ -328,6 +328,26 @@ describe("Logging and secrets", () => {
       expect(captured.join("\n")).not.toContain("ARGUMENT-VALUE-7731")
     })))
 
+  it.live("a call interrupted at its deadline is one log line: outcome failed, code deadline_exceeded", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ handlerDeadline: "100 millis" })
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const before = captured.length
+      const result = yield* Effect.promise(() => client.callTool({ name: "block", arguments: { text: "x" } }))
+      expect(result.isError).toBe(true)
+      // The line is written once the interrupted handler has stopped (its finalizer takes 50 ms).
+      const lines = () => captured.slice(before).filter((line) => line.includes("tool call"))
+      for (let i = 0; i < 100 && lines().length === 0; i++) yield* Effect.sleep("20 millis")
+      expect(recorder.interrupted).toBe(1)
+      expect(lines().length).toBe(1)
+      expect(lines()[0]).toContain("'tool', 'block'")
+      expect(lines()[0]).toContain("'outcome', 'failed'")
+      expect(lines()[0]).toContain("'code', 'deadline_exceeded'")
+    })))
+
   it.live("each call runs inside a Gateway.call span naming the tool", () =>
     live(Effect.gen(function*() {
       const gateway = yield* Gateway.make()
