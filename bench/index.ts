@@ -120,7 +120,7 @@ const program = Effect.gen(function*() {
     "P1/P2 gateway vs bare MCP SDK (bench/gateway.ts)",
     Gateway.measure(settings.gateway),
     (f) => {
-      log(Gateway.format(f))
+      log(Gateway.format(f, !short))
       figures.push({
         id: "P1",
         what: "gateway p50 latency, concurrency 1",
