@@ -317,11 +317,13 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
   }).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
 
 /**
- * Core's approvals on a live thread: the agent's `session/request_permission` for a built-in
- * command is an approval request; the handler allows the first (the command ran), the host denies
- * the second in event mode (the command did not run). One agent, one warm process, nothing left.
+ * Core's approvals, on a live thread (`session/request_permission` answered by core on the warm
+ * process) or on one-shot runs (the turn runner asks through the run's approver tool on the
+ * gateway). The handler allows the first turn's command (the file exists); the host denies the
+ * second's in event mode (the file is absent). Live: one warm process for both turns; one-shot:
+ * one runner per run, none kept. Nothing is left after close.
  */
-const approvals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
+const approvals = (mode: "live" | "oneShot") => (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
   Effect.gen(function*() {
     const subject = yield* make
     const sandbox = yield* Harness.sandbox
@@ -342,88 +344,16 @@ const approvals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
             )
         }
       })
-      const thread = yield* agent.thread("acp-approvals")
-      const first = Array.from(yield* Stream.runCollect(thread.stream("write it [touch allowed.txt]")))
-      expect(Fs.readFileSync(Path.join(sandbox.workspace, "allowed.txt"), "utf8")).toBe("ran\n")
-      const allowedRun = first.at(-1)
-      expect(allowedRun).toMatchObject({ _tag: "RunFinished", outcome: "success" })
-      const second: Array<Event.Event> = []
-      const denied = yield* thread.stream("write it [touch denied.txt]").pipe(
-        Stream.runForEach((event) =>
-          Effect.zipRight(
-            Effect.sync(() => second.push(event)),
-            event._tag === "ApprovalRequested" ? thread.approve(event.request.id, Approval.deny("No.")) : Effect.void
-          )
-        ),
-        Effect.exit
-      )
-      expect(Fs.existsSync(Path.join(sandbox.workspace, "denied.txt"))).toBe(false)
-      const resolved = [...first, ...second].flatMap((e) =>
-        e._tag === "ApprovalResolved" ? [[e.decision._tag, e.by]] : []
-      )
-      expect(resolved).toEqual([["Allow", "handler"], ["Deny", "host"]])
-      expect(asked.map((r) => [r.kind, r.command?.includes(".txt")])).toEqual([["command", true], [
-        "command",
-        true
-      ]])
-      // codex-acp's only refusal (`abort`) ends the turn (its run fails: the agent cancelled it);
-      // claude-agent-acp's tool call fails and the model answers.
-      expect(Exit.isSuccess(denied)).toBe(!subject.denialCancels)
-      expect(second.at(-1)).toMatchObject({
-        _tag: "RunFinished",
-        outcome: subject.denialCancels ? "failure" : "success"
-      })
-      const pids = [...first, ...second].flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
-      expect(new Set(pids).size).toBe(1)
-      return agent.marker
-    }).pipe(
-      Effect.scoped,
-      Effect.provide(H.Tools.toLayer({
-        echo: ({ text }) => Effect.succeed({ echoed: `ECHO:${text}` }),
-        slow_wait: () => Effect.succeed({ done: true })
-      }))
-    )
-    const marker = yield* run
-    expect(yield* gone(marker)).toEqual([])
-    expect(yield* Harness.entries(sandbox.root)).toEqual([])
-  }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory]))
-
-/**
- * Core's approvals on one-shot runs: the turn runner asks each `session/request_permission` for a
- * built-in command through the run's approver tool on the gateway. The handler allows the first
- * run's command (the file exists); the host denies the second's in event mode (`agent.approve`:
- * the file is absent). Each run is its own runner and agent process; nothing is left after close.
- */
-const oneShotApprovals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =>
-  Effect.gen(function*() {
-    const subject = yield* make
-    const sandbox = yield* Harness.sandbox
-    const asked: Array<Approval.ApprovalRequest> = []
-    const run = Effect.gen(function*() {
-      const agent = yield* Agent.make({
-        driver: subject.driver,
-        definition: { instructions: "", skills: [], tools: H.Tools },
-        workspace: sandbox.workspace,
-        profile: sandbox.selection,
-        approvals: {
-          deadline: "1 minute",
-          // Handler mode for the command writing allowed.txt; the host answers the others.
-          handler: (request) =>
-            Effect.zipRight(
-              Effect.sync(() => asked.push(request)),
-              request.command?.includes("allowed.txt") === true ? Effect.succeed(Approval.allow) : Effect.never
-            )
-        }
-      })
-      const first = Array.from(yield* Stream.runCollect(agent.stream("write it [touch allowed.txt]")))
+      const target = mode === "live" ? yield* agent.thread("acp-approvals") : agent
+      const first = Array.from(yield* Stream.runCollect(target.stream("write it [touch allowed.txt]")))
       expect(Fs.readFileSync(Path.join(sandbox.workspace, "allowed.txt"), "utf8")).toBe("ran\n")
       expect(first.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
       const second: Array<Event.Event> = []
-      const denied = yield* agent.stream("write it [touch denied.txt]").pipe(
+      const denied = yield* target.stream("write it [touch denied.txt]").pipe(
         Stream.runForEach((event) =>
           Effect.zipRight(
             Effect.sync(() => second.push(event)),
-            event._tag === "ApprovalRequested" ? agent.approve(event.request.id, Approval.deny("No.")) : Effect.void
+            event._tag === "ApprovalRequested" ? target.approve(event.request.id, Approval.deny("No.")) : Effect.void
           )
         ),
         Effect.exit
@@ -433,8 +363,8 @@ const oneShotApprovals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) =>
         e._tag === "ApprovalResolved" ? [[e.decision._tag, e.by]] : []
       )
       expect(resolved).toEqual([["Allow", "handler"], ["Deny", "host"]])
-      // The requests as a live session reads them: a command with its line and the options the
-      // agent offered. (The host may answer the second before the handler is even called.)
+      // The requests: a command with its line and the options the agent offered. (The host may
+      // answer the second before the handler is even called.)
       const requests = [...first, ...second].flatMap((e) => e._tag === "ApprovalRequested" ? [e.request] : [])
       expect(requests.map((r) => [r.kind, r.command?.includes(".txt"), (r.options ?? []).length > 0])).toEqual([
         ["command", true, true],
@@ -443,14 +373,16 @@ const oneShotApprovals = (make: Effect.Effect<Subject, unknown, Scope.Scope>) =>
       expect(requests[0]?.command).toContain("allowed.txt")
       expect(requests[1]?.command).toContain("denied.txt")
       expect(asked[0]?.id).toBe(requests[0]?.id)
+      // codex-acp's only refusal (`abort`) ends the turn (its run fails: the agent cancelled it);
+      // claude-agent-acp's tool call fails and the model answers.
       expect(Exit.isSuccess(denied)).toBe(!subject.denialCancels)
       expect(second.at(-1)).toMatchObject({
         _tag: "RunFinished",
         outcome: subject.denialCancels ? "failure" : "success"
       })
-      // Two one-shot runs: two runner processes, none kept warm.
+      // Live: one warm process served both turns; one-shot: two runner processes, none kept warm.
       const pids = [...first, ...second].flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
-      expect(new Set(pids).size).toBe(2)
+      expect(new Set(pids).size).toBe(mode === "live" ? 1 : 2)
       return agent.marker
     }).pipe(
       Effect.scoped,
@@ -548,12 +480,12 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
   )
   it.live(
     "approvals on a live thread: a command the handler allows runs, one the host denies does not",
-    approvals(claudeSubject),
+    approvals("live")(claudeSubject),
     90_000
   )
   it.live(
     "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not",
-    oneShotApprovals(claudeSubject),
+    approvals("oneShot")(claudeSubject),
     90_000
   )
   it.live(
@@ -591,12 +523,12 @@ describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
   )
   it.live(
     "approvals on a live thread: a command the handler allows runs, one the host denies does not",
-    approvals(codexSubject),
+    approvals("live")(codexSubject),
     90_000
   )
   it.live(
     "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not",
-    oneShotApprovals(codexSubject),
+    approvals("oneShot")(codexSubject),
     90_000
   )
   it.live(
