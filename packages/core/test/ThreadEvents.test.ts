@@ -76,7 +76,7 @@ describe("Thread events", () => {
         const watching = yield* subscribe(thread.events, hold)
         // The subscriber's buffer of 2 is full (ProcessStarted, SessionStarted) when the first batch of
         // deltas comes: the caller sees them only after the subscriber dropped them; then it reads.
-        yield* thread.stream(FakeCli.script({ op: "deltas", count: deltas }, { op: "text", text: "end" })).pipe(
+        yield* thread.stream(FakeCli.script({ op: "deltas", count: deltas }, { op: "text", text: "end." })).pipe(
           Stream.tap((event) => event._tag === "TextDelta" ? Deferred.succeed(hold, undefined) : Effect.void),
           Stream.runDrain
         )
@@ -87,7 +87,7 @@ describe("Thread events", () => {
         const critical = events.map((event) => event._tag).filter((tag) => tag !== "TextDelta" && tag !== "Dropped")
         expect(critical.slice(0, 3)).toEqual(["RunStarted", "ThreadOpened", "ProcessStarted"])
         expect(critical.filter((tag) => tag === "RunStarted" || tag === "RunFinished")).toHaveLength(2)
-        expect(events.filter((event) => event._tag === "Message")).toMatchObject([{ text: "end" }])
+        expect(events.filter((event) => event._tag === "Message")).toMatchObject([{ text: "end." }])
         expect(events.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
         expectIncreasing(events)
       }), { events: { buffer: 2 } }))

@@ -3,9 +3,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import type { Event } from "@tether/core"
 import { Driver, Thread, ThreadStore } from "@tether/core"
-import { Harness, Reference } from "@tether/testing"
+import { FakeCli, Harness, Reference } from "@tether/testing"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -166,6 +168,37 @@ for (const [name, storeLayer] of Threads.stores) {
         })))
   })
 }
+
+describe("Thread openings: the hold on a resumed turn", () => {
+  it.live("a resumed turn canceled before it showed anything reaches the observers by the close, however slow its caller", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ agent }) =>
+      Effect.gen(function*() {
+        const thread = yield* agent.thread("k")
+        yield* thread.run(text("one"))
+        const watching = yield* watch(thread.events)
+        // The resumed turn's CLI hangs after announcing its session: every event is bookkeeping,
+        // so the caller's stream holds them until the run ends. The caller then stalls on the
+        // first one until after the agent's close.
+        const stalled = yield* Deferred.make<void>()
+        const caller = yield* thread.stream(FakeCli.script({ op: "hang" })).pipe(
+          Stream.tap(() => Deferred.await(stalled)),
+          Stream.runCollect,
+          Effect.either,
+          Effect.fork
+        )
+        yield* Harness.markedProcesses(agent.marker).pipe(
+          Effect.repeat({ until: (pids) => pids.length > 0, schedule: Schedule.spaced("20 millis") })
+        )
+        yield* agent.close()
+        yield* Deferred.succeed(stalled, undefined)
+        yield* Fiber.join(caller)
+        const observed = yield* Fiber.join(watching)
+        expect(observed.map((event) => event._tag)).toContain("RunStarted")
+        const finished = observed.flatMap((event) => event._tag === "RunFinished" ? [event.outcome] : [])
+        expect(finished).toEqual(["canceled"])
+        expect(observed.find((event) => event._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
+      })))
+})
 
 describe("Thread openings (live)", () => {
   it.live(

@@ -146,7 +146,8 @@ const main = async () => {
         break
       }
       case "deltas": {
-        const text = "x".repeat(op.size ?? 8)
+        // Ends outside base64url: a run never holds one back as the possible start of a token.
+        const text = "x".repeat(Math.max(0, (op.size ?? 8) - 1)) + "."
         const count = op.count ?? 0
         let batch = ""
         for (let i = 0; i < count; i++) {

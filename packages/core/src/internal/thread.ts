@@ -351,7 +351,12 @@ export const open = (
         const shown = gate(() => accepted)
         const observed = gate(() => accepted)
         const observe = (events: ReadonlyArray<Event.Event>) => {
-          const passed = observed.pass(events)
+          // The run's end settles the hold for the observers here, on the run's side, unless it
+          // may be a rejected resume (retried fresh, invisibly): they must not wait for the
+          // caller's stream to end, which may come after the agent's close ended \`events\`.
+          const end = events.find((event) => event._tag === "RunFinished")
+          const settled = end !== undefined && !(end.outcome === "failure" && end.reason === "ProtocolError")
+          const passed = settled ? [...observed.take(), ...events] : observed.pass(events)
           return passed.length === 0 ? Effect.void : hub.publish(passed)
         }
         const release = Effect.suspend(() => {
