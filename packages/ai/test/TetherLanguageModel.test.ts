@@ -156,8 +156,7 @@ describe("TetherLanguageModel on the reference driver", () => {
       // Deltas may be cut differently from the CLI's (the run holds back a delta's end while it
       // could start a live token): the blocks and their text are what must match.
       const types = parts.map((p) => p.type).filter((type, i, all) => !(type.endsWith("-delta") && all[i - 1] === type))
-      const deltas = (type: string) =>
-        parts.flatMap((p) => p.type === type && "delta" in p ? [p.delta] : []).join("")
+      const deltas = (type: string) => parts.flatMap((p) => p.type === type && "delta" in p ? [p.delta] : []).join("")
       expect(deltas("reasoning-delta")).toBe("thinking")
       expect(deltas("text-delta")).toBe("HelloSecond block")
       expect(types).toEqual([
