@@ -72,6 +72,9 @@ const claudeSubject = Effect.gen(function*() {
         if (last.includes("[shell]")) {
           return AnthropicServer.callTool("Bash", { command: "echo ran > shell.txt", description: "write a file" })
         }
+        if (last.includes("[env]")) {
+          return AnthropicServer.callTool("Bash", { command: "env > env.txt", description: "list the environment" })
+        }
         const touch = /\[touch (\S+)\]/.exec(last)?.[1]
         if (touch !== undefined) {
           return AnthropicServer.callTool("Bash", { command: `echo ran > ${touch}`, description: "write a file" })
@@ -109,6 +112,12 @@ const codexSubject = Effect.gen(function*() {
       if (last.includes("[echo]")) return ResponsesServer.mcpTool("tether", "echo", { text: "hello-acp" })
       if (last.includes("[wait]")) return ResponsesServer.mcpTool("tether", "slow_wait", {})
       if (last.includes("[stamp]")) return ResponsesServer.mcpTool("ext", "stamp", { text: "hi" })
+      if (last.includes("[env]")) {
+        return ResponsesServer.callTool({
+          name: "exec_command",
+          input: { cmd: "env > env.txt", sandbox_permissions: "require_escalated", justification: "list" }
+        })
+      }
       const touch = last.includes("[shell]") ? "shell.txt" : /\[touch (\S+)\]/.exec(last)?.[1]
       if (touch !== undefined) {
         return ResponsesServer.callTool({
@@ -340,7 +349,9 @@ const approvals = (mode: "live" | "oneShot") => (make: Effect.Effect<Subject, un
           handler: (request) =>
             Effect.zipRight(
               Effect.sync(() => asked.push(request)),
-              request.command?.includes("allowed.txt") === true ? Effect.succeed(Approval.allow) : Effect.never
+              request.command?.includes("allowed.txt") === true || request.command?.includes("env.txt") === true
+                ? Effect.succeed(Approval.allow)
+                : Effect.never
             )
         }
       })
@@ -383,6 +394,17 @@ const approvals = (mode: "live" | "oneShot") => (make: Effect.Effect<Subject, un
       // Live: one warm process served both turns; one-shot: two runner processes, none kept warm.
       const pids = [...first, ...second].flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
       expect(new Set(pids).size).toBe(mode === "live" ? 1 : 2)
+      if (mode === "oneShot") {
+        // The turn runner keeps both of the run's tokens from the agent it spawns: the hosted one
+        // goes to it only inside session/new, the approver's never. The agent's shell lists what
+        // it was given (core's marker is passed on, so the listing is of the agent's environment).
+        const listed = Array.from(yield* Stream.runCollect(agent.stream("list it [env]")))
+        expect(listed.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+        const names = Fs.readFileSync(Path.join(sandbox.workspace, "env.txt"), "utf8").split("\n")
+          .map((line) => line.split("=")[0])
+        expect(names).toContain("TETHER_AGENT_MARKER")
+        expect(names.filter((name) => name?.startsWith("TETHER_MCP_"))).toEqual([])
+      }
       return agent.marker
     }).pipe(
       Effect.scoped,
@@ -484,7 +506,7 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
     90_000
   )
   it.live(
-    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not",
+    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not; the agent gets neither token in its environment",
     approvals("oneShot")(claudeSubject),
     90_000
   )
@@ -527,7 +549,7 @@ describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
     90_000
   )
   it.live(
-    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not",
+    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not; the agent gets neither token in its environment",
     approvals("oneShot")(codexSubject),
     90_000
   )
