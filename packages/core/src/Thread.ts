@@ -339,8 +339,8 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *
  * - `stream(turn)` / `run(turn)`: as the agent's, on this thread's session (see the module
  *   documentation); a turn's `toolPolicy` applies to that turn only. When a rejected resume is
- *   retried fresh, the stream carries both runs (the rejected one ends with a failed
- *   `RunFinished`) and `run` returns the fresh run's result.
+ *   retried fresh, the retry is invisible: the stream carries one run (its `ThreadOpened` says
+ *   `restarted`, with the rejection) and `run` returns the fresh run's result.
  * - `runAs(schema, turn)` / `streamAs(schema, turn)`: as the agent's (see `StructuredOutput`);
  *   each attempt is a turn of this thread, and a repair turn resumes the checkpoint the previous
  *   attempt committed.

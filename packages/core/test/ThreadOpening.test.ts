@@ -198,6 +198,23 @@ describe("Thread openings: the hold on a resumed turn", () => {
         expect(finished).toEqual(["canceled"])
         expect(observed.find((event) => event._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
       })))
+  it.live("the hold is bounded: a resumed turn whose CLI prints only unreadable lines is shown after 256 events", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ agent }) =>
+      Effect.gen(function*() {
+        const thread = yield* agent.thread("k")
+        yield* thread.run(text("one"))
+        // 300 lines that are not JSON (a Notice each), then the CLI hangs: the run never ends on
+        // its own, so without the bound its caller would see nothing.
+        const malformed = Array.from({ length: 300 }, () => ({ op: "malformed" }) as const)
+        const seen = yield* thread.stream(FakeCli.script(...malformed, { op: "hang" })).pipe(
+          Stream.takeUntil((event) => event._tag === "Notice"),
+          Stream.runCollect,
+          Effect.timeout("30 seconds")
+        )
+        const tags = Array.from(seen).map((event) => event._tag)
+        expect(tags.slice(0, 2)).toEqual(["RunStarted", "ThreadOpened"])
+        expect(tags.at(-1)).toBe("Notice")
+      })))
 })
 
 describe("Thread openings (live)", () => {

@@ -129,10 +129,18 @@ const bookkeeping = (event: Event.Event): boolean => {
 }
 
 /**
+ * The most events a resuming attempt holds back. A CLI that printed this many (notices of lines
+ * it could not read, say) before anything else is shown as it goes: the hold is bounded in
+ * memory, and a rejection after that stands as the turn's failure, not retried fresh.
+ */
+const maxHeld = 256
+
+/**
  * Holds a resuming attempt's events back until its provider has shown it accepted the session
  * (`accepted()` says so, or the first event that is not bookkeeping, or the run's end), so that
  * a rejected resume retried fresh is invisible but for the restart's own `ThreadOpened`. `pass`
- * returns what may be shown now; `take` ends the hold and returns what was held back.
+ * returns what may be shown now; `take` ends the hold and returns what was held back. At
+ * `maxHeld` events the hold ends.
  */
 const gate = (accepted: () => boolean) => {
   let held: Array<Event.Event> | undefined = []
@@ -140,7 +148,7 @@ const gate = (accepted: () => boolean) => {
     pass: (events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
       if (held === undefined) return events
       for (let i = 0; i < events.length; i++) {
-        if (accepted() || !bookkeeping(events[i]!)) {
+        if (accepted() || !bookkeeping(events[i]!) || held.length >= maxHeld) {
           const shown = [...held, ...events.slice(i)]
           held = undefined
           return shown
