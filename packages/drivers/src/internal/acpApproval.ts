@@ -12,22 +12,14 @@ import type * as Driver from "@tether/core/Driver"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 
-/**
- * A host's decision, structurally the `Decision` of core's approvals (`Allow`, `AllowForSession`,
- * `Deny` with the message the model is told).
- *
- * @internal
- */
-export type Decision =
-  | { readonly _tag: "Allow" }
-  | { readonly _tag: "AllowForSession" }
-  | { readonly _tag: "Deny"; readonly message: string }
+/** A host's decision: core's (`Allow`, `AllowForSession`, `Deny` with the message the model is told). @internal */
+export type Decision = Approval.Decision
 
 /** The decision while no approver is wired: the agent's tool call is refused. @internal */
-export const denied: Decision = { _tag: "Deny", message: "No approver is configured: the action was not run." }
+export const denied: Decision = Approval.deny("No approver is configured: the action was not run.")
 
 /** The decision for a permission request of a hosted or declared MCP tool: the host offered it. @internal */
-export const allowHosted: Decision = { _tag: "Allow" }
+export const allowHosted: Decision = Approval.allow
 
 /** What an approval request carries, as read from the agent's permission request. @internal */
 export interface Ask {
