@@ -144,7 +144,8 @@ const buildEnv = (config: Config, request: Driver.InvocationRequest, home: strin
     CLAUDE_CODE_MAX_RETRIES: maxRetriesOf(config)
   })
 
-const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
+/** The session flags of Claude Code (and of CodeBuddy Code, its fork). @internal */
+export const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
   switch (session._tag) {
     case "New":
       return ["--session-id", session.id]

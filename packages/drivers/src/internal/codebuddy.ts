@@ -120,17 +120,6 @@ const mcpTimeoutEnv = (config: Config): { readonly [name: string]: string } => {
   return Number.isFinite(millis) ? { MCP_TIMEOUT: String(Math.max(1, Math.ceil(millis))) } : {}
 }
 
-const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<string> => {
-  switch (session._tag) {
-    case "New":
-      return ["--session-id", session.id]
-    case "Resume":
-      return ["--resume", session.id]
-    case "Fork":
-      return ["--resume", session.from, "--fork-session", "--session-id", session.id]
-  }
-}
-
 /** @internal */
 export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
@@ -167,7 +156,7 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     const model = request.model ?? config.model
     if (model !== undefined) args.push("--model", model)
     if (request.instructions.length > 0) args.push("--append-system-prompt", request.instructions)
-    args.push(...sessionArgs(request.session))
+    args.push(...claude.sessionArgs(request.session))
     return {
       command: binary.command,
       args: [...binary.prefix, ...args],
