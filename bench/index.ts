@@ -197,11 +197,19 @@ const program = Effect.gen(function*() {
       log(Turn.format(f))
       figures.push({
         id: "P8",
-        what: "agent.run vs raw CLI, same config, plain Claude turn",
-        measured: `${f.tetherMs.toFixed(0)} ms (raw with the same MCP declaration ${f.rawMcpMs.toFixed(0)} to result)`,
+        what: "agent.run vs the raw CLI given Tether's invocation",
+        measured: `${f.tetherMs.toFixed(0)} ms (raw ${f.rawTetherMs.toFixed(0)} to result)`,
         ratio: x(f.ratio),
         target: "≤ 1.03×",
         pass: f.ratio <= 1.03
+      })
+      figures.push({
+        id: "P8",
+        what: "the same vs the raw CLI with the MCP declaration, own profile",
+        measured: `raw CLI ${f.rawMcpMs.toFixed(0)} ms to result`,
+        ratio: x(f.ratioMcp),
+        target: "(reported)",
+        pass: undefined
       })
       figures.push({
         id: "P8",
