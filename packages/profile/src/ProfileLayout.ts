@@ -138,6 +138,16 @@ export const isSession = (layout: ProfileLayout, path: string): boolean =>
   glob.matches(layout.classes.sessions ?? [], path)
 
 /**
+ * Whether the directory at `path` (relative, `/` separated) matches the layout's `sessions` globs
+ * or may hold an entry below it that does: a walk looking for session entries enters no other.
+ *
+ * @since 0.3.0
+ * @category utils
+ */
+export const mayHoldSessions = (layout: ProfileLayout, path: string): boolean =>
+  glob.couldMatchBelow(layout.classes.sessions ?? [], path)
+
+/**
  * Whether the session entry at `path` belongs to `session` alone (see `ProfileLayout.sessionOf`).
  * `undefined` when the entry is shared by the sessions (or the layout cannot tell).
  *

@@ -44,6 +44,30 @@ describe("ProfileLayout", () => {
     expect(ProfileLayout.matches(["$^{}|\\"], "$^{}|\\")).toBe(true)
   })
 
+  it("mayHoldSessions: the directories the session globs may reach, and no other", () => {
+    const sessions = ProfileLayout.make({
+      provider: "fake",
+      selectorEnv: [],
+      nativeDefault: () => "/nowhere",
+      classes: {
+        settings: [],
+        mcp: [],
+        skills: [],
+        auth: [],
+        sessions: ["sessions/**", ".gemini/tmp/*/chats/**", "projects.json"]
+      },
+      reserved: [],
+      siblings: []
+    })
+    expect(["sessions", "sessions/2026/12", ".gemini", ".gemini/tmp", ".gemini/tmp/abc", ".gemini/tmp/abc/chats"].map(
+      (dir) => ProfileLayout.mayHoldSessions(sessions, dir)
+    )).toEqual([true, true, true, true, true, true])
+    expect(["skills", "skills/.system", "log", ".gemini/tmp/abc/logs", ".gemini/history"].map(
+      (dir) => ProfileLayout.mayHoldSessions(sessions, dir)
+    )).toEqual([false, false, false, false, false])
+    expect(ProfileLayout.mayHoldSessions(layout, "sessions")).toBe(false)
+  })
+
   it("reserved names", () => {
     expect(ProfileLayout.isReserved(layout, "tether/mcp.json")).toBe(true)
     expect(ProfileLayout.isReserved(layout, "tether")).toBe(true)

@@ -12,7 +12,7 @@ import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
-import { ownedBy, type ProfileLayout, sessionOwner } from "@tether/profile/ProfileLayout"
+import { mayHoldSessions, ownedBy, type ProfileLayout, sessionOwner } from "@tether/profile/ProfileLayout"
 import * as Clock from "effect/Clock"
 import type * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -20,6 +20,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
@@ -53,6 +54,11 @@ export interface Warm {
   steer: ((input: string) => Effect.Effect<Driver.Delivery, Driver.ProtocolError>) | undefined
   /** Asks the running turn's approvals (set while a turn runs, when the agent has approvals). */
   approve: ((ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>) | undefined
+  /**
+   * The wait for the last committed turn's late session writes (then saved again), and its
+   * session: one at a time per process, as the next commit of that session saves them too.
+   */
+  settling: { readonly session: string; readonly fiber: Fiber.RuntimeFiber<void> } | undefined
   retired: boolean
   /** Shuts the process down (once; every caller waits for that one shutdown). */
   readonly retire: Effect.Effect<void>
@@ -232,6 +238,7 @@ export const open = (
         lastUsed: Date.now(),
         steer: undefined,
         approve: undefined,
+        settling: undefined,
         retired: false,
         retire: Effect.suspend(() => {
           warm.retired = true
@@ -373,7 +380,9 @@ export const makePool = (options: {
   })
 
 /**
- * The clone's files of `session` (by the layout's `sessionOf`), each as `size:mtime`. @internal
+ * The clone's files of `session` (by the layout's `sessionOf`), each as `size:mtime`. Only the
+ * directories the layout's session globs may reach are read (a CLI's profile also holds skills,
+ * logs and caches). @internal
  */
 export const sessionFiles = (
   dir: string,
@@ -390,8 +399,9 @@ export const sessionFiles = (
     }
     for (const entry of entries) {
       const path = relative === "" ? entry.name : `${relative}/${entry.name}`
-      if (entry.isDirectory()) walk(path)
-      else if (entry.isFile()) {
+      if (entry.isDirectory()) {
+        if (mayHoldSessions(layout, path)) walk(path)
+      } else if (entry.isFile()) {
         const owner = sessionOwner(layout, path)
         if (owner === undefined || !ownedBy(owner, session)) continue
         try {

@@ -798,16 +798,26 @@ export const execute = (
           // The CLI stays up and may still be writing the turn into its session (Claude Code writes
           // the last message up to ~100 ms after its result): once its files are quiet, what changed
           // since the save is saved again, in the background (the result is not delayed).
+          // One such wait per process: this commit saved what the previous turn's wait was for
+          // (when it is the same session), so that wait ends here. Turns that follow each other
+          // faster than the files go quiet would otherwise each leave one polling until its bound.
           if (session !== undefined && before !== undefined && request.save !== undefined) {
             const save = request.save
-            yield* FiberSet.run(
-              ctx.reapers,
-              Live.settle(ctx.profile.dir, ctx.driver.layout, session, before, ctx.exitGrace).pipe(
-                Effect.flatMap((changed) => changed ? save(session) : Effect.void),
-                Effect.catchAll((error) => Effect.logWarning(`a live session's late save failed: ${error.message}`)),
-                Effect.interruptible
+            const previous = warm.settling
+            warm.settling = {
+              session,
+              fiber: yield* FiberSet.run(
+                ctx.reapers,
+                Live.settle(ctx.profile.dir, ctx.driver.layout, session, before, ctx.exitGrace).pipe(
+                  Effect.interruptible,
+                  // A save once started completes: interrupted halfway, its write could land after
+                  // a later save's and put older content back.
+                  Effect.flatMap((changed) => changed ? Effect.uninterruptible(save(session)) : Effect.void),
+                  Effect.catchAll((error) => Effect.logWarning(`a live session's late save failed: ${error.message}`))
+                )
               )
-            )
+            }
+            if (previous !== undefined && previous.session === session) yield* Fiber.interruptFork(previous.fiber)
           }
         }
         // The process carries the committed session: the next turn resuming it may run on it.
