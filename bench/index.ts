@@ -53,7 +53,8 @@ const settings = short
     core: { runs: 2, makeCloses: 5 },
     agents: { agents: 100 },
     turns: 1,
-    claudeTurns: 1
+    claudeTurns: 1,
+    laterTurns: 2
   }
   : {
     parse: { lines: 50_000, rounds: 9 },
@@ -63,7 +64,8 @@ const settings = short
     turns: 5,
     // P8's target (3%) is finer than a Claude Code turn's spread from one round to the next
     // (about ±10% on this 2-core VM): more rounds for its median.
-    claudeTurns: 11
+    claudeTurns: 11,
+    laterTurns: 30
   }
 
 const figures: Array<Figure> = []
@@ -228,7 +230,7 @@ const program = Effect.gen(function*() {
 
   yield* section(
     "P9 live thread: warm turn vs cold turn (bench/liveThreads.ts)",
-    LiveThreads.measure(settings.turns),
+    LiveThreads.measure(settings.turns, settings.laterTurns),
     (rows) => {
       log(LiveThreads.format(rows))
       for (const row of rows) {

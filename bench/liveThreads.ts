@@ -7,7 +7,10 @@
  * and is committed as a checkpoint. Timed: `thread.run` wall clock. Ratio = warm median / cold
  * median; targets (issue #18): Claude ≤ 0.1×, Codex and Gemini ≤ 0.3×.
  *
- * Run: node --conditions=@tether/source --import tsx bench/liveThreads.ts [turns=5]
+ * Then 30 more warm turns of each thread: the median of their last 10 is printed beside (a thread's
+ * turns must not slow down as it goes on).
+ *
+ * Run: node --conditions=@tether/source --import tsx bench/liveThreads.ts [turns=5] [later=30]
  */
 import { Agent } from "@tether/core"
 import { Claude, Codex, Gemini } from "@tether/drivers"
@@ -28,6 +31,9 @@ export interface LiveThreadFigures {
   readonly coldMs: number
   readonly ratio: number
   readonly target: number
+  /** Median wall ms of the last 10 of `later` more warm turns on the same thread (0 when none). */
+  readonly lateWarmMs: number
+  readonly later: number
 }
 
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
@@ -36,7 +42,8 @@ const measureDriver = (
   name: string,
   driver: Agent.Options<typeof Toolkit.empty>["driver"],
   target: number,
-  turns: number
+  turns: number,
+  later: number
 ) =>
   Effect.gen(function*() {
     const sandbox = yield* Harness.sandbox
@@ -65,18 +72,27 @@ const measureDriver = (
       const b = timed(cold, `question ${i}`, coldMs)
       yield* i % 2 === 0 ? Effect.zipRight(a, b) : Effect.zipRight(b, a)
     }
+    // A thread's turns keep their speed: the warm process, its session files and what waits on
+    // them after each commit do not pile up from one turn to the next.
+    const lateMs: Array<number> = []
+    for (let i = 0; i < later; i++) yield* timed(warm, `later question ${i}`, lateMs)
     return {
       driver: name,
       turns,
       warmMs: median(warmMs),
       coldMs: median(coldMs),
       ratio: median(warmMs) / median(coldMs),
-      target
+      target,
+      lateWarmMs: lateMs.length === 0 ? 0 : median(lateMs.slice(-10)),
+      later
     } satisfies LiveThreadFigures
   }).pipe(Effect.scoped)
 
-/** Measures `turns` (default 5) warm and cold thread turns per CLI, after one warm-up of each. */
-export const measure = (turns = 5): Effect.Effect<ReadonlyArray<LiveThreadFigures>, unknown> =>
+/**
+ * Measures `turns` (default 5) warm and cold thread turns per CLI, after one warm-up of each;
+ * then `later` (default 30) more warm turns of the same thread.
+ */
+export const measure = (turns = 5, later = 30): Effect.Effect<ReadonlyArray<LiveThreadFigures>, unknown> =>
   Effect.gen(function*() {
     const anthropic = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("fine") })
     const responses = yield* ResponsesServer.make({ script: () => ResponsesServer.text("fine") })
@@ -92,7 +108,8 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<LiveThreadFigure
           }
         }),
         0.1,
-        turns
+        turns,
+        later
       ),
       yield* measureDriver(
         "codex",
@@ -108,7 +125,8 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<LiveThreadFigure
           settings: Codex.offlineSettings
         }),
         0.3,
-        turns
+        turns,
+        later
       ),
       yield* measureDriver(
         "gemini",
@@ -117,7 +135,8 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<LiveThreadFigure
           env: { GOOGLE_GEMINI_BASE_URL: gemini.url, GEMINI_API_KEY: Redacted.make("bench") }
         }),
         0.3,
-        turns
+        turns,
+        later
       )
     ]
   }).pipe(
@@ -131,10 +150,14 @@ export const format = (rows: ReadonlyArray<LiveThreadFigures>): string =>
   rows.map((f) =>
     `${f.driver.padEnd(7)} thread turn: warm live ${f.warmMs.toFixed(0)} ms vs cold ${f.coldMs.toFixed(0)} ms = ${
       f.ratio.toFixed(3)
-    }× (target ≤ ${f.target}×), medians of ${f.turns}`
+    }× (target ≤ ${f.target}×), medians of ${f.turns}${
+      f.later === 0 ? "" : `; the last 10 of ${f.later} more warm turns ${f.lateWarmMs.toFixed(0)} ms`
+    }`
   ).join("\n")
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
 if (isMain) {
-  Effect.runPromise(measure(Number(process.argv[2] ?? 5))).then((rows) => process.stdout.write(`${format(rows)}\n`))
+  Effect.runPromise(measure(Number(process.argv[2] ?? 5), Number(process.argv[3] ?? 30))).then((rows) =>
+    process.stdout.write(`${format(rows)}\n`)
+  )
 }
