@@ -14,10 +14,10 @@ import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { rawInvocation, timeTurn } from "./turn.js"
 
 const turns = Number(process.argv[2] ?? 3)
 
@@ -42,47 +42,18 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return performance.now() - start
   })
 
-/** The bare CLI: a plain turn with the driver's argv and env, the MCP file declaring no server. */
+/** The bare CLI: a plain turn with the driver's argv and env in a fresh profile, no MCP server declared. */
 const bareTurn = (url: string) =>
-  Effect.promise(() => {
-    const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "bench-claude-"))
-    for (const d of ["profile", "home", "tmp", "work"]) Fs.mkdirSync(Path.join(root, d))
-    return new Promise<void>((resolve) => {
-      const child = spawn(Path.resolve("node_modules/.bin/claude"), [
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--include-partial-messages",
-        "--strict-mcp-config",
-        "--session-id",
-        crypto.randomUUID()
-      ], {
-        cwd: Path.join(root, "work"),
-        env: {
-          PATH: process.env["PATH"],
-          HOME: Path.join(root, "home"),
-          CLAUDE_CONFIG_DIR: Path.join(root, "profile"),
-          CLAUDE_CODE_TMPDIR: Path.join(root, "tmp"),
-          ANTHROPIC_BASE_URL: url,
-          ANTHROPIC_API_KEY: "sk-ant-fake",
-          CLAUDE_CODE_MAX_RETRIES: "0",
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-          DISABLE_AUTOUPDATER: "1",
-          DISABLE_TELEMETRY: "1",
-          DISABLE_ERROR_REPORTING: "1"
-        },
-        stdio: ["pipe", "ignore", "ignore"]
-      })
-      child.stdin.end(Claude.promptLine("hello"))
-      child.on("close", () => {
-        Fs.rmSync(root, { recursive: true, force: true })
-        resolve()
-      })
-    })
-  })
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "bench-claude-"))
+      for (const d of ["profile", "home", "tmp", "work"]) Fs.mkdirSync(Path.join(root, d))
+      Fs.writeFileSync(Path.join(root, "profile", "mcp.json"), "{\"mcpServers\":{}}")
+      return root
+    }),
+    (root) => Effect.promise(() => timeTurn(rawInvocation(url, root))),
+    (root) => Effect.sync(() => Fs.rmSync(root, { recursive: true, force: true }))
+  )
 
 const program = Effect.gen(function*() {
   const server = yield* AnthropicServer.make({

@@ -80,7 +80,7 @@ interface Hosted {
 }
 
 /** How a process was started: its arguments (without the program), environment and directory. */
-interface Invocation {
+export interface Invocation {
   readonly args: ReadonlyArray<string>
   readonly env: { readonly [name: string]: string }
   readonly cwd: string
@@ -102,7 +102,7 @@ const invocationOf = (pid: number): Invocation => {
 }
 
 /** One raw turn of `invocation` (the prompt on stdin); resolves with [ms to the result record, ms to exit]. */
-const timeTurn = (invocation: Invocation): Promise<readonly [number, number]> => {
+export const timeTurn = (invocation: Invocation): Promise<readonly [number, number]> => {
   const start = performance.now()
   return new Promise((resolve, reject) => {
     const child = spawn(claude, [...invocation.args], {
@@ -130,7 +130,7 @@ const timeTurn = (invocation: Invocation): Promise<readonly [number, number]> =>
 }
 
 /** The driver's flags and environment in the raw profile `root`, with `hosted` declared or not; a new session. */
-const rawInvocation = (url: string, root: string, hosted?: Hosted): Invocation => {
+export const rawInvocation = (url: string, root: string, hosted?: Hosted): Invocation => {
   const mcpFile = Path.join(root, "profile", hosted === undefined ? "mcp.json" : "mcp-hosted.json")
   if (hosted !== undefined) {
     Fs.writeFileSync(
