@@ -494,27 +494,32 @@ const throughAgent = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () 
     expect(yield* Harness.entries(sandbox.root)).toEqual([])
   }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory]))
 
-describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", () => {
+/** What every adapter runs: a live session, approvals live and one-shot, and the Agent paths. */
+const adapterSuite = (subject: Effect.Effect<Subject, unknown, Scope.Scope>) => {
   it.live(
     "live: turns with context, a hosted tool, an MCP source's tool, cancel, a denied permission, nothing left, resume with session/load",
-    liveSession(claudeSubject),
+    liveSession(subject),
     180_000
   )
   it.live(
     "approvals on a live thread: a command the handler allows runs, one the host denies does not",
-    approvals("live")(claudeSubject),
+    approvals("live")(subject),
     90_000
   )
   it.live(
     "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not; the agent gets neither token in its environment",
-    approvals("oneShot")(claudeSubject),
+    approvals("oneShot")(subject),
     90_000
   )
   it.live(
     "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
-    throughAgent(claudeSubject),
+    throughAgent(subject),
     120_000
   )
+}
+
+describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", () => {
+  adapterSuite(claudeSubject)
   it.live(
     "a wrong token fails with HostedToolsUnavailable before the first prompt",
     () =>
@@ -538,24 +543,5 @@ describe("ACP driver with claude-agent-acp (real adapter, pinned Claude Code)", 
 })
 
 describe("ACP driver with codex-acp (real adapter, its own Codex core)", () => {
-  it.live(
-    "live: turns with context, a hosted tool, an MCP source's tool, cancel, a denied permission, nothing left, resume with session/load",
-    liveSession(codexSubject),
-    180_000
-  )
-  it.live(
-    "approvals on a live thread: a command the handler allows runs, one the host denies does not",
-    approvals("live")(codexSubject),
-    90_000
-  )
-  it.live(
-    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not; the agent gets neither token in its environment",
-    approvals("oneShot")(codexSubject),
-    90_000
-  )
-  it.live(
-    "Agent: a one-shot run and a live thread call the hosted tool; the thread resumes after a rebuild",
-    throughAgent(codexSubject),
-    120_000
-  )
+  adapterSuite(codexSubject)
 })

@@ -23,6 +23,17 @@ const table = (): ReadonlyMap<string, ReadonlyArray<string>> => {
   return rows
 }
 
+/** A driver of each column, in the table's order. */
+const tableDrivers = (): ReadonlyArray<Driver.Driver> => [
+  Claude.driver(),
+  Codex.driver(),
+  Gemini.driver(),
+  CodeBuddy.driver(),
+  Cursor.driver(),
+  claudeAgentDriver("http://127.0.0.1:1"),
+  codexAgentDriver("http://127.0.0.1:1/v1")
+]
+
 const columns: ReadonlyArray<readonly [string, Driver.Capabilities]> = [
   ["Claude Code", Claude.capabilities],
   ["Codex", Codex.capabilities],
@@ -95,15 +106,7 @@ describe("the drivers guide's capabilities table", () => {
 
   it("row \"approvals of built-in tools\" is each driver's Driver.approvals (one-shot and live mechanisms)", () => {
     const cells = table().get("approvals of built-in tools ([guide](./approvals.md))")!
-    const drivers = [
-      Claude.driver(),
-      Codex.driver(),
-      Gemini.driver(),
-      CodeBuddy.driver(),
-      Cursor.driver(),
-      claudeAgentDriver("http://127.0.0.1:1"),
-      codexAgentDriver("http://127.0.0.1:1/v1")
-    ]
+    const drivers = tableDrivers()
     expect(drivers.map((driver) => driver.name)).toHaveLength(columns.length)
     drivers.forEach((driver, index) => {
       const cell = cells[index]!
@@ -117,17 +120,7 @@ describe("the drivers guide's capabilities table", () => {
   })
 
   it("a driver offers a live protocol exactly when it declares a persistent process", () => {
-    for (
-      const driver of [
-        Claude.driver(),
-        Codex.driver(),
-        Gemini.driver(),
-        CodeBuddy.driver(),
-        Cursor.driver(),
-        claudeAgentDriver("http://127.0.0.1:1"),
-        codexAgentDriver("http://127.0.0.1:1/v1")
-      ]
-    ) {
+    for (const driver of tableDrivers()) {
       expect(driver.capabilities.persistentProcess).toBe(driver.live !== undefined)
     }
   })
