@@ -361,7 +361,7 @@ export const open = (
         const observe = (events: ReadonlyArray<Event.Event>) => {
           // The run's end settles the hold for the observers here, on the run's side, unless it
           // may be a rejected resume (retried fresh, invisibly): they must not wait for the
-          // caller's stream to end, which may come after the agent's close ended \`events\`.
+          // caller's stream to end, which may come after the agent's close ended `events`.
           const end = events.find((event) => event._tag === "RunFinished")
           const settled = end !== undefined && !(end.outcome === "failure" && end.reason === "ProtocolError")
           const passed = settled ? [...observed.take(), ...events] : observed.pass(events)
