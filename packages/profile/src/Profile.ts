@@ -334,7 +334,9 @@ export interface ExecutionProfile {
   ) => Effect.Effect<void, ProfileError | ProfileCollision>
   /**
    * The identity's session store (`<sessions root>/<sha256(identity) prefix>`), or `undefined`
-   * when the layout declares no session entries or the selection set `sessions: false`.
+   * when the layout declares no session entries or the selection set `sessions: false`. The
+   * directory is made by the identity's first save that has an entry to store: a clone that never
+   * saves one leaves nothing under the sessions root.
    *
    * @since 0.2.0
    */

@@ -101,6 +101,41 @@ describe("Profile session store", () => {
       expect(NodeFs.readdirSync(NodePath.join(second.clone.sessions!, "tmp"))).toEqual([])
     })))
 
+  it.live("an identity's store is made by its first save: clones that save nothing leave no directory", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const idle = yield* openClone(w, alice)
+      expect(yield* idle.clone.saveSessions).toEqual({ saved: [], removed: [] })
+      yield* idle.close
+      // Nothing was saved: nothing under the sessions root but the root itself.
+      expect(NodeFs.existsSync(idle.clone.sessions!)).toBe(false)
+      expect(NodeFs.readdirSync(w.store)).toEqual([])
+
+      const first = yield* openClone(w, { ...alice, agentId: "a-2" })
+      expect(first.clone.sessions).toBe(idle.clone.sessions)
+      write(first.clone.dir, "sessions/s.jsonl", "v1")
+      expect(yield* first.clone.saveSessions).toEqual({ saved: ["sessions/s.jsonl"], removed: [] })
+      for (const dir of ["", "profile", "tmp"]) {
+        expect(NodeFs.statSync(NodePath.join(first.clone.sessions!, dir)).mode & 0o777).toBe(0o700)
+      }
+      yield* first.close
+      const second = yield* openClone(w, { ...alice, agentId: "a-3" })
+      expect(read(second.clone.dir, "sessions/s.jsonl")).toBe("v1")
+      yield* second.close
+    })))
+
+  it.live("an identity's store that exists is checked when a clone opens it, before any save", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const first = yield* openClone(w, alice)
+      write(first.clone.dir, "sessions/s.jsonl", "v1")
+      yield* first.close
+      NodeFs.chmodSync(first.clone.sessions!, 0o755)
+      const refused = yield* Effect.exit(openClone(w, { ...alice, agentId: "a-2" }))
+      expect(refused).toMatchObject({ _tag: "Failure" })
+      expect(String(Exit.isFailure(refused) ? refused.cause : "")).toContain("UnsafeRoot")
+    })))
+
   it.live("the copy in a clone is isolated until saved; saveSessions after close fails with CloneClosed", () =>
     run(Effect.gen(function*() {
       const w = yield* world
@@ -249,6 +284,7 @@ describe("Profile session store", () => {
     run(Effect.gen(function*() {
       const w = yield* world
       const first = yield* openClone(w, alice)
+      write(first.clone.dir, "sessions/s.jsonl", "v1")
       yield* first.close
       const tmp = NodePath.join(first.clone.sessions!, "tmp")
       NodeFs.writeFileSync(NodePath.join(tmp, "old"), "partial")

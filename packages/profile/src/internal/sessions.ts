@@ -95,10 +95,10 @@ const canonical = (absolute: string) =>
   })
 
 /**
- * Opens (creating 0700 directories when missing) the store of `identity`, or `undefined` when
- * the layout declares no session entries or the selection disabled the store. The default root
- * is checked like the default clone root (plain directory, owned by this user, 0700); a store
- * inside the source profile is refused.
+ * Opens the store of `identity`, or `undefined` when the layout declares no session entries or
+ * the selection disabled the store. The identity's 0700 directories are made by its first save.
+ * The default root is checked like the default clone root (plain directory, owned by this user,
+ * 0700); a store inside the source profile is refused.
  *
  * @internal
  */
@@ -115,11 +115,20 @@ export const open = (selection: Selection, layout: ProfileLayout, sourceCanonica
     const root = yield* ensureRoot(requested, option === undefined)
     const real = yield* sync(root, () => NodeFsSync.realpathSync.native(root))
     if (inside(sourceCanonical, real)) return yield* unsafe()
-    const dir = yield* ensureRoot(path.join(real, storeKey(identity)), true)
+    const dir = path.join(real, storeKey(identity))
     const store: SessionStore = { dir, profile: path.join(dir, "profile"), tmp: path.join(dir, "tmp") }
+    // The identity's directories are made by its first save (an agent that never saves a session
+    // leaves none behind); ones that exist are checked now, as the first save would.
+    if ((yield* lstat(dir)) !== undefined) yield* ensureStore(store)
+    return store
+  })
+
+/** Creates the store's directories when missing (0700), and checks them as a clone root. */
+const ensureStore = (store: SessionStore) =>
+  Effect.gen(function*() {
+    yield* ensureRoot(store.dir, true)
     yield* ensureRoot(store.profile, true)
     yield* ensureRoot(store.tmp, true)
-    return store
   })
 
 /**
@@ -204,6 +213,8 @@ export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: str
   Effect.gen(function*() {
     const path = yield* Path.Path
     const baseline: Baseline = new Map()
+    // A store no save has made yet has nothing to seed.
+    if ((yield* lstat(store.dir)) === undefined) return baseline
     for (const name of yield* sync(store.tmp, () => NodeFsSync.readdirSync(store.tmp))) {
       const file = path.join(store.tmp, name)
       const info = yield* lstat(file)
@@ -279,6 +290,7 @@ export const save = (
       const owner = Layout.sessionOwner(layout, rel)
       return owner === undefined || Layout.ownedBy(owner, session)
     }
+    let ready = false
     for (const rel of yield* list(profileDir, layout)) {
       if (exclude.has(rel) || !concerns(rel)) continue
       const file = path.join(profileDir, ...rel.split("/"))
@@ -288,6 +300,10 @@ export const save = (
       const digest = sha256(content)
       // Unchanged since seeding or the last save: never overwrite another clone's newer copy.
       if (baseline.get(rel) === digest) continue
+      if (!ready) {
+        yield* ensureStore(store)
+        ready = true
+      }
       yield* writeAtomically(store, rel, redact(content), privateMode((yield* lstat(file))?.mode ?? 0o600))
       baseline.set(rel, digest)
       saved.push(rel)

@@ -77,8 +77,13 @@ export const ensureRoot = (root: string, strict: boolean) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
     const absolute = path.resolve(root)
-    yield* sync(absolute, () => NodeFs.mkdirSync(absolute, { recursive: true, mode: 0o700 }))
-    const info = yield* lstat(absolute)
+    // Looked up first: most calls find the directory there, and a `mkdir` that fails on an
+    // existing directory costs far more than an `lstat`.
+    const existing = yield* lstat(absolute)
+    if (existing === undefined) {
+      yield* sync(absolute, () => NodeFs.mkdirSync(absolute, { recursive: true, mode: 0o700 }))
+    }
+    const info = existing ?? (yield* lstat(absolute))
     const unsafe = (detail: string) => new ProfileError({ reason: "UnsafeRoot", path: absolute, detail })
     if (info === undefined) return yield* unsafe("vanished after creation")
     if (strict) {
