@@ -6,6 +6,10 @@
  * and RSS (the process), divided by the number of agents.
  * The baseline of the make time is `Toolkit.executor` + `Gateway.register` alone (what every
  * agent must do), measured for the same number of registrations in the same process.
+ * Also reported, to read the make time by: the directory entries each make created (counted in the
+ * clone root with every agent idle), and what creating one costs on this machine at that moment
+ * (the median `mkdir` of 200 directories beside the clone root, before the makes and after the close):
+ * on a VM whose file system makes creation slow, they bound the make time from below.
  *
  * Run: node --conditions=@tether/source --import tsx bench/agents.ts [agents=1000]
  */
@@ -18,6 +22,7 @@ import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import * as V8 from "node:v8"
 import * as Vm from "node:vm"
@@ -36,6 +41,10 @@ export interface AgentsFigures {
   readonly rssIdleMiB: number
   /** Clone directories left after close (expected 0). */
   readonly clonesLeft: number
+  /** Directory entries (directories, files, links) in the clone root per idle agent. */
+  readonly entriesPerAgent: number
+  /** The median `mkdir` of a new directory beside the clone root, in microseconds: before the makes, after the close. */
+  readonly mkdirMicros: readonly [number, number]
 }
 
 const Lookup = Tool.make("lookup", {
@@ -66,6 +75,25 @@ const memory = () => {
   return { heap: usage.heapUsed + usage.external, rss: usage.rss }
 }
 
+/** Every entry under `dir` (not following links). */
+const countEntries = (dir: string): number => (Fs.readdirSync(dir, { recursive: true }) as Array<string>).length
+
+/** The median microseconds of `mkdir` for 200 new directories in `root` (removed after). */
+const mkdirCost = (root: string): number => {
+  const dir = Fs.mkdtempSync(NodePath.join(root, "mkdir-cost-"))
+  try {
+    const times: Array<number> = []
+    for (let i = 0; i < 200; i++) {
+      const start = performance.now()
+      Fs.mkdirSync(NodePath.join(dir, String(i)))
+      times.push((performance.now() - start) * 1000)
+    }
+    return times.sort((a, b) => a - b)[100]!
+  } finally {
+    Fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 /** Makes `agents` (default 1,000) idle agents on one gateway and measures the figures above. */
 export const measure = (options: { readonly agents?: number } = {}): Effect.Effect<AgentsFigures> =>
   Effect.gen(function*() {
@@ -85,6 +113,7 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
       yield* Scope.close(registrations, Exit.void)
       observed.length = 0
 
+      const mkdirBefore = mkdirCost(NodePath.dirname(sandbox.root))
       const before = memory()
       const agentsScope = yield* Scope.make()
       start = performance.now()
@@ -98,11 +127,13 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
         }).pipe(Scope.extend(agentsScope))
       }
       const makeMs = performance.now() - start
+      const entriesPerAgent = countEntries(sandbox.root) / count
       const idle = memory()
       const statuses = yield* Effect.forEach(observed, Harness.probe, { concurrency: 16 })
       start = performance.now()
       yield* Scope.close(agentsScope, Exit.void)
       const closeMs = performance.now() - start
+      const clonesLeft = (yield* Harness.entries(sandbox.root)).length
       return {
         agents: count,
         serving: statuses.filter((s) => s === 200).length,
@@ -112,7 +143,9 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
         heapPerAgentKiB: (idle.heap - before.heap) / count / 1024,
         rssBeforeMiB: before.rss / 1024 / 1024,
         rssIdleMiB: idle.rss / 1024 / 1024,
-        clonesLeft: (yield* Harness.entries(sandbox.root)).length
+        clonesLeft,
+        entriesPerAgent,
+        mkdirMicros: [mkdirBefore, mkdirCost(NodePath.dirname(sandbox.root))] as const
       }
     }).pipe(Effect.provide(Harness.recordingLayer(observed)))
     return figures
@@ -130,6 +163,9 @@ export const format = (f: AgentsFigures): string =>
     `make all: ${f.makeMs.toFixed(0)} ms (${(f.makeMs / f.agents).toFixed(2)} ms per agent; registrations alone ${
       (f.registerMs / f.agents).toFixed(2)
     } ms, ratio ${(f.makeMs / f.registerMs).toFixed(1)}×); close all: ${f.closeMs.toFixed(0)} ms`,
+    `each make created ${f.entriesPerAgent.toFixed(1)} directory entries; a mkdir here takes ${
+      f.mkdirMicros[0].toFixed(0)
+    } µs before the makes, ${f.mkdirMicros[1].toFixed(0)} µs after the close (medians of 200)`,
     `memory per idle agent: ${f.heapPerAgentKiB.toFixed(1)} KiB heap+external; process RSS ${
       f.rssBeforeMiB.toFixed(0)
     } MiB before, ${f.rssIdleMiB.toFixed(0)} MiB with every agent idle`
