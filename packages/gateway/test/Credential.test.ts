@@ -99,7 +99,9 @@ describe("Credentials", () => {
       expect(r.value(untouched)).toBe(untouched)
       // Streaming: the start of a token at the end of a chunk is held back.
       expect(r.heldBack(`text ${tc.slice(0, 10)}`)).toBe(10)
-      expect(r.heldBack("text")).toBe(0)
+      // Text ending outside the token alphabet (base64url): nothing to hold, whatever the tokens
+      // are. ("text" would be held back by 1 whenever a live token starts with "t".)
+      expect(r.heldBack("text.")).toBe(0)
       // A bounded window: a token cut by either edge is replaced too.
       expect(r.window(`${ta.slice(20)} middle ${tc.slice(0, 30)}`)).toBe(`${marker} middle ${marker}`)
       expect(r.window(`${ta.slice(40)} short`)).toBe(`${ta.slice(40)} short`)
