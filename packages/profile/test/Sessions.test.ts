@@ -8,6 +8,7 @@ import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
+import * as Sessions from "../src/internal/sessions.js"
 import * as Profile from "../src/Profile.js"
 import * as ProfileLayout from "../src/ProfileLayout.js"
 import { sessionLayout, sharedVersion } from "./fixtures/sessions.js"
@@ -38,6 +39,15 @@ const openClone = (w: World, owner: Profile.Owner, options: Profile.CloneOptions
     const scope = yield* Scope.make()
     const clone = yield* Profile.clone(selection(w, options), w.layout, owner).pipe(Scope.extend(scope))
     return { clone, close: Scope.close(scope, Exit.void) }
+  })
+
+/** The store of `alice` after one clone saved `sessions/s.jsonl` ("v1") at its close. */
+const savedStore = (w: World) =>
+  Effect.gen(function*() {
+    const first = yield* openClone(w, alice)
+    write(first.clone.dir, "sessions/s.jsonl", "v1")
+    yield* first.close
+    return first.clone.sessions!
   })
 
 const read = (root: string, rel: string) => NodeFs.readFileSync(NodePath.join(root, rel), "utf8")
@@ -124,16 +134,27 @@ describe("Profile session store", () => {
       yield* second.close
     })))
 
+  it.live("a clone opened while another clone's first save is making the store seeds nothing and saves", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const store = yield* Sessions.open(selection(w), w.layout, w.source, alice.identity)
+      expect(NodeFs.existsSync(store!.dir)).toBe(false)
+      // The other clone's save has made the store and `profile/`, not yet `tmp/`.
+      NodeFs.mkdirSync(store!.profile, { recursive: true, mode: 0o700 })
+      const clone = yield* tempDir()
+      expect(yield* Sessions.seed(store!, w.layout, clone)).toEqual(new Map())
+      write(clone, "sessions/s.jsonl", "v1")
+      const saved = yield* Sessions.save(store!, w.layout, clone, new Map(), new Set())
+      expect(saved).toEqual({ saved: ["sessions/s.jsonl"], removed: [] })
+      expect(read(store!.profile, "sessions/s.jsonl")).toBe("v1")
+    })))
+
   it.live("an identity's store that exists is checked when a clone opens it, before any save", () =>
     run(Effect.gen(function*() {
       const w = yield* world
-      const first = yield* openClone(w, alice)
-      write(first.clone.dir, "sessions/s.jsonl", "v1")
-      yield* first.close
-      NodeFs.chmodSync(first.clone.sessions!, 0o755)
-      const refused = yield* Effect.exit(openClone(w, { ...alice, agentId: "a-2" }))
-      expect(refused).toMatchObject({ _tag: "Failure" })
-      expect(String(Exit.isFailure(refused) ? refused.cause : "")).toContain("UnsafeRoot")
+      NodeFs.chmodSync(yield* savedStore(w), 0o755)
+      const refused = yield* Effect.flip(openClone(w, { ...alice, agentId: "a-2" }))
+      expect(refused).toMatchObject({ _tag: "ProfileError", reason: "UnsafeRoot" })
     })))
 
   it.live("the copy in a clone is isolated until saved; saveSessions after close fails with CloneClosed", () =>
@@ -283,10 +304,7 @@ describe("Profile session store", () => {
   it.live("temporary files of a killed writer are removed at the next seed, fresh ones are left to their writer", () =>
     run(Effect.gen(function*() {
       const w = yield* world
-      const first = yield* openClone(w, alice)
-      write(first.clone.dir, "sessions/s.jsonl", "v1")
-      yield* first.close
-      const tmp = NodePath.join(first.clone.sessions!, "tmp")
+      const tmp = NodePath.join(yield* savedStore(w), "tmp")
       NodeFs.writeFileSync(NodePath.join(tmp, "old"), "partial")
       NodeFs.writeFileSync(NodePath.join(tmp, "fresh"), "in progress")
       const hourAgo = new Date(Date.now() - 2 * 60 * 60_000)

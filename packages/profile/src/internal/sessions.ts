@@ -213,9 +213,18 @@ export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: str
   Effect.gen(function*() {
     const path = yield* Path.Path
     const baseline: Baseline = new Map()
-    // A store no save has made yet has nothing to seed.
-    if ((yield* lstat(store.dir)) === undefined) return baseline
-    for (const name of yield* sync(store.tmp, () => NodeFsSync.readdirSync(store.tmp))) {
+    // A store no save has made yet, or one another clone's first save is making now (`tmp/` comes
+    // before any entry), has nothing to seed.
+    const leftovers = yield* sync(store.tmp, () => {
+      try {
+        return NodeFsSync.readdirSync(store.tmp)
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+        throw e
+      }
+    })
+    if (leftovers === undefined) return baseline
+    for (const name of leftovers) {
       const file = path.join(store.tmp, name)
       const info = yield* lstat(file)
       if (info !== undefined && Date.now() - info.mtimeMs > staleTmpMillis) {
