@@ -149,6 +149,23 @@ describe("Profile session store", () => {
       expect(read(store!.profile, "sessions/s.jsonl")).toBe("v1")
     })))
 
+  it.live("a store another clone made after this one opened is checked before it is read or changed", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const store = (yield* Sessions.open(selection(w), w.layout, w.source, alice.identity))!
+      // Made meanwhile, open to the group: never seeded from, pruned or dropped in.
+      for (const dir of [store.dir, store.profile, store.tmp]) NodeFs.mkdirSync(dir, { mode: 0o700 })
+      write(store.profile, "sessions/s.jsonl", "v1", 0o600)
+      NodeFs.chmodSync(store.dir, 0o770)
+      const unsafe = { _tag: "ProfileError", reason: "UnsafeRoot" }
+      const clone = yield* tempDir()
+      expect(yield* Effect.flip(Sessions.seed(store, w.layout, clone))).toMatchObject(unsafe)
+      expect(exists(clone, "sessions/s.jsonl")).toBe(false)
+      expect(yield* Effect.flip(Sessions.prune(store, w.layout, Date.now() + 1000, []))).toMatchObject(unsafe)
+      expect(yield* Effect.flip(Sessions.drop(store, w.layout, undefined, ["s"]))).toMatchObject(unsafe)
+      expect(read(store.profile, "sessions/s.jsonl")).toBe("v1")
+    })))
+
   it.live("an identity's store that exists is checked when a clone opens it, before any save", () =>
     run(Effect.gen(function*() {
       const w = yield* world

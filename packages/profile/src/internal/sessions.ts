@@ -132,6 +132,17 @@ const ensureStore = (store: SessionStore) =>
   })
 
 /**
+ * Whether the store holds anything, checked as `open` checks it when it does: a store another
+ * clone's first save made after this clone opened is read or changed only once checked. A save
+ * makes `tmp/` before it writes any entry, so a store without it has no entry yet.
+ */
+const existingStore = (store: SessionStore) =>
+  Effect.flatMap(
+    lstat(store.tmp),
+    (tmp) => tmp === undefined ? Effect.succeed(false) : Effect.as(ensureStore(store), true)
+  )
+
+/**
  * The regular files under `root` that are session entries of `layout`, sorted. Symlinks are
  * never followed nor listed; directories no session glob can reach are not walked.
  *
@@ -213,18 +224,10 @@ export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: str
   Effect.gen(function*() {
     const path = yield* Path.Path
     const baseline: Baseline = new Map()
-    // A store no save has made yet, or one another clone's first save is making now (`tmp/` comes
-    // before any entry), has nothing to seed.
-    const leftovers = yield* sync(store.tmp, () => {
-      try {
-        return NodeFsSync.readdirSync(store.tmp)
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
-        throw e
-      }
-    })
-    if (leftovers === undefined) return baseline
-    for (const name of leftovers) {
+    // A store no save has made yet, or one another clone's first save is making now, has nothing
+    // to seed.
+    if (!(yield* existingStore(store))) return baseline
+    for (const name of yield* sync(store.tmp, () => NodeFsSync.readdirSync(store.tmp))) {
       const file = path.join(store.tmp, name)
       const info = yield* lstat(file)
       if (info !== undefined && Date.now() - info.mtimeMs > staleTmpMillis) {
@@ -371,7 +374,8 @@ export const drop = (
       const owner = Layout.sessionOwner(layout, rel)
       return owner !== undefined && sessions.some((session) => Layout.ownedBy(owner, session))
     }
-    for (const rel of yield* list(store.profile, layout)) {
+    const stored = (yield* existingStore(store)) ? yield* list(store.profile, layout) : []
+    for (const rel of stored) {
       if (!dropped(rel)) continue
       yield* removeFile(path.join(store.profile, ...rel.split("/")))
       yield* removeEmptyParents(store.profile, rel)
@@ -401,6 +405,7 @@ export const prune = (
   Effect.gen(function*() {
     const path = yield* Path.Path
     const removed: Array<string> = []
+    if (!(yield* existingStore(store))) return removed
     for (const rel of yield* list(store.profile, layout)) {
       const owner = Layout.sessionOwner(layout, rel)
       if (owner === undefined || keep.some((session) => Layout.ownedBy(owner, session))) continue
