@@ -55,6 +55,18 @@ const waitUntil = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, with
     }
   })
 
+/** The runners as the cluster's tables and PostgreSQL's advisory locks see them, printed. */
+const fleetState = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    const runners = yield* sql`SELECT address, healthy, last_heartbeat FROM cluster_runners ORDER BY address`
+    const locks = yield* sql`SELECT a.pid, a.client_port, count(*) AS locks FROM pg_locks l
+      JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      GROUP BY a.pid, a.client_port ORDER BY a.pid`
+    console.log(`fleet state: runners ${JSON.stringify(runners)}; advisory locks by backend ${JSON.stringify(locks)}`)
+  }).pipe(Effect.ignore)
+
 const startFleet = (dirs: Fixture.Dirs, url: string, names: ReadonlyArray<string>) =>
   Effect.all(
     names.map((name) => startRunner({ name, databaseUrl: url, dirs, timing, leaseTtl, reapInterval: "1 second" })),
@@ -159,10 +171,14 @@ describe("a fleet of runner processes on PostgreSQL", () => {
           const loading = yield* Effect.fork(load)
           const started = Date.now()
           runners.push(...yield* startFleet(dirs, db.url, ["r3"]))
+          // Alone this takes 13–35 s (r1 and r2 see r3, end their entities of the moved shards,
+          // release the locks; r3 takes them); under the whole suite's load it has taken over 60 s.
+          // A timeout says who held which locks then.
           yield* waitUntil(
             "the new runner to serve threads",
-            Effect.sync(() => Array.from(served.values()).includes("r3"))
-          )
+            Effect.sync(() => Array.from(served.values()).includes("r3")),
+            150_000
+          ).pipe(Effect.tapDefect(() => fleetState(locks)))
           const tookOver = Date.now() - started
           yield* Effect.sleep("2 seconds")
           stop = true
@@ -252,7 +268,7 @@ describe("a fleet of runner processes on PostgreSQL", () => {
           )
         )
       }).pipe(Effect.scoped),
-    180_000
+    300_000
   )
 })
 
