@@ -325,6 +325,14 @@ describe("fingerprint", () => {
     const expected = createHash("sha256").update(`tether.tool.catalog.v1\n${canonical(copies)}`).digest("hex")
     expect(catalog.fingerprint).toBe(expected)
     expect(Catalog.fingerprint(copies)).toBe(expected)
+    // Descriptors given out of order are sorted first (a catalog's are in order already).
+    expect(Catalog.fingerprint([...copies].reverse())).toBe(expected)
+    expect(Catalog.fingerprint([...catalog.descriptors].reverse())).toBe(expected)
+    // What the catalog keeps for hashing is nothing its descriptors show.
+    expect(JSON.parse(JSON.stringify(catalog.descriptors))).toEqual(copies)
+    const first = catalog.descriptors[0]!
+    expect(Object.getOwnPropertySymbols(first).filter((key) => Object.prototype.propertyIsEnumerable.call(first, key)))
+      .toEqual([])
   })
 
   it("is the same for keys JSON.stringify would not write in sorted order", () => {

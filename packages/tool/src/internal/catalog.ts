@@ -111,13 +111,19 @@ const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError
 
 const byName = (a: Catalog.Descriptor, b: Catalog.Descriptor): number => a.name < b.name ? -1 : a.name > b.name ? 1 : 0
 
+const isSorted = (descriptors: ReadonlyArray<Catalog.Descriptor>): boolean => {
+  for (let i = 1; i < descriptors.length; i++) if (byName(descriptors[i - 1]!, descriptors[i]!) > 0) return false
+  return true
+}
+
 /**
  * SHA-256 (hex) over the domain tag and the canonical JSON of the descriptors sorted by name.
  *
  * @internal
  */
 export const fingerprint = (descriptors: ReadonlyArray<Catalog.Descriptor>): string => {
-  const sorted = [...descriptors].sort(byName)
+  // A catalog's descriptors are sorted already: checked in one pass, not copied and sorted again.
+  const sorted = isSorted(descriptors) ? descriptors : [...descriptors].sort(byName)
   // The canonical JSON of the array, hashed one descriptor at a time: the same bytes as
   // `Json.canonical(sorted)`. A descriptor the catalog built carries its canonical text already
   // (`Json.ordered`), so hashing a catalog allocates next to nothing: no text as large as the
