@@ -128,14 +128,7 @@ const compareKeys = (a: string, b: string): number => a < b ? -1 : a > b ? 1 : 0
  * `undefined` members inside): written once, from the copy before it is frozen (`JSON.stringify`
  * writes frozen objects and arrays at about half the speed), and never again.
  */
-// Kept on the value itself, under a symbol of this module, not enumerable (so `JSON.stringify`,
-// `Object.keys`, spreads and equality see nothing of it): reading it back is one property load
-// on an object the caller is already reading, where a WeakMap lookup over ten thousand
-// descriptors misses the cache on each, and every WeakMap entry is an ephemeron each collection
-// of the old generation has to trace.
-const canonicalText: unique symbol = Symbol("tether/canonical-json")
-
-const textOf = (u: object): string | undefined => (u as { readonly [canonicalText]?: string })[canonicalText]
+const canonicalText = new WeakMap<object, string>()
 
 const orderedCopy = (
   u: unknown,
@@ -191,7 +184,7 @@ export const ordered = <A>(u: A): A => {
   const made: Array<object> = []
   const copy = orderedCopy(u, 0, made)
   if (copy.canonical && typeof copy.value === "object" && copy.value !== null) {
-    Object.defineProperty(copy.value, canonicalText, { value: JSON.stringify(copy.value) })
+    canonicalText.set(copy.value, JSON.stringify(copy.value))
   }
   for (const value of made) Object.freeze(value)
   return copy.value as A
@@ -210,7 +203,7 @@ const isNative = (u: unknown): boolean =>
  */
 export const canonical = (u: unknown): string => {
   if (u === null || typeof u !== "object") return JSON.stringify(u) ?? "null"
-  const text = textOf(u)
+  const text = canonicalText.get(u)
   if (text !== undefined) return text
   if (Array.isArray(u)) return u.every(isNative) ? JSON.stringify(u) : `[${u.map(canonical).join(",")}]`
   const record = u as Record<string, unknown>
