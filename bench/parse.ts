@@ -10,6 +10,12 @@
  * processes weighs on both alike; the median round times are printed beside it.
  *
  * Run: node --conditions=@tether/source --import tsx bench/parse.ts
+ *
+ * `--breakdown` prints, per transcript, where the driver's time goes instead (medians of
+ * `rounds` interleaved rounds, default 15): the raw loop; the same split and `JSON.parse` run
+ * through the drivers' shared stream loop (`parseLines`) with no output (the loop's own cost); the
+ * driver; and the garbage collection inside each (V8's `gc` performance entries whose start falls
+ * in the timed window, summed over the rounds and divided by them).
  */
 import type * as Driver from "@tether/core/Driver"
 import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
@@ -18,8 +24,10 @@ import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 // The live protocols' parsers are internal: their drivers hand them a warm process's stdout.
+import { PerformanceObserver } from "node:perf_hooks"
 import * as AcpMap from "../packages/drivers/src/internal/acpMap.js"
 import * as CodexLiveParse from "../packages/drivers/src/internal/codexLiveParse.js"
+import { parseLines } from "../packages/drivers/src/internal/lines.js"
 
 const fixtures = NodePath.resolve(import.meta.dirname, "../packages/drivers/test/fixtures")
 
@@ -156,6 +164,98 @@ export const measure = (
     return rows
   })
 
+export interface BreakdownRow {
+  readonly driver: string
+  readonly lines: number
+  /** Median ms of the raw loop, the stream loop with no output, the driver. */
+  readonly rawMs: number
+  readonly loopMs: number
+  readonly driverMs: number
+  /** Mean GC ms inside one run of each. */
+  readonly rawGcMs: number
+  readonly loopGcMs: number
+  readonly driverGcMs: number
+}
+
+const none: ReadonlyArray<never> = []
+
+/** `JSON.parse` of every line through `parseLines`, nothing output: the shared loop's own cost. */
+const loopRun = (text: string): Effect.Effect<number> =>
+  Effect.suspend(() => {
+    let records = 0
+    return parseLines(Stream.fromIterable(text.split("\n").filter((line) => line !== "")), () => (line) => {
+      if ((JSON.parse(line) as { readonly type?: unknown }).type !== undefined) records++
+      return none
+    }).pipe(Stream.runDrain, Effect.orDie, Effect.map(() => records))
+  })
+
+/** Where the driver's time goes, per transcript (see the header). */
+export const breakdown = (
+  options: { readonly lines?: number; readonly rounds?: number } = {}
+): Effect.Effect<ReadonlyArray<BreakdownRow>> =>
+  Effect.gen(function*() {
+    const target = options.lines ?? 50_000
+    const rounds = options.rounds ?? 15
+    const collections: Array<{ readonly start: number; readonly duration: number }> = []
+    const observer = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) collections.push({ start: entry.startTime, duration: entry.duration })
+    })
+    observer.observe({ entryTypes: ["gc"] })
+    yield* Effect.addFinalizer(() => Effect.sync(() => observer.disconnect()))
+    const rows: Array<BreakdownRow> = []
+    for (const source of sources) {
+      const text = transcript(source.fixture, target)
+      const variants = [
+        { name: "raw", run: Effect.sync(() => rawLoop(text)) },
+        { name: "loop", run: loopRun(text) },
+        { name: "driver", run: driverRun(source.parse, text) }
+      ] as const
+      const times = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
+      const windows = new Map<string, Array<readonly [number, number]>>(variants.map((v) => [v.name, []]))
+      for (const variant of variants) yield* variant.run
+      for (let round = 0; round < rounds; round++) {
+        const order = round % 2 === 0 ? variants : [...variants].reverse()
+        for (const variant of order) {
+          const start = performance.now()
+          yield* variant.run
+          const end = performance.now()
+          times.get(variant.name)!.push(end - start)
+          windows.get(variant.name)!.push([start, end])
+        }
+      }
+      // The entries of the last collections are delivered after the synchronous runs.
+      yield* Effect.sleep("50 millis")
+      const gc = (name: string) =>
+        collections.filter((c) => windows.get(name)!.some(([start, end]) => c.start >= start && c.start < end))
+          .reduce((sum, c) => sum + c.duration, 0) / rounds
+      rows.push({
+        driver: source.driver,
+        lines: text.split("\n").length - 1,
+        rawMs: median(times.get("raw")!),
+        loopMs: median(times.get("loop")!),
+        driverMs: median(times.get("driver")!),
+        rawGcMs: gc("raw"),
+        loopGcMs: gc("loop"),
+        driverGcMs: gc("driver")
+      })
+      collections.length = 0
+    }
+    return rows
+  }).pipe(Effect.scoped)
+
+/** The breakdown's table. */
+export const formatBreakdown = (rows: ReadonlyArray<BreakdownRow>): string =>
+  [
+    "driver       lines   raw ms (gc)    parseLines, no output ms (gc)   driver ms (gc)",
+    ...rows.map((r) =>
+      `${r.driver.padEnd(13)}${String(r.lines).padEnd(8)}${
+        `${r.rawMs.toFixed(1)} (${r.rawGcMs.toFixed(1)})`.padEnd(15)
+      }${`${r.loopMs.toFixed(1)} (${r.loopGcMs.toFixed(1)})`.padEnd(32)}${r.driverMs.toFixed(1)} (${
+        r.driverGcMs.toFixed(1)
+      })`
+    )
+  ].join("\n")
+
 /** The table; `judge: false` (CI's short run) leaves out the verdicts. */
 export const format = (rows: ReadonlyArray<ParseRow>, judge = true): string =>
   [
@@ -169,5 +269,9 @@ export const format = (rows: ReadonlyArray<ParseRow>, judge = true): string =>
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
 if (isMain) {
-  Effect.runPromise(measure()).then((rows) => process.stdout.write(`${format(rows)}\n`))
+  if (process.argv.includes("--breakdown")) {
+    Effect.runPromise(breakdown()).then((rows) => process.stdout.write(`${formatBreakdown(rows)}\n`))
+  } else {
+    Effect.runPromise(measure()).then((rows) => process.stdout.write(`${format(rows)}\n`))
+  }
 }
