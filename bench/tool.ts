@@ -186,7 +186,8 @@ const measureCatalog = () => {
       catalogTimes.push(time(() => {
         descriptors = Effect.runSync(Toolkit.catalog(toolkit)).descriptors
       }))
-      // Computed again each time (nothing is cached): several calls per round, so one garbage
+      // Computed again each time (the digest is not cached; the hash runs over the catalog's
+      // canonical bytes, kept since it was built): several calls per round, so one garbage
       // collection of the catalog just built does not stand for the fingerprint's cost.
       for (let call = 0; call < 5; call++) fingerprintTimes.push(time(() => Catalog.fingerprint(descriptors)))
     }

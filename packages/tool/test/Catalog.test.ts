@@ -325,6 +325,12 @@ describe("fingerprint", () => {
     const expected = createHash("sha256").update(`tether.tool.catalog.v1\n${canonical(copies)}`).digest("hex")
     expect(catalog.fingerprint).toBe(expected)
     expect(Catalog.fingerprint(copies)).toBe(expected)
+    // The catalog's own list is hashed from the bytes kept for it in one piece; any other list of
+    // its descriptors from each descriptor's bytes (views into that piece).
+    expect(Catalog.fingerprint(catalog.descriptors)).toBe(expected)
+    expect(Catalog.fingerprint(catalog.descriptors.slice(3, 40))).toBe(
+      createHash("sha256").update(`tether.tool.catalog.v1\n${canonical(copies.slice(3, 40))}`).digest("hex")
+    )
     // Descriptors given out of order are sorted first (a catalog's are in order already).
     expect(Catalog.fingerprint([...copies].reverse())).toBe(expected)
     expect(Catalog.fingerprint([...catalog.descriptors].reverse())).toBe(expected)
@@ -342,12 +348,22 @@ describe("fingerprint", () => {
     ) as Record<string, unknown>
     const tool = Tool.make("t", {
       ...base,
+      // Characters of two, three and four UTF-8 bytes: the kept bytes are cut by byte, not by character.
+      description: "café — ✓ 𝄞",
       inputSchemaJson: { type: "object", properties, additionalProperties: false } as Tool.Any["inputSchemaJson"]
     })
     const catalog = Effect.runSync(Toolkit.catalog(Toolkit.make(tool)))
     const copies = JSON.parse(JSON.stringify(catalog.descriptors)) as ReadonlyArray<Catalog.Descriptor>
     expect(Object.keys((catalog.descriptors[0]!.inputSchema as { properties: object }).properties)).toHaveLength(6)
     expect(Catalog.fingerprint(copies)).toBe(catalog.fingerprint)
+    const other = Tool.make("u", { ...base, description: "naïve" })
+    const both = Effect.runSync(Toolkit.catalog(Toolkit.make(tool, other)))
+    const bothCopies = JSON.parse(JSON.stringify(both.descriptors)) as ReadonlyArray<Catalog.Descriptor>
+    expect(Catalog.fingerprint(bothCopies)).toBe(both.fingerprint)
+    expect(Catalog.fingerprint([...both.descriptors])).toBe(both.fingerprint)
+    expect(Catalog.fingerprint([both.descriptors[1]!])).toBe(
+      Catalog.fingerprint(JSON.parse(JSON.stringify([both.descriptors[1]])) as ReadonlyArray<Catalog.Descriptor>)
+    )
   })
 
   it("is the same in another process", () => {

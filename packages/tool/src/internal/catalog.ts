@@ -5,6 +5,7 @@
  */
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import { Buffer } from "node:buffer"
 import { createHash } from "node:crypto"
 import type * as Catalog from "../Catalog.js"
 import { ToolDefinitionError } from "../Tool.js"
@@ -109,6 +110,8 @@ const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError
     return { tool, descriptor, wrap, outputIsOverride: tool.outputSchemaJson !== undefined }
   })
 
+const comma = new Uint8Array([44])
+
 const byName = (a: Catalog.Descriptor, b: Catalog.Descriptor): number => a.name < b.name ? -1 : a.name > b.name ? 1 : 0
 
 const isSorted = (descriptors: ReadonlyArray<Catalog.Descriptor>): boolean => {
@@ -117,22 +120,51 @@ const isSorted = (descriptors: ReadonlyArray<Catalog.Descriptor>): boolean => {
 }
 
 /**
+ * The canonical JSON of each catalog's descriptors array (`[`, the descriptors' texts joined by
+ * `,`, `]`) as one buffer: written when the catalog is built, keyed by its frozen array of frozen
+ * descriptors (whose canonical JSON can therefore never change). The descriptors' own bytes
+ * (`Json.ordered` keeps them) then become views into it: the catalog's texts are held once, side
+ * by side, and `fingerprint` hashes a catalog's list in one piece (no lookup per descriptor, no
+ * order check, no call into the hash per descriptor).
+ */
+const catalogBytes = new WeakMap<ReadonlyArray<Catalog.Descriptor>, Uint8Array>()
+
+const keepCatalogBytes = (descriptors: ReadonlyArray<Catalog.Descriptor>): void => {
+  const parts = descriptors.map(Json.canonicalUtf8)
+  let size = 2 + Math.max(0, parts.length - 1)
+  for (const part of parts) size += part.length
+  const whole = Buffer.allocUnsafeSlow(size)
+  let offset = 0
+  whole[offset++] = 91 // [
+  for (let i = 0; i < parts.length; i++) {
+    if (i > 0) whole[offset++] = 44 // ,
+    whole.set(parts[i]!, offset)
+    Json.rehome(descriptors[i]!, whole.subarray(offset, offset + parts[i]!.length))
+    offset += parts[i]!.length
+  }
+  whole[offset] = 93 // ]
+  catalogBytes.set(descriptors, whole)
+}
+
+/**
  * SHA-256 (hex) over the domain tag and the canonical JSON of the descriptors sorted by name.
  *
  * @internal
  */
 export const fingerprint = (descriptors: ReadonlyArray<Catalog.Descriptor>): string => {
-  // A catalog's descriptors are sorted already: checked in one pass, not copied and sorted again.
+  // The bytes of `Json.canonical(sorted)`: a catalog's own list has them in one piece; any other
+  // list is hashed a descriptor at a time, from the bytes each descriptor a catalog built carries
+  // (`Json.ordered`). Either way nothing as large as the catalog is allocated, whose allocation
+  // costs collections (and incremental marking) in proportion to everything else alive.
+  const hash = createHash("sha256").update(fingerprintDomain)
+  const kept = catalogBytes.get(descriptors)
+  if (kept !== undefined) return hash.update(kept).digest("hex")
+  // Any other list: a sorted one (a catalog's copies) is checked in one pass, not copied and sorted again.
   const sorted = isSorted(descriptors) ? descriptors : [...descriptors].sort(byName)
-  // The canonical JSON of the array, hashed one descriptor at a time: the same bytes as
-  // `Json.canonical(sorted)`. A descriptor the catalog built carries its canonical text already
-  // (`Json.ordered`), so hashing a catalog allocates next to nothing: no text as large as the
-  // catalog, whose allocation costs collections (and incremental marking) in proportion to
-  // everything else alive.
-  const hash = createHash("sha256").update(fingerprintDomain).update("[")
+  hash.update("[")
   for (let i = 0; i < sorted.length; i++) {
-    if (i > 0) hash.update(",")
-    hash.update(Json.canonical(sorted[i]))
+    if (i > 0) hash.update(comma)
+    hash.update(Json.canonicalUtf8(sorted[i]))
   }
   return hash.update("]").digest("hex")
 }
@@ -149,6 +181,7 @@ export const build = (tools: ReadonlyArray<ToolData>): Either.Either<Built, Tool
       definitions.set(definition.descriptor.name, definition)
     }
     const descriptors = Object.freeze([...definitions.values()].map((d) => d.descriptor).sort(byName))
+    keepCatalogBytes(descriptors)
     const catalog: Catalog.Catalog = Object.freeze({ descriptors, fingerprint: fingerprint(descriptors) })
     return { catalog, definitions }
   })

@@ -5,6 +5,7 @@
  * @internal
  */
 import * as Either from "effect/Either"
+import { Buffer } from "node:buffer"
 
 const maxDepth = 256
 
@@ -123,12 +124,15 @@ export const deepFreeze = <A>(u: A): A => {
 const compareKeys = (a: string, b: string): number => a < b ? -1 : a > b ? 1 : 0
 
 /**
- * The canonical JSON of the values made by `ordered` whose `JSON.stringify` text is their
- * canonical JSON (every object's own keys enumerate in sorted order, nothing but plain JSON and
- * `undefined` members inside): written once, from the copy before it is frozen (`JSON.stringify`
- * writes frozen objects and arrays at about half the speed), and never again.
+ * The canonical JSON, as UTF-8 bytes, of the values made by `ordered` whose `JSON.stringify`
+ * text is their canonical JSON (every object's own keys enumerate in sorted order, nothing but
+ * plain JSON and `undefined` members inside): written once, from the copy before it is frozen
+ * (`JSON.stringify` writes frozen objects and arrays at about half the speed), and never again.
+ * Kept as bytes, not as the text: what reads them is a hash, which then takes them as they are
+ * (a text is encoded again on every `update`), and small `Buffer`s share Node's pool slabs, so
+ * the bytes of a catalog's descriptors lie side by side instead of across the heap.
  */
-const canonicalText = new WeakMap<object, string>()
+const canonicalBytes = new WeakMap<object, Uint8Array>()
 
 const orderedCopy = (
   u: unknown,
@@ -184,7 +188,7 @@ export const ordered = <A>(u: A): A => {
   const made: Array<object> = []
   const copy = orderedCopy(u, 0, made)
   if (copy.canonical && typeof copy.value === "object" && copy.value !== null) {
-    canonicalText.set(copy.value, JSON.stringify(copy.value))
+    canonicalBytes.set(copy.value, Buffer.from(JSON.stringify(copy.value), "utf8"))
   }
   for (const value of made) Object.freeze(value)
   return copy.value as A
@@ -203,8 +207,8 @@ const isNative = (u: unknown): boolean =>
  */
 export const canonical = (u: unknown): string => {
   if (u === null || typeof u !== "object") return JSON.stringify(u) ?? "null"
-  const text = canonicalText.get(u)
-  if (text !== undefined) return text
+  const bytes = canonicalBytes.get(u)
+  if (bytes !== undefined) return utf8.decode(bytes)
   if (Array.isArray(u)) return u.every(isNative) ? JSON.stringify(u) : `[${u.map(canonical).join(",")}]`
   const record = u as Record<string, unknown>
   const parts: Array<string> = []
@@ -213,4 +217,26 @@ export const canonical = (u: unknown): string => {
     if (value !== undefined) parts.push(`${JSON.stringify(key)}:${canonical(value)}`)
   }
   return `{${parts.join(",")}}`
+}
+
+const utf8 = new TextDecoder()
+
+/**
+ * `canonical` as UTF-8 bytes: the bytes `ordered` kept for its value, or the text encoded.
+ *
+ * @internal
+ */
+export const canonicalUtf8 = (u: unknown): Uint8Array =>
+  (typeof u === "object" && u !== null ? canonicalBytes.get(u) : undefined) ?? Buffer.from(canonical(u), "utf8")
+
+/**
+ * Moves the bytes kept for `value` (made by `ordered`) to `bytes`, the same bytes elsewhere (a
+ * view into a larger buffer holding several values' texts side by side). Nothing happens when
+ * nothing is kept for `value`, or when `bytes` are not the bytes kept.
+ *
+ * @internal
+ */
+export const rehome = (value: object, bytes: Uint8Array): void => {
+  const kept = canonicalBytes.get(value)
+  if (kept !== undefined && Buffer.compare(kept, bytes) === 0) canonicalBytes.set(value, bytes)
 }
