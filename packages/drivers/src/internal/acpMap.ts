@@ -141,13 +141,14 @@ const contentText = (content: unknown): string | undefined => {
 
 /** ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. */
 const usageOf = (result: Json): Usage | undefined => {
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
   const fields = (input: number | undefined, output: number | undefined, cached?: number, reasoning?: number) =>
     input === undefined && output === undefined ? undefined : new Usage({
       ...(input !== undefined ? { inputTokens: input } : {}),
       ...(output !== undefined ? { outputTokens: output } : {}),
       ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
       ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {})
-    })
+    }, true)
   const usage = result["usage"]
   if (isRecord(usage)) {
     return fields(

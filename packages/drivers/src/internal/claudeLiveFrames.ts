@@ -106,7 +106,8 @@ export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | un
   for (const key of usageKeys) {
     if (a[key] !== undefined || b[key] !== undefined) fields[key] = (a[key] ?? 0) + (b[key] ?? 0)
   }
-  return new Usage(fields)
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  return new Usage(fields, true)
 }
 
 /**
@@ -116,4 +117,4 @@ export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | un
  * @internal
  */
 export const withCost = (usage: Usage, cost: number): Usage =>
-  new Usage({ ...usage, costUsd: Math.round(cost * 1e12) / 1e12 })
+  new Usage({ ...usage, costUsd: Math.round(cost * 1e12) / 1e12 }, true)

@@ -88,7 +88,8 @@ const usageOf = (record: Json): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (cost !== undefined) fields.costUsd = cost
-  return new Usage(fields)
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  return new Usage(fields, true)
 }
 
 /** The text parts of a message content (a string as it is). @internal */

@@ -144,7 +144,8 @@ const usageOf = (breakdown: unknown): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  return new Usage(fields)
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  return new Usage(fields, true)
 }
 
 const joined = (parts: unknown): string | undefined => {

@@ -46,7 +46,8 @@ export const usageOf = (usage: unknown): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  return new Usage(fields)
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  return new Usage(fields, true)
 }
 
 /** The text parts of an MCP result joined, or its structured content when it has one. */

@@ -96,11 +96,12 @@ const usageOf = (usage: unknown): Usage | undefined => {
   const outputTokens = num(usage["outputTokens"]) ?? num(usage["output_tokens"])
   const cachedInputTokens = num(usage["cacheReadTokens"]) ?? num(usage["cached_input_tokens"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
   return new Usage({
     ...(inputTokens !== undefined ? { inputTokens } : {}),
     ...(outputTokens !== undefined ? { outputTokens } : {}),
     ...(cachedInputTokens !== undefined ? { cachedInputTokens } : {})
-  })
+  }, true)
 }
 
 const none: Array<Driver.Output> = []

@@ -68,11 +68,12 @@ const usageOf = (stats: unknown): Usage | undefined => {
   const outputTokens = num(stats["output_tokens"])
   const cachedInputTokens = num(stats["cached"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
+  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
   return new Usage({
     ...(inputTokens !== undefined ? { inputTokens } : {}),
     ...(outputTokens !== undefined ? { outputTokens } : {}),
     ...(cachedInputTokens !== undefined ? { cachedInputTokens } : {})
-  })
+  }, true)
 }
 
 const modelOfStats = (stats: unknown): string | undefined => {
