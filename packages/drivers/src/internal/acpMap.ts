@@ -141,7 +141,7 @@ const contentText = (content: unknown): string | undefined => {
 
 /** ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. */
 const usageOf = (result: Json): Usage | undefined => {
-  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
   const fields = (input: number | undefined, output: number | undefined, cached?: number, reasoning?: number) =>
     input === undefined && output === undefined ? undefined : new Usage({
       ...(input !== undefined ? { inputTokens: input } : {}),

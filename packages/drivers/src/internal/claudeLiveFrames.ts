@@ -106,13 +106,14 @@ export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | un
   for (const key of usageKeys) {
     if (a[key] !== undefined || b[key] !== undefined) fields[key] = (a[key] ?? 0) + (b[key] ?? 0)
   }
-  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  // Sums of two `Usage` values' fields (numbers): the class's own check would only repeat theirs.
   return new Usage(fields, true)
 }
 
 /**
  * A result's usage with `costUsd` replaced by this CLI turn's share: the CLI reports
  * `total_cost_usd` as a running total over the process. Rounded to 1e-12 USD (float noise).
+ * Built without the class's own check: a `Usage`'s fields and a number, it would only repeat it.
  *
  * @internal
  */

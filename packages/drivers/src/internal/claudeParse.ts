@@ -88,7 +88,7 @@ const usageOf = (record: Json): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (cost !== undefined) fields.costUsd = cost
-  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
   return new Usage(fields, true)
 }
 

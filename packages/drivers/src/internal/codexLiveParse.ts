@@ -144,7 +144,7 @@ const usageOf = (breakdown: unknown): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
   return new Usage(fields, true)
 }
 

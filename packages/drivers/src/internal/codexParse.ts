@@ -46,7 +46,7 @@ export const usageOf = (usage: unknown): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
   return new Usage(fields, true)
 }
 

@@ -96,7 +96,7 @@ const usageOf = (usage: unknown): Usage | undefined => {
   const outputTokens = num(usage["outputTokens"]) ?? num(usage["output_tokens"])
   const cachedInputTokens = num(usage["cacheReadTokens"]) ?? num(usage["cached_input_tokens"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
-  // Every field is a finite number (`num`), or a sum of them: the class would only check that again.
+  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
   return new Usage({
     ...(inputTokens !== undefined ? { inputTokens } : {}),
     ...(outputTokens !== undefined ? { outputTokens } : {}),
