@@ -132,17 +132,26 @@ describe("a fleet of runner processes on PostgreSQL", () => {
             threads.thread(key).run(turn)
           const committed = (key: string) => Effect.map(threads.thread(key).snapshot, Option.getOrThrow)
 
-          // Both runners hold shards (PostgreSQL advisory locks, one lock connection each) before
-          // the first round: a runner that registered a moment later gets its share only at the
-          // next rebalance, and a round started before that lands on one runner.
+          // Both runners hold their shares of the shards (PostgreSQL advisory locks, one lock
+          // connection each) before the first round: a runner that registered a moment later gets
+          // its share only at the next rebalance, and takes its shards over as the other releases
+          // them; a round started before that lands on one runner. (Once, under the whole suite's
+          // load, a round started when the second runner held only its first few locks.) Then a
+          // refresh of this client's assignments (`Runner.tuned`: every second) after that.
           const locks = yield* SqlClient.SqlClient
-          const holders = locks<{ readonly n: number | string }>`SELECT count(DISTINCT pid) AS n FROM pg_locks
+          const held = locks<{ readonly n: number | string }>`SELECT count(*) AS n FROM pg_locks
             WHERE locktype = 'advisory' AND granted
-              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            GROUP BY pid`
           yield* waitUntil(
-            "both runners to hold shards",
-            Effect.map(Effect.orDie(holders), (rows) => Number(rows[0]?.n) >= 2)
-          )
+            "both runners to hold a third of the shards or more",
+            Effect.map(Effect.orDie(held), (rows) => {
+              const counts = rows.map((row) => Number(row.n))
+              const total = counts.reduce((sum, n) => sum + n, 0)
+              return counts.length >= 2 && counts.every((n) => n * 3 >= total)
+            })
+          ).pipe(Effect.tapDefect(() => fleetState(locks)))
+          yield* Effect.sleep("2 seconds")
 
           // Round 1: every thread starts, spread over the two runners.
           const first = new Map<string, Result.Result>()
