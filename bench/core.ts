@@ -5,7 +5,11 @@
  *   script, in pairs of one run of each (which goes first alternates); the ratio is the median
  *   over pairs of agent time / raw time within the pair, so a load swing from other processes
  *   weighs on both runs of a pair alike (target ≤ 1.05×);
- * - `Agent.make` → close with no run (target ≤ 10 ms).
+ * - `Agent.make` → close with no run (target ≤ 10 ms);
+ * - the scrub that follows every run (reported): the walk over the clone for the files the
+ *   process wrote, in a clone holding `files` session files (a plain run leaves one there, so a
+ *   long-lived agent's clone holds one per run), against a bare `readdirSync` + `lstatSync` loop
+ *   over the same directory; medians of 7 alternating rounds.
  *
  * Run: node --conditions=@tether/source --import tsx bench/core.ts
  */
@@ -14,10 +18,13 @@ import { FakeCli, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
+import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import * as Readline from "node:readline"
+// The scrub is internal: every run's end calls it on the agent's clone.
+import * as ScrubFiles from "../packages/core/src/internal/scrubFiles.js"
 
 export interface CoreFigures {
   readonly events: number
@@ -31,6 +38,8 @@ export interface CoreFigures {
   readonly minRatio: number
   readonly makeCloseMs: number
   readonly iterations: { readonly run: number; readonly makeClose: number }
+  /** The post-run scrub's walk of a clone holding `files` files (nothing to rewrite), and the bare loop's. */
+  readonly scrub: { readonly files: number; readonly walkMs: number; readonly bareMs: number }
 }
 
 const median = (values: ReadonlyArray<number>): number => {
@@ -68,8 +77,54 @@ const rawRun = (input: string, home: string, cwd: string): Promise<number> =>
     child.stdin.end(input)
   })
 
-/** Measures the figures above; `runs` pairs / `makeCloses` iterations (defaults 20 / 30). */
-export const measure = (options: { readonly runs?: number; readonly makeCloses?: number } = {}) =>
+/** The scrub's walk over `files` session files that predate the run, vs a bare loop (medians of 7). */
+const measureScrub = (files: number) =>
+  Effect.gen(function*() {
+    const clone = yield* Effect.acquireRelease(
+      Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-scrub-"))),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    )
+    const sessions = NodePath.join(clone, "sessions")
+    FsSync.mkdirSync(sessions)
+    for (let i = 0; i < files; i++) FsSync.writeFileSync(NodePath.join(sessions, `${i}.jsonl`), `{"run":${i}}\n`)
+    // A run that started after every one of them: the walk reads and rewrites nothing.
+    const options = {
+      roots: [clone],
+      since: Date.now() + 60_000,
+      skip: new Set<string>(),
+      redact: (b: Uint8Array) => b
+    }
+    const bare = () => {
+      for (const entry of FsSync.readdirSync(sessions, { withFileTypes: true })) {
+        FsSync.lstatSync(NodePath.join(sessions, entry.name))
+      }
+    }
+    yield* ScrubFiles.scrub(options)
+    bare()
+    const walkTimes: Array<number> = []
+    const bareTimes: Array<number> = []
+    for (let i = 0; i < 7; i++) {
+      const timeWalk = Effect.suspend(() => {
+        const start = performance.now()
+        return Effect.map(ScrubFiles.scrub(options), () => walkTimes.push(performance.now() - start))
+      })
+      const timeBare = Effect.sync(() => {
+        const start = performance.now()
+        bare()
+        bareTimes.push(performance.now() - start)
+      })
+      yield* i % 2 === 0 ? Effect.zipRight(timeWalk, timeBare) : Effect.zipRight(timeBare, timeWalk)
+    }
+    return { files, walkMs: median(walkTimes), bareMs: median(bareTimes) }
+  }).pipe(Effect.scoped)
+
+/**
+ * Measures the figures above; `runs` pairs / `makeCloses` iterations / `scrubFiles` files in the
+ * scrubbed clone (defaults 20 / 30 / 5,000).
+ */
+export const measure = (
+  options: { readonly runs?: number; readonly makeCloses?: number; readonly scrubFiles?: number } = {}
+) =>
   Effect.gen(function*() {
     const runs = options.runs ?? 20
     const makeCloses = options.makeCloses ?? 30
@@ -120,6 +175,7 @@ export const measure = (options: { readonly runs?: number; readonly makeCloses?:
       yield* Effect.scoped(Agent.make(options_)).pipe(Effect.timeout("60 seconds"))
       makeCloseTimes.push(performance.now() - start)
     }
+    const scrub = yield* measureScrub(options.scrubFiles ?? 5_000)
     const agentRunMs = median(agentTimes)
     const rawRunMs = median(rawTimes)
     return {
@@ -131,9 +187,16 @@ export const measure = (options: { readonly runs?: number; readonly makeCloses?:
       rawRunMinMs: Math.min(...rawTimes),
       minRatio: Math.min(...agentTimes) / Math.min(...rawTimes),
       makeCloseMs: median(makeCloseTimes),
-      iterations: { run: runs, makeClose: makeCloses }
+      iterations: { run: runs, makeClose: makeCloses },
+      scrub
     } satisfies CoreFigures
   }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+
+/** The scrub figure as one line. */
+export const formatScrub = (scrub: CoreFigures["scrub"]): string =>
+  `scrub after a run, clone of ${scrub.files} session files: walk ${scrub.walkMs.toFixed(1)} ms, bare readdir + lstat ${
+    scrub.bareMs.toFixed(1)
+  } ms = ${(scrub.walkMs / scrub.bareMs).toFixed(2)}× (medians of 7)`
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
 if (isMain) {
@@ -152,4 +215,5 @@ if (isMain) {
       figures.makeCloseMs.toFixed(1)
     } ms (target ≤ 10 ms; median of ${figures.iterations.makeClose})`
   )
+  console.log(formatScrub(figures.scrub))
 }

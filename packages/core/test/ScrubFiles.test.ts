@@ -74,4 +74,51 @@ describe("ScrubFiles", () => {
         expect(Fs.readFileSync(skipped, "latin1")).toContain(token)
       })
     ))
+
+  it.live("never goes through a link, never rewrites a hard-linked file, and finds files deep down", () =>
+    withDir((outside) =>
+      withDir((dir) =>
+        Effect.gen(function*() {
+          const theirs = NodePath.join(outside, "auth.json")
+          Fs.writeFileSync(theirs, `{"token":"${token}"}`)
+          Fs.mkdirSync(NodePath.join(outside, "tree"))
+          const theirsBelow = NodePath.join(outside, "tree", "log.txt")
+          Fs.writeFileSync(theirsBelow, `line ${token}`)
+          Fs.symlinkSync(theirs, NodePath.join(dir, "auth.json"))
+          Fs.symlinkSync(NodePath.join(outside, "tree"), NodePath.join(dir, "tree"))
+          const linked = NodePath.join(dir, "linked.json")
+          Fs.linkSync(theirs, linked)
+          const deep = NodePath.join(dir, "a", "b", "c", "session.jsonl")
+          Fs.mkdirSync(NodePath.dirname(deep), { recursive: true })
+          Fs.writeFileSync(deep, `{"text":"${token}"}`)
+          const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact })
+          expect(changed).toEqual([deep])
+          expect(Fs.readFileSync(deep, "latin1")).toBe(`{"text":"${marker}"}`)
+          for (const file of [theirs, theirsBelow, linked]) expect(Fs.readFileSync(file, "latin1")).toContain(token)
+        })
+      )
+    ))
+
+  it.live("walks a clone of a thousand entries in slices, the event loop running between them", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        // What a long-lived agent's clone looks like: a session file per earlier run.
+        const sessions = NodePath.join(dir, "sessions")
+        Fs.mkdirSync(sessions)
+        for (let i = 0; i < 1000; i++) {
+          Fs.writeFileSync(
+            NodePath.join(sessions, `${String(i).padStart(4, "0")}.jsonl`),
+            `{"run":${i},"token":"${token}"}`
+          )
+        }
+        // A run that starts after all of them: nothing is read or written, only the walk gives way to timers.
+        let turns = 0
+        const timer = setInterval(() => turns++, 0)
+        const changed = yield* ScrubFiles.scrub({ roots: [dir], since: Date.now() + 60_000, skip: new Set(), redact })
+        clearInterval(timer)
+        expect(changed).toEqual([])
+        // A walk in one synchronous piece would let no timer run before it ends.
+        expect(turns).toBeGreaterThan(0)
+      })
+    ))
 })

@@ -7,6 +7,7 @@
  * @internal
  */
 import * as Effect from "effect/Effect"
+import * as NodeFsSync from "node:fs"
 import * as NodeFs from "node:fs/promises"
 import * as NodePath from "node:path"
 
@@ -93,37 +94,62 @@ const scrubFile = async (file: string, name: string, size: number, redact: Optio
   }
 }
 
-const walk = async (
-  dir: string,
-  options: Options,
-  found: Array<{ readonly file: string; readonly size: number }>
-): Promise<void> => {
-  let names: Array<string>
-  try {
-    names = await NodeFs.readdir(dir)
-  } catch {
-    return
-  }
-  for (const name of names) {
-    const absolute = NodePath.join(dir, name)
-    let info
+/** Entries looked at between two yields to the event loop (~1 ms of synchronous calls). */
+const entriesPerSlice = 256
+
+/**
+ * The regular files under `roots` the run may have written. The clone keeps every session a
+ * CLI ever wrote there (a plain run leaves one per run), so the walk visits thousands of
+ * entries on a long-lived agent: it reads each directory with its entry types (no `lstat` for
+ * a directory or a link) and calls `lstat` synchronously for the regular files only, which costs
+ * a few microseconds an entry where an awaited call costs ~100 µs of the main thread. It yields
+ * to the event loop every `entriesPerSlice` entries, so no slice blocks it for long.
+ */
+const walk = async (options: Options): Promise<Array<{ readonly file: string; readonly size: number }>> => {
+  const found: Array<{ readonly file: string; readonly size: number }> = []
+  const directories = [...options.roots].reverse()
+  let slice = 0
+  while (directories.length > 0) {
+    const dir = directories.pop()!
+    let entries: Array<NodeFsSync.Dirent>
     try {
-      info = await NodeFs.lstat(absolute)
+      entries = NodeFsSync.readdirSync(dir, { withFileTypes: true })
     } catch {
       continue
     }
-    // Never through a link (the clone links the user's auth), never a file shared by another
-    // link (a hard-linked auth file is the user's own).
-    if (info.isSymbolicLink()) continue
-    if (info.isDirectory()) {
-      await walk(absolute, options, found)
-    } else if (
-      info.isFile() && info.nlink === 1 && info.size >= overlap + 1 && info.mtimeMs >= options.since - clockSlack &&
-      !options.skip.has(absolute)
-    ) {
-      found.push({ file: absolute, size: info.size })
+    const below: Array<string> = []
+    for (const entry of entries) {
+      if (++slice === entriesPerSlice) {
+        slice = 0
+        await new Promise<void>((resolve) => setImmediate(resolve))
+      }
+      // Never through a link (the clone links the user's auth).
+      if (entry.isSymbolicLink()) continue
+      const absolute = NodePath.join(dir, entry.name)
+      if (entry.isDirectory()) {
+        below.push(absolute)
+        continue
+      }
+      if (!entry.isFile() || options.skip.has(absolute)) continue
+      let info: NodeFsSync.Stats | undefined
+      try {
+        info = NodeFsSync.lstatSync(absolute, { throwIfNoEntry: false })
+      } catch {
+        continue
+      }
+      // Read again from the entry itself (it may have changed since the directory was read);
+      // never a file shared by another link (a hard-linked auth file is the user's own).
+      if (
+        info !== undefined && info.isFile() && info.nlink === 1 && info.size >= overlap + 1 &&
+        info.mtimeMs >= options.since - clockSlack
+      ) {
+        found.push({ file: absolute, size: info.size })
+      }
     }
+    // Depth first, in the directory's order.
+    for (let i = below.length - 1; i >= 0; i--) directories.push(below[i]!)
   }
+  return found
 }
 
 /**
@@ -135,8 +161,7 @@ const walk = async (
  */
 export const scrub = (options: Options): Effect.Effect<ReadonlyArray<string>> =>
   Effect.promise(async () => {
-    const found: Array<{ readonly file: string; readonly size: number }> = []
-    for (const root of options.roots) await walk(root, options, found)
+    const found = await walk(options)
     const changed: Array<string> = []
     for (const { file, size } of found) {
       try {
