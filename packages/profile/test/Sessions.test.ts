@@ -318,6 +318,44 @@ describe("Profile session store", () => {
       yield* writer.close
     })))
 
+  it.live("a saved session file is private with the owner's bits of the clone's file, whatever the umask", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const first = yield* openClone(w, alice)
+      write(first.clone.dir, "sessions/s.jsonl", "v1")
+      NodeFs.chmodSync(NodePath.join(first.clone.dir, "sessions/s.jsonl"), 0o744)
+      // A umask that clears the owner's write bit at creation: the mode is set again.
+      const previous = process.umask(0o277)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.umask(previous)))
+      yield* first.clone.saveSessions
+      process.umask(previous)
+      const stored = NodePath.join(first.clone.sessions!, "profile", "sessions/s.jsonl")
+      expect(NodeFs.statSync(stored).mode & 0o777).toBe(0o700)
+      expect(read(NodePath.join(first.clone.sessions!, "profile"), "sessions/s.jsonl")).toBe("v1")
+      yield* first.close
+    })))
+
+  it.live("a save that cannot replace the stored file fails with a ProfileError and leaves no temporary file", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const first = yield* openClone(w, alice)
+      write(first.clone.dir, "sessions/s.jsonl", "v1")
+      yield* first.clone.saveSessions
+      // Something put a directory where the stored copy was: the rename onto it fails.
+      const stored = NodePath.join(first.clone.sessions!, "profile", "sessions/s.jsonl")
+      NodeFs.rmSync(stored)
+      NodeFs.mkdirSync(NodePath.join(stored, "in-the-way"), { recursive: true })
+      write(first.clone.dir, "sessions/s.jsonl", "v2")
+      const error = yield* Effect.flip(first.clone.saveSessions)
+      expect(error).toMatchObject({ _tag: "ProfileError" })
+      expect(NodeFs.readdirSync(NodePath.join(first.clone.sessions!, "tmp"))).toEqual([])
+      // Nothing of the clone was lost: its file is as it was, and saves once the way is clear.
+      NodeFs.rmSync(stored, { recursive: true })
+      expect((yield* first.clone.saveSessions).saved).toEqual(["sessions/s.jsonl"])
+      expect(read(NodePath.join(first.clone.sessions!, "profile"), "sessions/s.jsonl")).toBe("v2")
+      yield* first.close
+    })))
+
   it.live("temporary files of a killed writer are removed at the next seed, fresh ones are left to their writer", () =>
     run(Effect.gen(function*() {
       const w = yield* world

@@ -178,12 +178,20 @@ export const list = (root: string, layout: ProfileLayout) =>
     return found
   })
 
-/** Reads a file, `undefined` when it vanished (another writer removed it). */
+/**
+ * Reads a file, `undefined` when it vanished (another writer removed it). Synchronously: a
+ * session file is read whole anyway, and an awaited read is four round trips through libuv's
+ * pool and the event loop (open, stat, read, close), each waiting on whatever else the loop is
+ * doing at the end of a turn.
+ */
 const readIfPresent = (file: string) =>
-  Effect.tryPromise({
-    try: () =>
-      NodeFs.readFile(file).catch((e: NodeJS.ErrnoException) => e.code === "ENOENT" ? undefined : Promise.reject(e)),
-    catch: io(file)
+  sync(file, () => {
+    try {
+      return NodeFsSync.readFileSync(file)
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
+      throw e
+    }
   })
 
 /** Creates the parents of `rel` under `base`, refusing a symlinked or non-directory parent. */
@@ -251,7 +259,16 @@ export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: str
     return baseline
   })
 
-/** Writes `content` to `<store>/profile/<rel>` through a temporary file and a rename. */
+/** `fsync` of an open file, on libuv's pool (the one call here that can take a while). */
+const fsync = (fd: number) =>
+  new Promise<void>((resolve, reject) => NodeFsSync.fsync(fd, (error) => error === null ? resolve() : reject(error)))
+
+/**
+ * Writes `content` to `<store>/profile/<rel>` through a temporary file, made durable, and a
+ * rename. The open, write, mode and rename are synchronous (each a few microseconds for a session
+ * file, where awaiting each cost a round trip through the event loop); only the `fsync` is
+ * awaited.
+ */
 const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, mode: number) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
@@ -260,18 +277,19 @@ const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, 
     const temporary = path.join(store.tmp, `${process.pid}-${NodeCrypto.randomBytes(8).toString("hex")}`)
     yield* Effect.tryPromise({
       try: async () => {
-        const handle = await NodeFs.open(temporary, "wx", mode)
+        const fd = NodeFsSync.openSync(temporary, "wx", mode)
         try {
-          await handle.writeFile(content)
-          await handle.chmod(mode)
-          await handle.sync()
+          NodeFsSync.writeFileSync(fd, content)
+          // The umask may have cleared bits of `mode` at creation.
+          if ((NodeFsSync.fstatSync(fd).mode & 0o7777) !== mode) NodeFsSync.fchmodSync(fd, mode)
+          await fsync(fd)
         } finally {
-          await handle.close()
+          NodeFsSync.closeSync(fd)
         }
-        await NodeFs.rename(temporary, target)
+        NodeFsSync.renameSync(temporary, target)
       },
       catch: io(target)
-    }).pipe(Effect.tapError(() => Effect.promise(() => NodeFs.rm(temporary, { force: true }))))
+    }).pipe(Effect.tapError(() => Effect.sync(() => NodeFsSync.rmSync(temporary, { force: true }))))
   })
 
 /**
