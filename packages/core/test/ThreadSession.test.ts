@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent as AgentModule, ThreadStore } from "@tether/core"
 import { FakeCli, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -230,4 +231,44 @@ describe("Thread (sqlite store across host processes)", () => {
       )
       expect(yield* Harness.entries(sandbox.root)).toEqual([])
     }).pipe(Effect.scoped))
+})
+
+describe("Thread (close while a turn waits for the previous turn's CLI)", () => {
+  it.live("the waiting turn fails ThreadClosed at once, its wait cut, while that CLI still runs", () =>
+    withThreads(Threads.stores[0]![1], ({ agent }) =>
+      Effect.gen(function*() {
+        const thread = yield* agent.thread("k")
+        // The first turn's CLI answers, then keeps running for seconds (writing its session, as
+        // far as the thread knows); its turn is left while the thread waits for that exit.
+        let lingering: number | undefined
+        const answered = yield* Deferred.make<void>()
+        const first = yield* thread.stream(
+          FakeCli.script({ op: "text", text: "answered" }, { op: "result", text: "answered" }, {
+            op: "linger",
+            ms: 4000
+          })
+        ).pipe(
+          Stream.tap((event) =>
+            event._tag === "ProcessStarted"
+              ? Effect.sync(() => (lingering = event.pid))
+              : event._tag === "Message"
+              ? Deferred.succeed(answered, undefined)
+              : Effect.void
+          ),
+          Stream.runDrain,
+          Effect.fork
+        )
+        yield* Deferred.await(answered)
+        // The terminal record follows the message: once it is read, the turn waits for the exit.
+        yield* Effect.sleep("300 millis")
+        yield* Fiber.interrupt(first)
+        const second = yield* thread.run(text("second")).pipe(Effect.either, Effect.fork)
+        yield* Effect.sleep("200 millis")
+        yield* thread.close
+        const outcome = yield* Fiber.join(second)
+        expect(outcome._tag === "Left" && outcome.left._tag).toBe("ThreadClosed")
+        // It did not wait for the first CLI's exit: that CLI is still running.
+        expect(lingering).toBeTypeOf("number")
+        expect(() => process.kill(lingering!, 0)).not.toThrow()
+      }), { processes: { exitGrace: "10 seconds", killGrace: "300 millis" } }))
 })

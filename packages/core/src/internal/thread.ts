@@ -490,9 +490,10 @@ export const open = (
             host.store.renew(lease, host.leaseTtl).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void))
           )
         )))
-        // The previous turn's CLI may still be exiting (writing its session): resume after it.
+        // The previous turn's CLI may still be exiting (writing its session): resume after it. The
+        // thread's close cuts the wait (this turn then fails `ThreadClosed` below).
         const exiting = host.exiting.get(key)
-        if (exiting !== undefined) yield* Deferred.await(exiting)
+        if (exiting !== undefined) yield* Effect.raceFirst(Deferred.await(exiting), Deferred.await(closedSignal))
         const first = yield* plan(typeof turn === "string" ? undefined : turn.id)
         if (closed) return yield* new Thread.ThreadClosed({ key })
         // A rejected resume is retried once with a fresh session, unless the thread is strict
@@ -523,11 +524,12 @@ export const open = (
             )
           })
         )
+        // No `Stream.interruptWhen` on the thread's close: it runs the stream through `mergeWith`,
+        // which forks a fiber for every pull (2-3 ms of a warm turn's start and end). The close
+        // interrupts the turn's run (admitted or not yet: see `admitted`), whose end reaches this
+        // stream as `RunError(Canceled)`, and the waits before the run are cut above.
         return runs.pipe(
-          Stream.interruptWhen(
-            Effect.zipRight(Deferred.await(closedSignal), Effect.fail(new Thread.ThreadClosed({ key })))
-          ),
-          // A turn the thread's close canceled fails as closed, whichever the caller saw first.
+          // A turn the thread's close canceled fails as closed.
           Stream.mapError((error) =>
             closed && error._tag === "RunError" && error.reason === "Canceled"
               ? new Thread.ThreadClosed({ key })
