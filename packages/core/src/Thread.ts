@@ -368,9 +368,10 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  * - `approve(id, decision)`: answers an approval one of this thread's turns asked for (an
  *   `ApprovalRequested` event); `ApprovalNotFound` for an id no turn of this thread is waiting on,
  *   `ApprovalAlreadyResolved` when it was already answered (see `Approval`).
- * - `close`: cancels the thread's running turns and waits for them (they fail with
- *   `ThreadClosed`), ends `events`, and refuses further turns. Idempotent; the agent and the
- *   committed record stay.
+ * - `close`: cancels the thread's running turns and waits for them (each one's stream shows its
+ *   `RunFinished` with outcome `canceled`, then fails with `ThreadClosed`; a turn still waiting to
+ *   run fails with `ThreadClosed` at once), ends `events`, and refuses further turns. Idempotent;
+ *   the agent and the committed record stay.
  *
  * @since 0.1.0
  * @category models

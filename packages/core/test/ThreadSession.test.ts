@@ -233,7 +233,33 @@ describe("Thread (sqlite store across host processes)", () => {
     }).pipe(Effect.scoped))
 })
 
-describe("Thread (close while a turn waits for the previous turn's CLI)", () => {
+describe("Thread (close of a running turn and of one waiting to run)", () => {
+  it.live("a turn the close cancels shows its RunFinished(canceled), then fails ThreadClosed", () =>
+    withThreads(Threads.stores[0]![1], ({ agent }) =>
+      Effect.gen(function*() {
+        const thread = yield* agent.thread("k")
+        const seen: Array<string> = []
+        const started = yield* Deferred.make<void>()
+        const turn = yield* thread.stream(FakeCli.script({ op: "text", text: "on it" }, { op: "sleep", ms: 10_000 }))
+          .pipe(
+            Stream.tap((event) =>
+              Effect.sync(() => seen.push(event._tag === "RunFinished" ? `RunFinished(${event.outcome})` : event._tag))
+                .pipe(
+                  Effect.zipRight(event._tag === "ProcessStarted" ? Deferred.succeed(started, undefined) : Effect.void)
+                )
+            ),
+            Stream.runDrain,
+            Effect.either,
+            Effect.fork
+          )
+        yield* Deferred.await(started)
+        yield* thread.close
+        const outcome = yield* Fiber.join(turn)
+        expect(outcome._tag === "Left" && outcome.left._tag).toBe("ThreadClosed")
+        expect(seen.at(-1)).toBe("RunFinished(canceled)")
+        expect(seen.filter((tag) => tag === "RunStarted")).toHaveLength(1)
+      })))
+
   it.live("the waiting turn fails ThreadClosed at once, its wait cut, while that CLI still runs", () =>
     withThreads(Threads.stores[0]![1], ({ agent }) =>
       Effect.gen(function*() {
