@@ -179,19 +179,29 @@ export const list = (root: string, layout: ProfileLayout) =>
   })
 
 /**
- * Reads a file, `undefined` when it vanished (another writer removed it). Synchronously: a
- * session file is read whole anyway, and an awaited read is four round trips through libuv's
- * pool and the event loop (open, stat, read, close), each waiting on whatever else the loop is
- * doing at the end of a turn.
+ * Files up to this size are read and written synchronously: a session file is read whole anyway,
+ * and an awaited read is four round trips through libuv's pool and back through an event loop
+ * that is busy at the end of a turn (open, stat, read, close), an awaited write as many. Larger
+ * ones (a long session's transcript) go through the pool, so copying them never holds the loop.
  */
+const syncBytes = 1024 * 1024
+
+const missing = (e: unknown) => (e as NodeJS.ErrnoException).code === "ENOENT"
+
+/** Reads a file, `undefined` when it vanished (another writer removed it). */
 const readIfPresent = (file: string) =>
-  sync(file, () => {
-    try {
-      return NodeFsSync.readFileSync(file)
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined
-      throw e
-    }
+  Effect.tryPromise({
+    try: async () => {
+      const size = NodeFsSync.statSync(file, { throwIfNoEntry: false })?.size
+      if (size === undefined) return undefined
+      try {
+        return size <= syncBytes ? NodeFsSync.readFileSync(file) : await NodeFs.readFile(file)
+      } catch (e) {
+        if (missing(e)) return undefined
+        throw e
+      }
+    },
+    catch: io(file)
   })
 
 /** Creates the parents of `rel` under `base`, refusing a symlinked or non-directory parent. */
@@ -263,11 +273,19 @@ export const seed = (store: SessionStore, layout: ProfileLayout, profileDir: str
 const fsync = (fd: number) =>
   new Promise<void>((resolve, reject) => NodeFsSync.fsync(fd, (error) => error === null ? resolve() : reject(error)))
 
+/** Writes all of `content` at the file's start: synchronously up to `syncBytes`, else on the pool. */
+const writeAll = (fd: number, content: Uint8Array): Promise<void> =>
+  content.byteLength <= syncBytes
+    ? Promise.resolve(NodeFsSync.writeFileSync(fd, content))
+    : new Promise((resolve, reject) =>
+      NodeFsSync.writeFile(fd, content, (error) => error === null ? resolve() : reject(error))
+    )
+
 /**
  * Writes `content` to `<store>/profile/<rel>` through a temporary file, made durable, and a
- * rename. The open, write, mode and rename are synchronous (each a few microseconds for a session
- * file, where awaiting each cost a round trip through the event loop); only the `fsync` is
- * awaited.
+ * rename. The open, mode, close and rename are synchronous metadata calls (each a few
+ * microseconds, where awaiting each cost a round trip through the event loop); the content goes
+ * as `writeAll` says, and the `fsync` is awaited.
  */
 const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, mode: number) =>
   Effect.gen(function*() {
@@ -279,7 +297,7 @@ const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, 
       try: async () => {
         const fd = NodeFsSync.openSync(temporary, "wx", mode)
         try {
-          NodeFsSync.writeFileSync(fd, content)
+          await writeAll(fd, content)
           // The umask may have cleared bits of `mode` at creation.
           if ((NodeFsSync.fstatSync(fd).mode & 0o7777) !== mode) NodeFsSync.fchmodSync(fd, mode)
           await fsync(fd)
