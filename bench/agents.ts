@@ -10,6 +10,13 @@
  * clone root with every agent idle), and what creating one costs on this machine at that moment
  * (the median `mkdir` of 200 directories beside the clone root, before the makes and after the close):
  * on a VM whose file system makes creation slow, they bound the make time from below.
+ * And the file-system floor of a make, measured the same way in the same run: a bare loop of
+ * synchronous calls that does what every clone must (list the source profile, read the settings
+ * file it copies, create the clone directory with its marker, `profile/` and `home/`, the settings
+ * copy and the auth link), for as many clones, in a fresh directory beside the clone root, just
+ * before the makes (removed after the agents' close: a removal of thousands of entries right
+ * before the makes would weigh on them). The make time less this floor is Tether's own cost per
+ * agent.
  *
  * Run: node --conditions=@tether/source --import tsx bench/agents.ts [agents=1000]
  */
@@ -45,6 +52,8 @@ export interface AgentsFigures {
   readonly entriesPerAgent: number
   /** The median `mkdir` of a new directory beside the clone root, in microseconds: before the makes, after the close. */
   readonly mkdirMicros: readonly [number, number]
+  /** The bare loop's ms per clone: the same entries and source reads, nothing else (see above). */
+  readonly floorMs: number
 }
 
 const Lookup = Tool.make("lookup", {
@@ -94,6 +103,31 @@ const mkdirCost = (root: string): number => {
   }
 }
 
+/**
+ * The bare loop (see the module documentation): `count` clones of `source` in `dir`, timed; ms
+ * per clone.
+ */
+const bareClones = (dir: string, source: string, count: number): number => {
+  const start = performance.now()
+  for (let i = 0; i < count; i++) {
+    const names = Fs.readdirSync(source, { withFileTypes: true })
+    const clone = Fs.mkdtempSync(NodePath.join(dir, ".clone-"))
+    Fs.writeFileSync(NodePath.join(clone, "marker.json"), JSON.stringify({ version: 1, pid: process.pid, i }), {
+      flag: "wx",
+      mode: 0o600
+    })
+    const profile = NodePath.join(clone, "profile")
+    Fs.mkdirSync(profile, { mode: 0o700 })
+    Fs.mkdirSync(NodePath.join(clone, "home"), { mode: 0o700 })
+    for (const entry of names) {
+      const from = NodePath.join(source, entry.name)
+      if (entry.name === "auth.json") Fs.symlinkSync(from, NodePath.join(profile, entry.name))
+      else Fs.writeFileSync(NodePath.join(profile, entry.name), Fs.readFileSync(from), { flag: "wx", mode: 0o600 })
+    }
+  }
+  return (performance.now() - start) / count
+}
+
 /** Makes `agents` (default 1,000) idle agents on one gateway and measures the figures above. */
 export const measure = (options: { readonly agents?: number } = {}): Effect.Effect<AgentsFigures> =>
   Effect.gen(function*() {
@@ -114,6 +148,11 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
       observed.length = 0
 
       const mkdirBefore = mkdirCost(NodePath.dirname(sandbox.root))
+      const bare = yield* Effect.acquireRelease(
+        Effect.sync(() => Fs.mkdtempSync(NodePath.join(NodePath.dirname(sandbox.root), "bare-clones-"))),
+        (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+      )
+      const floorMs = bareClones(bare, sandbox.source, count)
       const before = memory()
       const agentsScope = yield* Scope.make()
       start = performance.now()
@@ -145,7 +184,8 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
         rssIdleMiB: idle.rss / 1024 / 1024,
         clonesLeft,
         entriesPerAgent,
-        mkdirMicros: [mkdirBefore, mkdirCost(NodePath.dirname(sandbox.root))] as const
+        mkdirMicros: [mkdirBefore, mkdirCost(NodePath.dirname(sandbox.root))] as const,
+        floorMs
       }
     }).pipe(Effect.provide(Harness.recordingLayer(observed)))
     return figures
@@ -166,6 +206,9 @@ export const format = (f: AgentsFigures): string =>
     `each make created ${f.entriesPerAgent.toFixed(1)} directory entries; a mkdir here takes ${
       f.mkdirMicros[0].toFixed(0)
     } µs before the makes, ${f.mkdirMicros[1].toFixed(0)} µs after the close (medians of 200)`,
+    `file-system floor (a bare loop creating the same entries for ${f.agents} clones): ${
+      f.floorMs.toFixed(2)
+    } ms per clone; make less the floor: ${(f.makeMs / f.agents - f.floorMs).toFixed(2)} ms per agent`,
     `memory per idle agent: ${f.heapPerAgentKiB.toFixed(1)} KiB heap+external; process RSS ${
       f.rssBeforeMiB.toFixed(0)
     } MiB before, ${f.rssIdleMiB.toFixed(0)} MiB with every agent idle`

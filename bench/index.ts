@@ -211,6 +211,14 @@ const program = Effect.gen(function*() {
     })
     figures.push({
       id: "P6",
+      what: "file-system floor of a make: the same entries, bare loop",
+      measured: `${f.floorMs.toFixed(2)} ms/clone; make less floor ${(f.makeMs / f.agents - f.floorMs).toFixed(2)} ms`,
+      ratio: "—",
+      target: "(reported)",
+      pass: undefined
+    })
+    figures.push({
+      id: "P6",
       what: "memory per idle agent",
       measured: `${f.heapPerAgentKiB.toFixed(1)} KiB heap+ext (RSS ${f.rssBeforeMiB.toFixed(0)} → ${
         f.rssIdleMiB.toFixed(0)
