@@ -19,7 +19,8 @@
  * 1-minute load average is printed beside the table.
  *
  * `npm run bench -- --short` (CI): every section with few iterations, under a minute, so the
- * suite cannot rot; its figures are too few to judge, so no row is marked pass or miss.
+ * suite cannot rot; its figures are too few to judge, so no row is marked pass or miss. P9 and
+ * P10 then run their three CLIs side by side (a cold CLI start takes seconds on a slow VM).
  */
 import * as Effect from "effect/Effect"
 import * as Os from "node:os"
@@ -263,7 +264,7 @@ const program = Effect.gen(function*() {
 
   yield* section(
     "P9 live thread: warm turn vs cold turn (bench/liveThreads.ts)",
-    LiveThreads.measure(settings.turns, settings.laterTurns),
+    LiveThreads.measure(settings.turns, settings.laterTurns, { concurrent: short }),
     (rows) => {
       log(LiveThreads.format(rows))
       for (const row of rows) {
@@ -281,7 +282,7 @@ const program = Effect.gen(function*() {
 
   yield* section(
     "P10 thread checkpoint after the saved session (bench/threads.ts)",
-    Threads.measure(settings.turns),
+    Threads.measure(settings.turns, { concurrent: short }),
     (rows) => {
       log(Threads.format(rows))
       for (const row of rows) {

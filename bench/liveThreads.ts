@@ -90,15 +90,20 @@ const measureDriver = (
 
 /**
  * Measures `turns` (default 5) warm and cold thread turns per CLI, after one warm-up of each;
- * then `later` (default 30) more warm turns of the same thread.
+ * then `later` (default 30) more warm turns of the same thread. The CLIs one after the other, or
+ * side by side with `concurrent` (CI's short smoke run: no verdict is drawn from it).
  */
-export const measure = (turns = 5, later = 30): Effect.Effect<ReadonlyArray<LiveThreadFigures>, unknown> =>
+export const measure = (
+  turns = 5,
+  later = 30,
+  options: { readonly concurrent?: boolean } = {}
+): Effect.Effect<ReadonlyArray<LiveThreadFigures>, unknown> =>
   Effect.gen(function*() {
     const anthropic = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("fine") })
     const responses = yield* ResponsesServer.make({ script: () => ResponsesServer.text("fine") })
     const gemini = yield* GeminiServer.make({ respond: () => GeminiServer.reply("fine") })
-    return [
-      yield* measureDriver(
+    return yield* Effect.all([
+      measureDriver(
         "claude",
         Claude.driver({
           env: {
@@ -111,7 +116,7 @@ export const measure = (turns = 5, later = 30): Effect.Effect<ReadonlyArray<Live
         turns,
         later
       ),
-      yield* measureDriver(
+      measureDriver(
         "codex",
         Codex.driver({
           model: "fake-model",
@@ -128,7 +133,7 @@ export const measure = (turns = 5, later = 30): Effect.Effect<ReadonlyArray<Live
         turns,
         later
       ),
-      yield* measureDriver(
+      measureDriver(
         "gemini",
         Gemini.driver({
           model: "gemini-2.5-flash",
@@ -138,7 +143,7 @@ export const measure = (turns = 5, later = 30): Effect.Effect<ReadonlyArray<Live
         turns,
         later
       )
-    ]
+    ], { concurrency: options.concurrent === true ? "unbounded" : 1 })
   }).pipe(
     Effect.scoped,
     Effect.provide(Harness.layer),

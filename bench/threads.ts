@@ -78,14 +78,20 @@ const measureDriver = (name: string, driver: Agent.Options<typeof Toolkit.empty>
     } satisfies ThreadFigures
   }).pipe(Effect.scoped)
 
-/** Measures `turns` (default 5) of each kind per CLI, after one warm-up of each. */
-export const measure = (turns = 5): Effect.Effect<ReadonlyArray<ThreadFigures>, unknown> =>
+/**
+ * Measures `turns` (default 5) of each kind per CLI, after one warm-up of each; the CLIs one after
+ * the other, or side by side with `concurrent` (CI's short smoke run: no verdict is drawn from it).
+ */
+export const measure = (
+  turns = 5,
+  options: { readonly concurrent?: boolean } = {}
+): Effect.Effect<ReadonlyArray<ThreadFigures>, unknown> =>
   Effect.gen(function*() {
     const anthropic = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("fine") })
     const responses = yield* ResponsesServer.make({ script: () => ResponsesServer.text("fine") })
     const gemini = yield* GeminiServer.make({ respond: () => GeminiServer.reply("fine") })
-    return [
-      yield* measureDriver(
+    return yield* Effect.all([
+      measureDriver(
         "claude",
         Claude.driver({
           env: {
@@ -96,7 +102,7 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<ThreadFigures>, 
         }),
         turns
       ),
-      yield* measureDriver(
+      measureDriver(
         "codex",
         Codex.driver({
           model: "fake-model",
@@ -111,7 +117,7 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<ThreadFigures>, 
         }),
         turns
       ),
-      yield* measureDriver(
+      measureDriver(
         "gemini",
         Gemini.driver({
           model: "gemini-2.5-flash",
@@ -119,7 +125,7 @@ export const measure = (turns = 5): Effect.Effect<ReadonlyArray<ThreadFigures>, 
         }),
         turns
       )
-    ]
+    ], { concurrency: options.concurrent === true ? "unbounded" : 1 })
   }).pipe(
     Effect.scoped,
     Effect.provide(Harness.layer),
