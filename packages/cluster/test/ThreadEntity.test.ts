@@ -209,9 +209,10 @@ describe("ThreadEntity on one runner", () => {
         while (Fixture.processesMentioning(dirs.base).length > 0) yield* Effect.sleep("50 millis")
         expect(Date.now() - since).toBeLessThan(5_000)
         expect(Option.isNone(yield* Effect.orDie(thread.snapshot))).toBe(true)
-        // The entity is free again: the canceled turn no longer holds it. Its lease is released by
-        // its run's finalizers on the runner, after its CLI is gone: a turn sent in that window
-        // fails fast with ThreadBusy (seen under a loaded CI), so this waits for it, bounded.
+        // The entity is free again: the canceled turn no longer holds it. The entity admits a new
+        // turn once the canceled one's run has ended on the runner, after its CLI is gone: a turn
+        // sent in that window fails fast with ThreadBusy (seen under a loaded CI), so this waits
+        // for it, bounded.
         const next = yield* thread.run(Fixture.turn("next")).pipe(
           Effect.retry({
             while: (error) => error._tag === "ThreadBusy",
