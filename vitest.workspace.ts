@@ -3,7 +3,10 @@ import { defineWorkspace } from "vitest/config"
 // One project per package. `@tether/source` makes every `@tether/*` import resolve to the
 // package's TypeScript source, so `npm test` needs no prior build.
 // `postgres`: the project's tests get a throwaway PostgreSQL server (`inject("postgresUrl")`).
-const project = (name: string, options: { readonly timeout?: number; readonly postgres?: boolean } = {}) => ({
+const project = (
+  name: string,
+  options: { readonly timeout?: number; readonly postgres?: boolean; readonly alone?: boolean } = {}
+) => ({
   resolve: { conditions: ["@tether/source"] },
   ssr: { resolve: { conditions: ["@tether/source"] } },
   test: {
@@ -12,7 +15,10 @@ const project = (name: string, options: { readonly timeout?: number; readonly po
     include: ["test/**/*.test.ts"],
     globalSetup: [...(options.postgres === true ? ["../../scripts/postgres.ts"] : []), "../../scripts/testTmpdir.ts"],
     testTimeout: options.timeout ?? 30_000,
-    hookTimeout: 60_000
+    hookTimeout: 60_000,
+    // `alone`: the project's files run in one process, one after the other, after every other
+    // project's files (Vitest runs a pool's single-fork files once its parallel ones are done).
+    ...(options.alone === true ? { poolOptions: { forks: { singleFork: true } } } : {})
   }
 })
 
@@ -24,7 +30,8 @@ export default defineWorkspace([
   project("drivers", { timeout: 180_000 }),
   project("http", { timeout: 120_000 }),
   project("testing", { timeout: 120_000 }),
-  project("cluster", { timeout: 120_000, postgres: true }),
+  // Its runners hold 5-second leases: no other test file shares the cores with them.
+  project("cluster", { timeout: 120_000, postgres: true, alone: true }),
   project("ai", { timeout: 120_000 }),
   {
     resolve: { conditions: ["@tether/source"] },
