@@ -103,9 +103,13 @@ const driverRun = (parse: Driver.Driver["parse"], text: string): Effect.Effect<n
     const lines = text.split("\n").filter((line) => line !== "")
     let outputs = 0
     // Drained chunk by chunk, as a run drains it (core's run.ts): every output is built and
-    // counted. (`Stream.runFold` would add a recursive call per output, a cost of the consumer.)
+    // counted when its chunk arrives. (`Stream.runFold` would add a recursive call per output, a
+    // cost of the consumer.)
     return parse(Stream.fromIterable(lines), context).pipe(
-      Stream.runForEachChunk((chunk) => Effect.sync(() => outputs += chunk.length)),
+      Stream.runForEachChunk((chunk) => {
+        outputs += chunk.length
+        return Effect.void
+      }),
       Effect.orDie,
       Effect.map(() => outputs)
     )

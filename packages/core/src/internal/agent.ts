@@ -19,7 +19,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
@@ -37,6 +36,7 @@ import * as Close from "./close.js"
 import * as Compatibility from "./compatibility.js"
 import * as Definition from "./definition.js"
 import * as Emitter from "./emitter.js"
+import * as Handoff from "./handoff.js"
 import * as Hosts from "./hosts.js"
 import * as Live from "./live.js"
 import * as Process from "./process.js"
@@ -424,7 +424,7 @@ export const assemble = (
         // structured-output repair turn, wait for it.
         const reaped = hooks?.reaped ?? attempt?.reaped
         const neverSpawned = reaped === undefined ? Effect.void : Deferred.succeed(reaped, undefined)
-        const queue = yield* Queue.bounded<Emitter.Item>(capacity)
+        const queue = Handoff.make<Event.Event, RunError>(capacity)
         const runId = randomUUID()
         const emitter = Emitter.make(runId, queue, capacity, blocking, hooks?.observe)
         const model = turn.model ?? defaultModel
@@ -541,13 +541,13 @@ export const assemble = (
               )
             )
         )
-        yield* Effect.addFinalizer(() => Effect.zipRight(Queue.shutdown(queue), Fiber.interrupt(fiber)))
+        yield* Effect.addFinalizer(() => Effect.zipRight(queue.shutdown, Fiber.interrupt(fiber)))
         if (hooks !== undefined) yield* hooks.admitted(fiber)
         // The run's fiber is interrupted, not the consumer: its RunFinished(canceled) still arrives.
         if (turn.cancel !== undefined) {
           yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
         }
-        return Stream.fromQueue(queue).pipe(Stream.flattenTake)
+        return queue.stream
       })).pipe(Stream.withSpan("Agent.stream"))
 
     const threadHost: Thread.Host = {
@@ -596,18 +596,19 @@ export const assemble = (
 
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
       Effect.suspend(() => {
-        // Chunk-wise on purpose: `Stream.runFold` folds element by element (recursively).
+        // Chunk-wise on purpose: `Stream.runFold` folds element by element (recursively). Each
+        // chunk is read when it arrives, not in an effect that holds it (such an effect kept the
+        // run's events through V8's young-generation collections).
         let result: Result | undefined
         return stream(input).pipe(
-          Stream.runForEachChunk((chunk) =>
-            Effect.sync(() => {
-              const events = Chunk.toReadonlyArray(chunk)
-              for (let i = 0; i < events.length; i++) {
-                const event = events[i]!
-                if (event._tag === "RunFinished") result = event.result
-              }
-            })
-          ),
+          Stream.runForEachChunk((chunk) => {
+            const events = Chunk.toReadonlyArray(chunk)
+            for (let i = 0; i < events.length; i++) {
+              const event = events[i]!
+              if (event._tag === "RunFinished") result = event.result
+            }
+            return Effect.void
+          }),
           Effect.flatMap(() =>
             result === undefined
               ? Effect.dieMessage("a run ended without its RunFinished event")

@@ -8,11 +8,10 @@
 import type * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
-import type * as Queue from "effect/Queue"
 import * as Take from "effect/Take"
 import type { RunError } from "../AgentError.js"
 import * as Event from "../Event.js"
+import type * as Handoff from "./handoff.js"
 
 function fastDelta<A extends Event.TextDelta | Event.ReasoningDelta>(
   constructor: { readonly prototype: A },
@@ -55,6 +54,13 @@ export type Pending =
 export interface Emitter {
   /** Publishes the events in order (backpressure on critical events). */
   readonly emit: (pending: ReadonlyArray<Pending>) => Effect.Effect<void>
+  /**
+   * The same, stamped and (when the queue has room) published when called rather than when the
+   * returned effect runs; the effect then only waits for room. For a caller that runs the effect
+   * at once: a batch that went straight to the queue leaves no effect holding its events (an
+   * effect that holds a run's data keeps it through V8's young-generation collections).
+   */
+  readonly emitNow: (pending: ReadonlyArray<Pending>) => Effect.Effect<void>
   readonly end: (error: RunError | undefined) => Effect.Effect<void>
   /** Ends the stream with a defect (a bug), kept whole. */
   readonly failCause: (cause: Cause.Cause<never>) => Effect.Effect<void>
@@ -82,7 +88,7 @@ export const critical = (build: (base: Base) => Event.Event): Pending => ({ buil
 /** @internal */
 export const make = (
   runId: string,
-  queue: Queue.Queue<Item>,
+  queue: Handoff.Handoff<Event.Event, RunError>,
   capacity: number,
   blocking: boolean,
   /** Sees every stamped batch first, whether or not the run's own consumer is still there. */
@@ -93,45 +99,58 @@ export const make = (
   const droppedKinds = new Set<string>()
   let time = 0
   const stamp = (build: (base: Base) => Event.Event): Event.Event => build({ runId, sequence: sequence++, time })
-  const full = () => Option.getOrElse(queue.unsafeSize(), () => 0) >= capacity
-  const emit = (pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      if (pending.length === 0) return Effect.void
-      time = Date.now()
-      // Sized once (a dropped delta or an added `Dropped` changes the count: the length is set at the end).
-      const events: Array<Event.Event> = new Array(pending.length)
-      let count = 0
-      const dropping = !blocking && full()
-      for (let i = 0; i < pending.length; i++) {
-        const item = pending[i]!
-        if (item.build === undefined) {
-          if (dropping) {
-            dropped++
-            droppedKinds.add(item._tag)
-            continue
-          }
-          // The hot path: a delta is built from its fields, with no stamp object in between.
-          events[count++] = item._tag === "TextDelta"
-            ? textDelta(runId, sequence++, time, item.text)
-            : reasoningDelta(runId, sequence++, time, item.text)
+  const full = () => queue.size() >= capacity
+  /** Stamps the batch (dropping deltas when the queue is full and the run does not block). */
+  const build = (pending: ReadonlyArray<Pending>): Array<Event.Event> | undefined => {
+    if (pending.length === 0) return undefined
+    time = Date.now()
+    // Sized once (a dropped delta or an added `Dropped` changes the count: the length is set at the end).
+    const events: Array<Event.Event> = new Array(pending.length)
+    let count = 0
+    const dropping = !blocking && full()
+    for (let i = 0; i < pending.length; i++) {
+      const item = pending[i]!
+      if (item.build === undefined) {
+        if (dropping) {
+          dropped++
+          droppedKinds.add(item._tag)
           continue
         }
-        if (dropped > 0) {
-          const lost = dropped
-          const kinds = Array.from(droppedKinds).sort()
-          dropped = 0
-          droppedKinds.clear()
-          events[count++] = stamp((base) => new Event.Dropped({ ...base, count: lost, kinds }, true))
-        }
-        events[count++] = stamp(item.build)
+        // The hot path: a delta is built from its fields, with no stamp object in between.
+        events[count++] = item._tag === "TextDelta"
+          ? textDelta(runId, sequence++, time, item.text)
+          : reasoningDelta(runId, sequence++, time, item.text)
+        continue
       }
-      if (count === 0) return Effect.void
-      events.length = count
-      const offer = Effect.asVoid(queue.offer(Take.chunk(Chunk.unsafeFromArray(events))))
+      if (dropped > 0) {
+        const lost = dropped
+        const kinds = Array.from(droppedKinds).sort()
+        dropped = 0
+        droppedKinds.clear()
+        events[count++] = stamp((base) => new Event.Dropped({ ...base, count: lost, kinds }, true))
+      }
+      events[count++] = stamp(item.build)
+    }
+    if (count === 0) return undefined
+    events.length = count
+    return events
+  }
+  const emit = (pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const events = build(pending)
+      if (events === undefined) return Effect.void
+      const offer = queue.offer(Take.chunk(Chunk.unsafeFromArray(events)))
       return observe === undefined ? offer : Effect.zipRight(observe(events), offer)
     })
-  const end = (error: RunError | undefined) =>
-    Effect.asVoid(queue.offer(error === undefined ? Take.end : Take.fail(error)))
-  const failCause = (cause: Cause.Cause<never>) => Effect.asVoid(queue.offer(Take.failCause(cause)))
-  return { emit, end, failCause }
+  const emitNow = (pending: ReadonlyArray<Pending>): Effect.Effect<void> => {
+    // An observer runs first, and a blocking run waits for room: both stay in the effect.
+    if (observe !== undefined || (blocking && full())) return emit(pending)
+    const events = build(pending)
+    if (events === undefined) return Effect.void
+    const take = Take.chunk(Chunk.unsafeFromArray(events))
+    return queue.unsafeOffer(take) ? Effect.void : queue.offer(take)
+  }
+  const end = (error: RunError | undefined) => queue.offer(error === undefined ? Take.end : Take.fail(error))
+  const failCause = (cause: Cause.Cause<never>) => queue.offer(Take.failCause(cause))
+  return { emit, emitNow, end, failCause }
 }

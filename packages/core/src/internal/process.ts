@@ -19,6 +19,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import type { Invocation } from "../Driver.js"
+import * as Handoff from "./handoff.js"
 import { groupAlive, signalGroup } from "./procfs.js"
 
 /** @internal */
@@ -155,7 +156,7 @@ export const spawn = (
     const stderr = new RawBuffer(limits.maxRawBytes)
     const exited = yield* Deferred.make<ProcessExit>()
     let hasExited = false
-    const queue = yield* Queue.bounded<Take.Take<string, LineTooLong>>(64)
+    const queue = Handoff.make<string, LineTooLong>(64)
 
     yield* started.exitCode.pipe(
       Effect.exit,
@@ -177,6 +178,11 @@ export const spawn = (
     let pending: Array<Uint8Array> = []
     let pendingBytes = 0
     let overflowed = false
+    // Straight into the buffer when it has room: no effect is left holding the lines.
+    const offerLines = (lines: Array<string>): Effect.Effect<void> => {
+      const take = Take.chunk(Chunk.unsafeFromArray(lines))
+      return queue.unsafeOffer(take) ? Effect.void : queue.offer(take)
+    }
     const lineOf = (bytes: Uint8Array): string | undefined => {
       let end = bytes.length
       if (end > 0 && bytes[end - 1] === 13) end--
@@ -208,7 +214,7 @@ export const spawn = (
         lines.length = kept
         pending = last + 1 < bytes.length ? [bytes.subarray(last + 1)] : []
         pendingBytes = bytes.length - last - 1
-        return kept === 0 ? Effect.void : Queue.offer(queue, Take.chunk(Chunk.unsafeFromArray(lines)))
+        return kept === 0 ? Effect.void : offerLines(lines)
       }
       const lines: Array<string> = []
       let start = 0
@@ -218,7 +224,7 @@ export const spawn = (
         const segment = bytes.subarray(start, index)
         if (pendingBytes + segment.length > limits.maxLineBytes) {
           overflowed = true
-          return Queue.offer(queue, Take.fail(new LineTooLong(limits.maxLineBytes)))
+          return queue.offer(Take.fail(new LineTooLong(limits.maxLineBytes)))
         }
         const line = lineOf(pendingBytes === 0 ? segment : Buffer.concat([...pending, segment]))
         pending = []
@@ -233,17 +239,17 @@ export const spawn = (
         if (pendingBytes > limits.maxLineBytes) {
           overflowed = true
           pending = []
-          return Queue.offer(queue, Take.fail(new LineTooLong(limits.maxLineBytes)))
+          return queue.offer(Take.fail(new LineTooLong(limits.maxLineBytes)))
         }
       }
-      return lines.length === 0 ? Effect.void : Queue.offer(queue, Take.chunk(Chunk.unsafeFromArray(lines)))
+      return lines.length === 0 ? Effect.void : offerLines(lines)
     }
     const onEnd = Effect.suspend(() => {
       if (overflowed) return Effect.void
       const last = pendingBytes === 0 ? undefined : lineOf(Buffer.concat(pending))
       pending = []
-      return (last === undefined || last.trim() === "" ? Effect.void : Queue.offer(queue, Take.of(last))).pipe(
-        Effect.zipRight(Queue.offer(queue, Take.end))
+      return (last === undefined || last.trim() === "" ? Effect.void : queue.offer(Take.of(last))).pipe(
+        Effect.zipRight(queue.offer(Take.end))
       )
     })
     const reader = yield* Stream.runForEach(started.stdout, onChunk).pipe(
@@ -262,9 +268,7 @@ export const spawn = (
         signalGroup(pid, "SIGKILL")
         return Effect.sleep("200 millis").pipe(
           Effect.zipRight(
-            Effect.suspend(() =>
-              reader.unsafePoll() !== null || overflowed ? Effect.void : Queue.offer(queue, Take.end)
-            )
+            Effect.suspend(() => reader.unsafePoll() !== null || overflowed ? Effect.void : queue.offer(Take.end))
           )
         )
       })),
@@ -272,7 +276,7 @@ export const spawn = (
       Effect.forkIn(scope)
     )
 
-    const lines = Stream.fromQueue(queue).pipe(Stream.flattenTake)
+    const lines = queue.stream
     const poll = Deferred.poll(exited).pipe(
       Effect.flatMap(Option.match({
         onNone: () => Effect.succeed(Option.none<ProcessExit>()),
@@ -310,7 +314,7 @@ export const spawn = (
           // The platform release waits for the exit: only run it once the leader is gone.
           Effect.suspend(() => hasExited ? Scope.close(scope, Exit.void) : Effect.void)
         ),
-        Effect.zipRight(Queue.shutdown(queue))
+        Effect.zipRight(queue.shutdown)
       )
     // Registered after start, so it runs before the platform's release (which would wait
     // forever on a child that ignores SIGTERM).

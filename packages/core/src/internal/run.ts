@@ -275,6 +275,10 @@ const fail = (failure: Failure) => Effect.fail(failure)
 /** How long a failed run waits for the end of the CLI's stderr after the CLI exited. */
 const stderrGrace = Duration.millis(500)
 
+/** What the run's sink answers for a chunk whose events went straight to the queue. */
+const keepReading = Effect.succeed(true)
+const stopReading = Effect.succeed(false)
+
 /** A failure's cause as it may leave the library: token values replaced. */
 const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
   if (cause instanceof ProtocolError) {
@@ -427,17 +431,19 @@ export const execute = (
     ).pipe(Effect.flatMap(Fiber.await), Effect.asVoid)
   }
 
+  /** The events of `outputs`, scrubbed, published when called (see `Emitter.emitNow`). */
+  const emitScrubbedNow = (outputs: (sink: (output: Driver.Output) => void) => void): Effect.Effect<void> => {
+    const pending: Array<Emitter.Pending> = []
+    outputs((output) => outputToEvents(output, state, request.session, pending))
+    // After its terminal record the CLI is only finishing: close leaves it to its reaper.
+    // (A live process stays the agent's until it is shut down.)
+    if (state.terminal !== undefined && state.running !== undefined && request.live === undefined) {
+      ctx.processes.delete(state.running)
+    }
+    return pending.length === 0 ? Effect.void : emitter.emitNow(pending)
+  }
   const emitScrubbed = (outputs: (sink: (output: Driver.Output) => void) => void) =>
-    Effect.suspend(() => {
-      const pending: Array<Emitter.Pending> = []
-      outputs((output) => outputToEvents(output, state, request.session, pending))
-      // After its terminal record the CLI is only finishing: close leaves it to its reaper.
-      // (A live process stays the agent's until it is shut down.)
-      if (state.terminal !== undefined && state.running !== undefined && request.live === undefined) {
-        ctx.processes.delete(state.running)
-      }
-      return pending.length === 0 ? Effect.void : emitter.emit(pending)
-    })
+    Effect.suspend(() => emitScrubbedNow(outputs))
 
   const invocationRequest = (prompt: string): Driver.InvocationRequest => ({
     runId: request.runId,
@@ -571,22 +577,21 @@ export const execute = (
     yield* ctx.driver.parse(lines, parseContext).pipe(
       // Up to and including the terminal record, then no further chunk is pulled: one step per
       // chunk, in an indexed loop (no copy of the chunk, no iterator result per output).
+      // The chunk is read when it arrives, not in the effect returned for it: no effect holds it.
       Stream.run(Sink.forEachChunkWhile((chunk) => {
         const outputs = Chunk.toReadonlyArray(chunk)
         let open = true
-        return Effect.map(
-          emitScrubbed((sink) => {
-            for (let i = 0; i < outputs.length; i++) {
-              const output = outputs[i]!
-              scrubber.push(output, sink)
-              if (output._tag === "Terminal") {
-                open = false
-                return
-              }
+        const emitted = emitScrubbedNow((sink) => {
+          for (let i = 0; i < outputs.length; i++) {
+            const output = outputs[i]!
+            scrubber.push(output, sink)
+            if (output._tag === "Terminal") {
+              open = false
+              return
             }
-          }),
-          () => open
-        )
+          }
+        })
+        return emitted === Effect.void ? (open ? keepReading : stopReading) : Effect.as(emitted, open)
       })),
       // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
       Effect.zipRight(emitScrubbed(scrubber.flush)),
