@@ -6,12 +6,16 @@
  *   over pairs of agent time / raw time within the pair, so a load swing from other processes
  *   weighs on both runs of a pair alike (target ≤ 1.05×);
  * - `Agent.make` → close with no run (target ≤ 10 ms);
+ * - the garbage collection inside a run (reported): collections and their time per run of each
+ *   path, each path measured in a process of its own (in one process the two would share the
+ *   collections that either one's survivors cause);
  * - the scrub that follows every run (reported): the walk over the clone for the files the
  *   process wrote, in a clone holding `files` session files (a plain run leaves one there, so a
  *   long-lived agent's clone holds one per run), against a bare `readdirSync` + `lstatSync` loop
  *   over the same directory; medians of 7 alternating rounds.
  *
  * Run: node --conditions=@tether/source --import tsx bench/core.ts
+ * (`--gc-child agent|raw <runs>` is the child process of the collection figure.)
  */
 import { Agent } from "@tether/core"
 import { FakeCli, Harness } from "@tether/testing"
@@ -22,7 +26,9 @@ import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
+import { PerformanceObserver } from "node:perf_hooks"
 import * as Readline from "node:readline"
+import { fileURLToPath } from "node:url"
 // The scrub is internal: every run's end calls it on the agent's clone.
 import * as ScrubFiles from "../packages/core/src/internal/scrubFiles.js"
 
@@ -38,8 +44,19 @@ export interface CoreFigures {
   readonly minRatio: number
   readonly makeCloseMs: number
   readonly iterations: { readonly run: number; readonly makeClose: number }
+  /** Collections inside a run, each path in a process of its own. */
+  readonly gc: { readonly agent: GcFigures; readonly raw: GcFigures }
   /** The post-run scrub's walk of a clone holding `files` files (nothing to rewrite), and the bare loop's. */
   readonly scrub: { readonly files: number; readonly walkMs: number; readonly bareMs: number }
+}
+
+/** Garbage collection per run of one path, in a process running only that path. */
+export interface GcFigures {
+  readonly runs: number
+  readonly collectionsPerRun: number
+  readonly gcMsPerRun: number
+  /** The process's CPU time per run (user + system), collections included. */
+  readonly cpuMsPerRun: number
 }
 
 const median = (values: ReadonlyArray<number>): number => {
@@ -120,10 +137,15 @@ const measureScrub = (files: number) =>
 
 /**
  * Measures the figures above; `runs` pairs / `makeCloses` iterations / `scrubFiles` files in the
- * scrubbed clone (defaults 20 / 30 / 5,000).
+ * scrubbed clone / `gcRuns` runs per path for the collection figure (defaults 20 / 30 / 5,000 / 40).
  */
 export const measure = (
-  options: { readonly runs?: number; readonly makeCloses?: number; readonly scrubFiles?: number } = {}
+  options: {
+    readonly runs?: number
+    readonly makeCloses?: number
+    readonly scrubFiles?: number
+    readonly gcRuns?: number
+  } = {}
 ) =>
   Effect.gen(function*() {
     const runs = options.runs ?? 20
@@ -175,6 +197,10 @@ export const measure = (
       yield* Effect.scoped(Agent.make(options_)).pipe(Effect.timeout("60 seconds"))
       makeCloseTimes.push(performance.now() - start)
     }
+    const gc = {
+      agent: yield* measureGc("agent", options.gcRuns ?? 40),
+      raw: yield* measureGc("raw", options.gcRuns ?? 40)
+    }
     const scrub = yield* measureScrub(options.scrubFiles ?? 5_000)
     const agentRunMs = median(agentTimes)
     const rawRunMs = median(rawTimes)
@@ -188,9 +214,78 @@ export const measure = (
       minRatio: Math.min(...agentTimes) / Math.min(...rawTimes),
       makeCloseMs: median(makeCloseTimes),
       iterations: { run: runs, makeClose: makeCloses },
+      gc,
       scrub
     } satisfies CoreFigures
   }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+
+/** The agent's path or the raw loop, `runs` times after 5 warm-up runs, in this process alone. */
+const gcChild = (path: "agent" | "raw", runs: number) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const input = FakeCli.script({ op: "deltas", count: 9_998 })
+    const home = yield* Effect.acquireRelease(
+      Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    )
+    const agent = yield* Agent.make({
+      driver: FakeCli.driver(),
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    })
+    const once = path === "agent"
+      ? Effect.asVoid(agent.run(input))
+      : Effect.asVoid(Effect.promise(() => rawRun(input, home, sandbox.workspace)))
+    for (let i = 0; i < 5; i++) yield* once
+    let collections = 0
+    let gcMs = 0
+    const observer = new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        collections++
+        gcMs += entry.duration
+      }
+    })
+    observer.observe({ entryTypes: ["gc"] })
+    const cpu = process.cpuUsage()
+    for (let i = 0; i < runs; i++) yield* once.pipe(Effect.timeout("60 seconds"))
+    const used = process.cpuUsage(cpu)
+    // The observer's entries arrive after the collection: let the last ones in.
+    yield* Effect.sleep("50 millis")
+    observer.disconnect()
+    return {
+      runs,
+      collectionsPerRun: collections / runs,
+      gcMsPerRun: gcMs / runs,
+      cpuMsPerRun: (used.user + used.system) / 1000 / runs
+    } satisfies GcFigures
+  }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+
+/** Runs `gcChild` in a process of its own (this file, with this process's flags). */
+const measureGc = (path: "agent" | "raw", runs: number) =>
+  Effect.promise(() =>
+    new Promise<GcFigures>((resolve, reject) => {
+      ChildProcess.execFile(
+        process.execPath,
+        [...process.execArgv, fileURLToPath(import.meta.url), "--gc-child", path, String(runs)],
+        { timeout: 120_000 },
+        (error, stdout) => {
+          if (error !== null) return reject(error)
+          resolve(JSON.parse(stdout.trim().split("\n").at(-1)!) as GcFigures)
+        }
+      )
+    })
+  )
+
+/** The collection figure as one line. */
+export const formatGc = (gc: CoreFigures["gc"]): string =>
+  `garbage collection inside a run, each path in its own process (${gc.agent.runs} runs): agent ${
+    gc.agent.gcMsPerRun.toFixed(2)
+  } ms in ${gc.agent.collectionsPerRun.toFixed(2)} collections per run (CPU ${
+    gc.agent.cpuMsPerRun.toFixed(1)
+  } ms/run), raw ${gc.raw.gcMsPerRun.toFixed(2)} ms in ${gc.raw.collectionsPerRun.toFixed(2)} (CPU ${
+    gc.raw.cpuMsPerRun.toFixed(1)
+  } ms/run)`
 
 /** The scrub figure as one line. */
 export const formatScrub = (scrub: CoreFigures["scrub"]): string =>
@@ -199,7 +294,12 @@ export const formatScrub = (scrub: CoreFigures["scrub"]): string =>
   } ms = ${(scrub.walkMs / scrub.bareMs).toFixed(2)}× (medians of 7)`
 
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
-if (isMain) {
+const child = process.argv.indexOf("--gc-child")
+if (isMain && child !== -1) {
+  const path = process.argv[child + 1] === "raw" ? "raw" : "agent"
+  const figures = await Effect.runPromise(gcChild(path, Number(process.argv[child + 2] ?? 40)))
+  console.log(JSON.stringify(figures))
+} else if (isMain) {
   const figures = await Effect.runPromise(measure())
   console.log(
     `run of ${figures.events} events: agent ${figures.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
@@ -215,5 +315,6 @@ if (isMain) {
       figures.makeCloseMs.toFixed(1)
     } ms (target ≤ 10 ms; median of ${figures.iterations.makeClose})`
   )
+  console.log(formatGc(figures.gc))
   console.log(formatScrub(figures.scrub))
 }
