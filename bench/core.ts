@@ -135,6 +135,33 @@ const measureScrub = (files: number) =>
     return { files, walkMs: median(walkTimes), bareMs: median(bareTimes) }
   }).pipe(Effect.scoped)
 
+const events = 10_000
+
+/**
+ * The two paths P4 compares over the same program and script: an agent's run and the raw loop.
+ * Every run is bounded: a stuck one fails the benchmark instead of hanging it.
+ */
+const paths = Effect.gen(function*() {
+  const sandbox = yield* Harness.sandbox
+  const input = FakeCli.script({ op: "deltas", count: events - 2 })
+  const home = yield* Effect.acquireRelease(
+    Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
+    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+  )
+  const agentOptions = {
+    driver: FakeCli.driver(),
+    definition: { instructions: "", skills: [], tools: Toolkit.empty },
+    workspace: sandbox.workspace,
+    profile: sandbox.selection
+  }
+  const agent = yield* Agent.make(agentOptions)
+  return {
+    agentOptions,
+    agentRun: agent.run(input).pipe(Effect.timeout("60 seconds")),
+    raw: Effect.tryPromise(() => rawRun(input, home, sandbox.workspace)).pipe(Effect.timeout("60 seconds"))
+  }
+})
+
 /**
  * Measures the figures above; `runs` pairs / `makeCloses` iterations / `scrubFiles` files in the
  * scrubbed clone / `gcRuns` runs per path for the collection figure (defaults 20 / 30 / 5,000 / 40).
@@ -150,24 +177,10 @@ export const measure = (
   Effect.gen(function*() {
     const runs = options.runs ?? 20
     const makeCloses = options.makeCloses ?? 30
-    const sandbox = yield* Harness.sandbox
-    const events = 10_000
-    const input = FakeCli.script({ op: "deltas", count: events - 2 })
-    const home = yield* Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-")))
-    yield* Effect.addFinalizer(() => Effect.promise(() => Fs.rm(home, { recursive: true, force: true })))
-    const options_ = {
-      driver: FakeCli.driver(),
-      definition: { instructions: "", skills: [], tools: Toolkit.empty },
-      workspace: sandbox.workspace,
-      profile: sandbox.selection
-    }
-    const agent = yield* Agent.make(options_)
+    const { agentOptions, agentRun, raw } = yield* paths
     const agentTimes: Array<number> = []
     const rawTimes: Array<number> = []
     // Warm-up of both paths.
-    // Every measured step is bounded: a stuck run fails the benchmark instead of hanging it.
-    const agentRun = agent.run(input).pipe(Effect.timeout("60 seconds"))
-    const raw = Effect.tryPromise(() => rawRun(input, home, sandbox.workspace)).pipe(Effect.timeout("60 seconds"))
     yield* agentRun
     yield* raw
     const ratios: Array<number> = []
@@ -194,7 +207,7 @@ export const measure = (
     const makeCloseTimes: Array<number> = []
     for (let i = 0; i < makeCloses; i++) {
       const start = performance.now()
-      yield* Effect.scoped(Agent.make(options_)).pipe(Effect.timeout("60 seconds"))
+      yield* Effect.scoped(Agent.make(agentOptions)).pipe(Effect.timeout("60 seconds"))
       makeCloseTimes.push(performance.now() - start)
     }
     const gc = {
@@ -222,21 +235,8 @@ export const measure = (
 /** The agent's path or the raw loop, `runs` times after 5 warm-up runs, in this process alone. */
 const gcChild = (path: "agent" | "raw", runs: number) =>
   Effect.gen(function*() {
-    const sandbox = yield* Harness.sandbox
-    const input = FakeCli.script({ op: "deltas", count: 9_998 })
-    const home = yield* Effect.acquireRelease(
-      Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
-      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-    )
-    const agent = yield* Agent.make({
-      driver: FakeCli.driver(),
-      definition: { instructions: "", skills: [], tools: Toolkit.empty },
-      workspace: sandbox.workspace,
-      profile: sandbox.selection
-    })
-    const once = path === "agent"
-      ? Effect.asVoid(agent.run(input))
-      : Effect.asVoid(Effect.promise(() => rawRun(input, home, sandbox.workspace)))
+    const { agentRun, raw } = yield* paths
+    const once = path === "agent" ? Effect.asVoid(agentRun) : Effect.asVoid(raw)
     for (let i = 0; i < 5; i++) yield* once
     let collections = 0
     let gcMs = 0
@@ -248,7 +248,7 @@ const gcChild = (path: "agent" | "raw", runs: number) =>
     })
     observer.observe({ entryTypes: ["gc"] })
     const cpu = process.cpuUsage()
-    for (let i = 0; i < runs; i++) yield* once.pipe(Effect.timeout("60 seconds"))
+    for (let i = 0; i < runs; i++) yield* once
     const used = process.cpuUsage(cpu)
     // The observer's entries arrive after the collection: let the last ones in.
     yield* Effect.sleep("50 millis")

@@ -22,7 +22,9 @@ describe("Handoff", () => {
       const handoff = Handoff.make<number, string>(8)
       yield* handoff.offer(chunk(1, 2))
       expect(handoff.unsafeOffer(chunk(3))).toBe(true)
-      yield* handoff.offer(chunk())
+      // With room, offerNow has offered before its effect runs, and the effect holds nothing.
+      expect(handoff.offerNow(chunk())).toBe(Effect.void)
+      expect(handoff.size()).toBe(3)
       yield* handoff.offer(Take.of(4))
       yield* handoff.offer(Take.end)
       expect(handoff.size()).toBe(5)
@@ -56,8 +58,9 @@ describe("Handoff", () => {
       yield* handoff.offer(Take.of(2))
       yield* handoff.offer(Take.of(3))
       expect(handoff.unsafeOffer(Take.of(4))).toBe(false)
+      // Without room, offerNow's effect is the waiting offer.
       const writer = yield* Effect.fork(
-        Effect.zipRight(handoff.offer(Take.of(4)), handoff.offer(Take.end))
+        Effect.zipRight(handoff.offerNow(Take.of(4)), handoff.offer(Take.end))
       )
       yield* settle
       expect(writer.unsafePoll()).toBeNull()

@@ -36,9 +36,6 @@ export interface Base {
   readonly time: number
 }
 
-/** @internal */
-export type Item = Take.Take<Event.Event, RunError>
-
 /**
  * An event to publish: a critical event built when it is stamped, or a content delta (which
  * may be dropped under backpressure) built on the fast path. A driver's `TextDelta` or
@@ -147,8 +144,7 @@ export const make = (
     if (observe !== undefined || (blocking && full())) return emit(pending)
     const events = build(pending)
     if (events === undefined) return Effect.void
-    const take = Take.chunk(Chunk.unsafeFromArray(events))
-    return queue.unsafeOffer(take) ? Effect.void : queue.offer(take)
+    return queue.offerNow(Take.chunk(Chunk.unsafeFromArray(events)))
   }
   const end = (error: RunError | undefined) => queue.offer(error === undefined ? Take.end : Take.fail(error))
   const failCause = (cause: Cause.Cause<never>) => queue.offer(Take.failCause(cause))

@@ -29,6 +29,11 @@ export interface Handoff<A, E> {
   /** Offers at once when there is room (and the buffer is open): whether it did. */
   readonly unsafeOffer: (take: Take.Take<A, E>) => boolean
   /**
+   * Offers when called if there is room (the effect returned is then `Effect.void`, holding
+   * nothing); otherwise the effect is `offer`'s, waiting for room. For a caller that runs it at once.
+   */
+  readonly offerNow: (take: Take.Take<A, E>) => Effect.Effect<void>
+  /**
    * The takes' values until `Take.end` (or their failure). One reader at a time; a reader that
    * stops leaves the takes it did not pull for the next one.
    */
@@ -85,6 +90,7 @@ export const make = <A, E>(capacity: number): Handoff<A, E> => {
   return {
     offer,
     unsafeOffer,
+    offerNow: (take) => unsafeOffer(take) ? Effect.void : offer(take),
     stream: Stream.repeatEffectChunkOption(pull),
     size: () => items.length - head,
     shutdown: Effect.sync(() => {

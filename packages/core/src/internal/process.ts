@@ -178,11 +178,6 @@ export const spawn = (
     let pending: Array<Uint8Array> = []
     let pendingBytes = 0
     let overflowed = false
-    // Straight into the buffer when it has room: no effect is left holding the lines.
-    const offerLines = (lines: Array<string>): Effect.Effect<void> => {
-      const take = Take.chunk(Chunk.unsafeFromArray(lines))
-      return queue.unsafeOffer(take) ? Effect.void : queue.offer(take)
-    }
     const lineOf = (bytes: Uint8Array): string | undefined => {
       let end = bytes.length
       if (end > 0 && bytes[end - 1] === 13) end--
@@ -214,7 +209,7 @@ export const spawn = (
         lines.length = kept
         pending = last + 1 < bytes.length ? [bytes.subarray(last + 1)] : []
         pendingBytes = bytes.length - last - 1
-        return kept === 0 ? Effect.void : offerLines(lines)
+        return kept === 0 ? Effect.void : queue.offerNow(Take.chunk(Chunk.unsafeFromArray(lines)))
       }
       const lines: Array<string> = []
       let start = 0
@@ -242,7 +237,7 @@ export const spawn = (
           return queue.offer(Take.fail(new LineTooLong(limits.maxLineBytes)))
         }
       }
-      return lines.length === 0 ? Effect.void : offerLines(lines)
+      return lines.length === 0 ? Effect.void : queue.offerNow(Take.chunk(Chunk.unsafeFromArray(lines)))
     }
     const onEnd = Effect.suspend(() => {
       if (overflowed) return Effect.void

@@ -275,10 +275,6 @@ const fail = (failure: Failure) => Effect.fail(failure)
 /** How long a failed run waits for the end of the CLI's stderr after the CLI exited. */
 const stderrGrace = Duration.millis(500)
 
-/** What the run's sink answers for a chunk whose events went straight to the queue. */
-const keepReading = Effect.succeed(true)
-const stopReading = Effect.succeed(false)
-
 /** A failure's cause as it may leave the library: token values replaced. */
 const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
   if (cause instanceof ProtocolError) {
@@ -591,7 +587,7 @@ export const execute = (
             }
           }
         })
-        return emitted === Effect.void ? (open ? keepReading : stopReading) : Effect.as(emitted, open)
+        return Effect.as(emitted, open)
       })),
       // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
       Effect.zipRight(emitScrubbed(scrubber.flush)),
