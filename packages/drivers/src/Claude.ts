@@ -19,6 +19,7 @@ import type * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as EffectConfig from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Redacted from "effect/Redacted"
 import * as internal from "./internal/claude.js"
@@ -73,6 +74,15 @@ export interface Config {
    * `CLAUDE_CODE_MAX_RETRIES` given in `env` is used when this is absent.
    */
   readonly maxRetries?: number
+  /**
+   * How long the CLI waits, before a turn's first model request, for its MCP servers (the hosted
+   * tools, the definition's MCP sources) to connect (`MCP_CONNECT_TIMEOUT_MS`; absent: the CLI's
+   * own 5 s). The driver always makes it wait (in print mode it would otherwise connect them in
+   * the background and the first request could go out without them). A hosted-tools server still
+   * connecting when the wait ends fails the run with `HostedToolsUnavailable`; an external source
+   * still connecting is left out of the turn (a `Notice`).
+   */
+  readonly mcpTimeout?: Duration.DurationInput
 }
 
 /**

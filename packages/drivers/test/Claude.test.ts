@@ -2,6 +2,7 @@ import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import type * as Driver from "@tether/core/Driver"
 import { Claude } from "@tether/drivers"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
@@ -190,6 +191,7 @@ describe("Claude.driver prepare", () => {
         EXTRA: "x",
         ANTHROPIC_BASE_URL: "http://127.0.0.1:7800",
         ANTHROPIC_API_KEY: "sk-ant-fake",
+        MCP_CONNECTION_NONBLOCKING: "0",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
         DISABLE_AUTOUPDATER: "1",
         DISABLE_TELEMETRY: "1",
@@ -210,6 +212,18 @@ describe("Claude.driver prepare", () => {
       expect(yield* retries({ maxRetries: 0 })).toBe("0")
       expect(yield* retries({ env: { CLAUDE_CODE_MAX_RETRIES: "5" } })).toBe("5")
       expect(yield* retries({ maxRetries: 1, env: { CLAUDE_CODE_MAX_RETRIES: "5" } })).toBe("1")
+    }))
+
+  it.effect("always waits for the MCP servers before the first request; mcpTimeout bounds the wait", () =>
+    Effect.gen(function*() {
+      const env = (config: Claude.Config) =>
+        prepare({ binary: "c", ...config }, request()).pipe(Effect.map((inv) => inv.env))
+      const plain = yield* env({ env: { MCP_CONNECTION_NONBLOCKING: "1" } })
+      expect(plain["MCP_CONNECTION_NONBLOCKING"]).toBe("0")
+      expect(plain["MCP_CONNECT_TIMEOUT_MS"]).toBeUndefined()
+      expect((yield* env({ mcpTimeout: "20 seconds" }))["MCP_CONNECT_TIMEOUT_MS"]).toBe("20000")
+      expect((yield* env({ mcpTimeout: "0.4 millis" }))["MCP_CONNECT_TIMEOUT_MS"]).toBe("1")
+      expect((yield* env({ mcpTimeout: Duration.infinity }))["MCP_CONNECT_TIMEOUT_MS"]).toBe("2147483647")
     }))
 
   it.effect("allowedTools adds permission rules for built-in tools after the hosted tools", () =>

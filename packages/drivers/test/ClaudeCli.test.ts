@@ -96,6 +96,31 @@ describe("Claude driver with the real CLI", () => {
   )
 
   it.live(
+    "the hosted tools are there from the first model request even when their server is slow to connect",
+    () =>
+      Effect.gen(function*() {
+        const root = yield* tempRoot
+        // In print mode the CLI connects --mcp-config servers in the background unless told to
+        // wait (MCP_CONNECTION_NONBLOCKING=0): its first request would then go out without them.
+        const mcp = yield* mcpServer(token, 2_500)
+        const server = yield* AnthropicServer.make({
+          respond: AnthropicServer.roundTrip(
+            () => AnthropicServer.callTool("echo", { text: "slow" }),
+            (results) => AnthropicServer.reply(`FINAL: ${results.map((r) => r.text).join(",")}`)
+          )
+        })
+        const turn = yield* runTurn(driverFor(server), baseRequest(root, mcp.url, { prompt: "Echo slow" }), token)
+        expect(turn.failure).toBeUndefined()
+        const messages = yield* server.messages
+        expect(messages[0]!.tools?.map((t) => t.name)).toContain("mcp__tether__echo")
+        expect(terminalOf(turn.outputs)).toMatchObject({ ok: true, text: "FINAL: ECHO:slow" })
+        // No server was left behind still connecting.
+        expect(turn.outputs.filter((o) => o._tag === "Notice" && o.level === "warning")).toEqual([])
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    60_000
+  )
+
+  it.live(
     "resume at the driver level: the second run resumes the checkpoint and its request carries the first turn",
     () =>
       Effect.gen(function*() {
@@ -150,6 +175,25 @@ describe("Claude driver with the real CLI", () => {
         const turn = yield* runTurn(driverFor(server), baseRequest(root, mcp.url), "wrong-token")
         expect(turn.failure?.reason).toBe("HostedToolsUnavailable")
         expect(mcp.log.some((l) => l.authorization === "Bearer wrong-token")).toBe(true)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    60_000
+  )
+
+  it.live(
+    "a hosted tools server still connecting when mcpTimeout ends: a typed HostedToolsUnavailable",
+    () =>
+      Effect.gen(function*() {
+        const root = yield* tempRoot
+        const mcp = yield* mcpServer(token, 5_000)
+        const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("no tools") })
+        const driver = Claude.driver({
+          binary: claudeBinary,
+          mcpTimeout: "300 millis",
+          env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake") }
+        })
+        const turn = yield* runTurn(driver, baseRequest(root, mcp.url), token)
+        expect(turn.failure?.reason).toBe("HostedToolsUnavailable")
+        expect(turn.failure?.detail).toContain("pending")
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
     60_000
   )

@@ -48,7 +48,8 @@ export interface McpLog {
 }
 
 /** A bearer-protected MCP Streamable HTTP server on 127.0.0.1 with an `echo` tool. */
-export const mcpServer = (token: string) =>
+/** `initializeDelayMs`: how long the server waits before it answers an `initialize` (a slow start-up). */
+export const mcpServer = (token: string, initializeDelayMs = 0) =>
   Effect.acquireRelease(
     Effect.async<{ readonly url: string; readonly log: Array<McpLog>; readonly server: Http.Server }>((resume) => {
       const log: Array<McpLog> = []
@@ -84,7 +85,9 @@ export const mcpServer = (token: string) =>
             void transport.close()
             void server.close()
           })
-          void server.connect(transport).then(() => transport.handleRequest(req, res, JSON.parse(body)))
+          const message = JSON.parse(body)
+          const delay = message?.method === "initialize" ? initializeDelayMs : 0
+          setTimeout(() => void server.connect(transport).then(() => transport.handleRequest(req, res, message)), delay)
         })
       })
       http.listen(0, "127.0.0.1", () => {

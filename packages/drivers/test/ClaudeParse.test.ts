@@ -125,14 +125,20 @@ describe("Claude.parse on recorded 2.1.197 fixtures", () => {
       expect(terminal(other)?.ok).toBe(true)
     }))
 
-  it.effect("a hosted server still pending is a warning, not a failure", () =>
+  it.effect("a hosted server still pending (the CLI stopped waiting for it) fails the run; another is a warning", () =>
     Effect.gen(function*() {
       const init = lines(`${fixtures}/text.jsonl`)[0]!.replace(
         `"mcp_servers":[]`,
         `"mcp_servers":[{"name":"tether","status":"pending"}]`
       )
       expect(init).toContain("pending")
-      const out = ok(yield* run([init]))
+      const result = yield* run([init])
+      expect(Either.isLeft(result) && result.left).toMatchObject({
+        _tag: "ProtocolError",
+        reason: "HostedToolsUnavailable",
+        detail: expect.stringContaining("pending")
+      })
+      const out = ok(yield* run([init], { hostedKey: "other" }))
       expect(out[1]).toMatchObject({
         _tag: "Notice",
         level: "warning",

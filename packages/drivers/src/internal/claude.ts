@@ -2,6 +2,7 @@
 import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Claude.js"
 import * as Binary from "./binary.js"
@@ -57,6 +58,11 @@ export const layout: ProfileLayout = {
 
 /** Variables the driver owns: configuration cannot override them. */
 const fixedEnv = {
+  // In print mode the CLI connects its --mcp-config servers in the background by default: a
+  // turn's first model request can go out before the hosted tools are listed (and a
+  // --permission-prompt-tool is then "not found"). "0" makes it wait for them, up to
+  // MCP_CONNECT_TIMEOUT_MS, before the first request.
+  MCP_CONNECTION_NONBLOCKING: "0",
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
   DISABLE_AUTOUPDATER: "1",
   DISABLE_TELEMETRY: "1",
@@ -135,8 +141,16 @@ const maxRetriesOf = (config: Config): string => {
   return typeof given === "string" ? given : String(defaultMaxRetries)
 }
 
+const mcpTimeoutEnv = (config: Config): { readonly [name: string]: string } => {
+  if (config.mcpTimeout === undefined) return {}
+  const millis = Duration.toMillis(Duration.decode(config.mcpTimeout))
+  // The CLI reads any value it cannot use (not a positive number) as its own default.
+  return { MCP_CONNECT_TIMEOUT_MS: Number.isFinite(millis) ? String(Math.max(1, Math.ceil(millis))) : "2147483647" }
+}
+
 const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
   Env.buildEnv(config, request, {
+    ...mcpTimeoutEnv(config),
     ...fixedEnv,
     HOME: home,
     CLAUDE_CONFIG_DIR: request.profileDir,

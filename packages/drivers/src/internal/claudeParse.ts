@@ -110,10 +110,11 @@ const onSystem = (
     const servers = blocks(record["mcp_servers"])
     const hosted = servers.find((s) => s["name"] === context.hostedKey)
     const status = str(hosted?.["status"])
-    if (status === "failed" || status === "needs-auth") {
+    if (status === "failed" || status === "needs-auth" || status === "pending") {
       return new Driver.ProtocolError({
         reason: "HostedToolsUnavailable",
-        detail: `${dialect.product} reported the hosted tools server "${context.hostedKey}" as ${status}`
+        detail: `${dialect.product} reported the hosted tools server "${context.hostedKey}" as ${status}` +
+          (status === "pending" ? " (still connecting when the CLI stopped waiting for it)" : "")
       })
     }
     const expected = context.session._tag === "Resume" || context.session._tag === "Fork"
