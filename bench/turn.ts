@@ -165,6 +165,8 @@ export const rawInvocation = (url: string, root: string, hosted?: Hosted): Invoc
       ANTHROPIC_BASE_URL: url,
       ANTHROPIC_API_KEY: "sk-ant-bench",
       CLAUDE_CODE_MAX_RETRIES: "0",
+      // As the driver: the CLI waits for its MCP servers before the first model request.
+      MCP_CONNECTION_NONBLOCKING: "0",
       CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
       DISABLE_AUTOUPDATER: "1",
       DISABLE_TELEMETRY: "1",
