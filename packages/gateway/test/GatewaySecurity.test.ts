@@ -196,6 +196,34 @@ layer(FixtureLive, { excludeTestServices: true })("SECURITY.md rules in front of
         )
       }))
 
+    it.effect(
+      "a refused request without a body leaves its connection open (an MCP client's GET); one with a body closes it",
+      () =>
+        Effect.gen(function*() {
+          const f = yield* Fixture
+          const keepAlive = (method: string, headers: Headers, body = "") =>
+            Buffer.concat([
+              Buffer.from(
+                [`${method} /mcp HTTP/1.1`, ...headers.map(([k, v]) => `${k}: ${v}`)].join("\r\n") + "\r\n",
+                "latin1"
+              ),
+              Buffer.from(body === "" ? "\r\n" : `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+            ])
+          const headers = without(base(f.port, f.token), "Content-Type")
+          const list = requestText({ headers: base(f.port, f.token), body: listBody })
+          const statuses = (text: string) => Array.from(text.matchAll(/HTTP\/1\.1 (\d{3}) /g), (m) => Number(m[1]))
+          // The GET, then (once its 405 is read) a tools/list on the same connection: both answered.
+          const open = yield* rawExchange(f.port, [keepAlive("GET", headers), list], { gapMs: 100 })
+          expect(statuses(open.text)).toEqual([405, 200])
+          expect(header(open, "Connection")).toBe("keep-alive")
+          expect(open.text).toContain("\"tools\":")
+          // A GET with a body: its refusal closes the connection, the next request is not read.
+          const closed = yield* rawExchange(f.port, [keepAlive("GET", headers, "{}"), list], { gapMs: 100 })
+          expect(statuses(closed.text)).toEqual([405])
+          expect(header(closed, "Connection")).toBe("close")
+        })
+    )
+
     it.effect("a JSON-RPC batch is refused", () =>
       Effect.gen(function*() {
         const f = yield* Fixture

@@ -267,8 +267,12 @@ export const make = (options: Options = {}): Effect.Effect<
         listener.inflight--
         if (listener.inflight === 0) listener.onIdle?.()
       })
-      // Refusals that leave the body unread close the connection (see `Guard.refuse`).
+      // Refusals that leave a body unread close the connection (see `Guard.refuse`). One of a
+      // request without a body leaves it open: every MCP client's GET for a server stream is
+      // refused (405), and closing there made a client that pools its connections (Claude Code's)
+      // now and then send its next request, another server's initialize, on the closing socket.
       const refuseAndClose = (refusal: Guard.Refusal) => {
+        if (!Guard.hasBody(req)) return Guard.refuse(res, refusal)
         connection.closing = true
         Guard.refuse(res, refusal, true)
       }

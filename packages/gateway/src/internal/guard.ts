@@ -64,6 +64,17 @@ const extraHeaders = (refusal: Refusal): Record<string, string> => {
 }
 
 /**
+ * Whether a request carries a body (a `Transfer-Encoding`, or a `Content-Length` other than 0):
+ * a refusal sent before reading it leaves it unread on the connection.
+ *
+ * @internal
+ */
+export const hasBody = (req: IncomingMessage): boolean => {
+  const length = req.headers["content-length"]
+  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0")
+}
+
+/**
  * Writes a refusal to an HTTP response. Refusals that leave the request body unread close
  * the connection so no unread bytes are parsed as a next request.
  *
