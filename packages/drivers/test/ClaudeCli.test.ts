@@ -15,8 +15,9 @@ import { baseRequest, claudeBinary, mcpServer, runTurn, tempRoot } from "./Claud
 
 const token = "harness-token-not-secret"
 
-const driverFor = (server: AnthropicServer.AnthropicServer) =>
+const driverFor = (server: AnthropicServer.AnthropicServer, config: Partial<Claude.Config> = {}) =>
   Claude.driver({
+    ...config,
     binary: claudeBinary,
     env: {
       ANTHROPIC_BASE_URL: server.url,
@@ -109,7 +110,9 @@ describe("Claude driver with the real CLI", () => {
             (results) => AnthropicServer.reply(`FINAL: ${results.map((r) => r.text).join(",")}`)
           )
         })
-        const turn = yield* runTurn(driverFor(server), baseRequest(root, mcp.url, { prompt: "Echo slow" }), token)
+        // A wait well past the server's delay, so a loaded machine cannot make it run out.
+        const driver = driverFor(server, { mcpTimeout: "30 seconds" })
+        const turn = yield* runTurn(driver, baseRequest(root, mcp.url, { prompt: "Echo slow" }), token)
         expect(turn.failure).toBeUndefined()
         const messages = yield* server.messages
         expect(messages[0]!.tools?.map((t) => t.name)).toContain("mcp__tether__echo")
