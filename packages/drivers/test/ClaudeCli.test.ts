@@ -189,12 +189,7 @@ describe("Claude driver with the real CLI", () => {
         const root = yield* tempRoot
         const mcp = yield* mcpServer(token, 5_000)
         const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("no tools") })
-        const driver = Claude.driver({
-          binary: claudeBinary,
-          mcpTimeout: "300 millis",
-          env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake") }
-        })
-        const turn = yield* runTurn(driver, baseRequest(root, mcp.url), token)
+        const turn = yield* runTurn(driverFor(server, { mcpTimeout: "300 millis" }), baseRequest(root, mcp.url), token)
         expect(turn.failure?.reason).toBe("HostedToolsUnavailable")
         expect(turn.failure?.detail).toContain("pending")
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),

@@ -2,7 +2,6 @@
 import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type { Config } from "../Claude.js"
 import * as Binary from "./binary.js"
@@ -141,12 +140,12 @@ const maxRetriesOf = (config: Config): string => {
   return typeof given === "string" ? given : String(defaultMaxRetries)
 }
 
-const mcpTimeoutEnv = (config: Config): { readonly [name: string]: string } => {
-  if (config.mcpTimeout === undefined) return {}
-  const millis = Duration.toMillis(Duration.decode(config.mcpTimeout))
-  // The CLI reads any value it cannot use (not a positive number) as its own default.
-  return { MCP_CONNECT_TIMEOUT_MS: Number.isFinite(millis) ? String(Math.max(1, Math.ceil(millis))) : "2147483647" }
-}
+// An infinite wait is the largest timer value: the CLI reads anything it cannot use (not a
+// positive number) as its own 5 s.
+const mcpTimeoutEnv = (config: Config): { readonly [name: string]: string } =>
+  config.mcpTimeout === undefined
+    ? {}
+    : { MCP_CONNECT_TIMEOUT_MS: Env.timeoutMillis(config.mcpTimeout) ?? "2147483647" }
 
 const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
   Env.buildEnv(config, request, {

@@ -2,7 +2,6 @@
 import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import type { Config } from "../CodeBuddy.js"
@@ -114,10 +113,9 @@ const endpointEnv = (config: Config): { readonly [name: string]: string } => {
 }
 
 const mcpTimeoutEnv = (config: Config): { readonly [name: string]: string } => {
-  if (config.mcpTimeout === undefined) return {}
-  const millis = Duration.toMillis(Duration.decode(config.mcpTimeout))
-  // An infinite wait is the CLI's own default; it ignores values below 1 ms.
-  return Number.isFinite(millis) ? { MCP_TIMEOUT: String(Math.max(1, Math.ceil(millis))) } : {}
+  // An infinite wait is the CLI's own default.
+  const millis = config.mcpTimeout === undefined ? undefined : Env.timeoutMillis(config.mcpTimeout)
+  return millis === undefined ? {} : { MCP_TIMEOUT: millis }
 }
 
 /** @internal */

@@ -1,6 +1,18 @@
 /** @internal */
 import type * as Driver from "@tether/core/Driver"
+import * as Duration from "effect/Duration"
 import * as Redacted from "effect/Redacted"
+
+/**
+ * A duration as the whole milliseconds a CLI's timeout variable takes (at least 1: the CLIs read
+ * 0 as "unset"), or `undefined` for an infinite one.
+ *
+ * @internal
+ */
+export const timeoutMillis = (duration: Duration.DurationInput): string | undefined => {
+  const millis = Duration.toMillis(Duration.decode(duration))
+  return Number.isFinite(millis) ? String(Math.max(1, Math.ceil(millis))) : undefined
+}
 
 /** Host variables every provider process gets (when the host has them). @internal */
 export const baseAllowList: ReadonlyArray<string> = ["PATH", "LANG", "LC_ALL", "TZ"]
