@@ -75,6 +75,37 @@ describe("ScrubFiles", () => {
       })
     ))
 
+  it.live("reads a file of just before the run only when its time is a coarse file system's (a whole second)", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        // A run that started 1.5 s after a whole second.
+        const second = Math.floor(Date.now() / 1000) * 1000 - 10_000
+        const since = second + 1500
+        const stamp = (name: string, ms: number) => {
+          const file = NodePath.join(dir, name)
+          Fs.writeFileSync(file, `before ${token} after`)
+          Fs.utimesSync(file, ms / 1000, ms / 1000)
+          return file
+        }
+        // A fine-grained time 1.5 s before the run: a session of an earlier run, not this one's.
+        const earlier = stamp("earlier.jsonl", since - 1499.5)
+        // A fine-grained time within a clock tick of the run's start: the run's own.
+        const tick = stamp("tick.jsonl", since - 8.25)
+        // A whole-second time 1.5 s before: a coarse file system's stamp of a write after `since`.
+        const coarse = stamp("coarse.jsonl", second)
+        // A whole-second time further back than the coarse slack.
+        const old = stamp("old.jsonl", second - 1000)
+        expect(Fs.statSync(earlier).mtimeMs % 1000).not.toBe(0)
+        expect(Fs.statSync(coarse).mtimeMs % 1000).toBe(0)
+        const changed = yield* ScrubFiles.scrub({ roots: [dir], since, skip: new Set(), redact })
+        expect([...changed].sort()).toEqual([coarse, tick].sort())
+        expect(Fs.readFileSync(earlier, "latin1")).toContain(token)
+        expect(Fs.readFileSync(old, "latin1")).toContain(token)
+        expect(Fs.readFileSync(tick, "latin1")).not.toContain(token)
+        expect(Fs.readFileSync(coarse, "latin1")).not.toContain(token)
+      })
+    ))
+
   it.live("never goes through a link, never rewrites a hard-linked file, and finds files deep down", () =>
     withDir((outside) =>
       withDir((dir) =>

@@ -26,8 +26,21 @@ export interface Options {
 const chunkBytes = 1024 * 1024
 /** A token is 43 bytes: a window overlapping the next by 42 bytes sees every occurrence whole. */
 const overlap = 42
-/** Modification times are coarse on some file systems: a file written just before `since` counts. */
-const clockSlack = 2000
+/**
+ * How long before `since` a file's modification time may fall and the file still count as the
+ * run's. A file system that keeps sub-second times (ext4, xfs, btrfs, tmpfs, APFS, exFAT's 10 ms)
+ * stamps a write with the kernel's coarse clock, at most a tick (10 ms at the slowest) behind the
+ * clock `since` was read from: `fineSlack` covers a tick and exFAT's step. One that keeps whole
+ * seconds (ext3, HFS+, FAT's two) gives a time on a whole second: such a time counts from
+ * `coarseSlack` before. (A time of a fine file system that happens to fall on a whole second is
+ * read as coarse: the file is read, never missed.)
+ */
+const fineSlack = 25
+const coarseSlack = 2000
+
+/** Whether a file modified at `mtimeMs` may have been written at or after `since`. */
+const modifiedSince = (mtimeMs: number, since: number): boolean =>
+  mtimeMs >= since - (mtimeMs % 1000 === 0 ? coarseSlack : fineSlack)
 
 const sqliteHeader = Buffer.from("SQLite format 3\0", "latin1")
 
@@ -141,7 +154,7 @@ const walk = async (options: Options): Promise<Array<{ readonly file: string; re
       // never a file shared by another link (a hard-linked auth file is the user's own).
       if (
         info !== undefined && info.isFile() && info.nlink === 1 && info.size >= overlap + 1 &&
-        info.mtimeMs >= options.since - clockSlack
+        modifiedSince(info.mtimeMs, options.since)
       ) {
         found.push({ file: absolute, size: info.size })
       }
