@@ -7,6 +7,7 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import * as Handoff from "../src/internal/handoff.js"
@@ -41,6 +42,20 @@ describe("Handoff", () => {
       const exit = yield* Effect.exit(Stream.runForEach(handoff.stream, (n) => Effect.sync(() => seen.push(n))))
       expect(seen).toEqual([1])
       expect(exit).toEqual(Exit.fail("boom"))
+    }))
+
+  it.effect("pull gives one take's values at a time; None at Take.end, Some with a take's failure", () =>
+    Effect.gen(function*() {
+      const handoff = Handoff.make<number, string>(8)
+      yield* handoff.offer(chunk(1, 2))
+      yield* handoff.offer(chunk(3))
+      yield* handoff.offer(Take.end)
+      expect(Chunk.toReadonlyArray(yield* handoff.pull)).toEqual([1, 2])
+      expect(Chunk.toReadonlyArray(yield* handoff.pull)).toEqual([3])
+      expect(yield* Effect.exit(handoff.pull)).toEqual(Exit.fail(Option.none()))
+      const failing = Handoff.make<number, string>(8)
+      yield* failing.offer(Take.fail("boom"))
+      expect(yield* Effect.exit(failing.pull)).toEqual(Exit.fail(Option.some("boom")))
     }))
 
   it.effect("a reader waits for the next take; a writer waits for room past the capacity", () =>

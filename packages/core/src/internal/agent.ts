@@ -411,11 +411,15 @@ export const assemble = (
     // Read once: a later change to the caller's options object never reaches the agent.
     const defaultModel = options.model
     const sessionFailure = (error: { readonly message: string }) => ({ message: `session store: ${error.message}` })
-    const stream = (
+    /**
+     * Starts a run in the caller's scope (whose close interrupts it) and gives its events' buffer:
+     * `stream` reads it as a `Stream`, `run` drains it directly.
+     */
+    const start = (
       input: Agent.Input,
       hooks?: Thread.Hooks
-    ): Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
+    ): Effect.Effect<Handoff.Handoff<Event.Event, RunError>, RunError | AgentClosed | InvalidTurn, Scope.Scope> =>
+      Effect.gen(function*() {
         const turn: Agent.Turn = typeof input === "string" ? { input } : input
         // A structured-output attempt (`runAs`): its JSON Schema, and on an agent's repair turn
         // the session it resumes.
@@ -547,8 +551,16 @@ export const assemble = (
         if (turn.cancel !== undefined) {
           yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
         }
-        return queue.stream
-      })).pipe(Stream.withSpan("Agent.stream"))
+        return queue
+      })
+
+    const stream = (
+      input: Agent.Input,
+      hooks?: Thread.Hooks
+    ): Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn> =>
+      Stream.unwrapScoped(Effect.map(start(input, hooks), (queue) => queue.stream)).pipe(
+        Stream.withSpan("Agent.stream")
+      )
 
     const threadHost: Thread.Host = {
       provider: driver.name,
@@ -594,28 +606,32 @@ export const assemble = (
           : broker.approve(approvalId, decision, key)
     }
 
+    // The run's buffer drained by a plain loop of pulls: the same events and end as `stream`'s,
+    // without a `Stream` around it (a stream's channel machinery costs about half a millisecond a
+    // run, all of it between the run's end and its result). Each chunk is read when it arrives,
+    // not in an effect that holds it (such an effect kept the run's events through V8's
+    // young-generation collections).
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
-      Effect.suspend(() => {
-        // Chunk-wise on purpose: `Stream.runFold` folds element by element (recursively). Each
-        // chunk is read when it arrives, not in an effect that holds it (such an effect kept the
-        // run's events through V8's young-generation collections).
+      Effect.scoped(Effect.flatMap(start(input), (queue) => {
         let result: Result | undefined
-        return stream(input).pipe(
-          Stream.runForEachChunk((chunk) => {
+        const drain: Effect.Effect<Result, RunError> = Effect.matchEffect(queue.pull, {
+          onFailure: (end) =>
+            end._tag === "Some"
+              ? Effect.fail(end.value)
+              : result === undefined
+              ? Effect.dieMessage("a run ended without its RunFinished event")
+              : Effect.succeed(result),
+          onSuccess: (chunk) => {
             const events = Chunk.toReadonlyArray(chunk)
             for (let i = 0; i < events.length; i++) {
               const event = events[i]!
               if (event._tag === "RunFinished") result = event.result
             }
-            return Effect.void
-          }),
-          Effect.flatMap(() =>
-            result === undefined
-              ? Effect.dieMessage("a run ended without its RunFinished event")
-              : Effect.succeed(result)
-          )
-        )
-      }).pipe(Effect.withSpan("Agent.run"))
+            return drain
+          }
+        })
+        return drain
+      })).pipe(Effect.withSpan("Agent.run"))
 
     // An agent's attempts run as plain runs; a repair turn resumes the previous attempt's session.
     const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {

@@ -34,6 +34,11 @@ export interface Handoff<A, E> {
    */
   readonly offerNow: (take: Take.Take<A, E>) => Effect.Effect<void>
   /**
+   * The next take's values: fails with `None` at `Take.end`, `Some` with the take's failure.
+   * Waits while the buffer is empty; interrupts once it is shut down.
+   */
+  readonly pull: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
+  /**
    * The takes' values until `Take.end` (or their failure). One reader at a time; a reader that
    * stops leaves the takes it did not pull for the next one.
    */
@@ -91,6 +96,7 @@ export const make = <A, E>(capacity: number): Handoff<A, E> => {
     offer,
     unsafeOffer,
     offerNow: (take) => unsafeOffer(take) ? Effect.void : offer(take),
+    pull,
     stream: Stream.repeatEffectChunkOption(pull),
     size: () => items.length - head,
     shutdown: Effect.sync(() => {
