@@ -49,7 +49,6 @@
  *
  * @since 0.1.0
  */
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
@@ -444,7 +443,6 @@ export type StructuredFailure =
 export type Requirements =
   | Scope.Scope
   | Gateway.Gateway
-  | CommandExecutor.CommandExecutor
   | FileSystem.FileSystem
   | Path.Path
 

@@ -4,7 +4,6 @@
  *
  * @internal
  */
-import * as CommandExecutor from "@effect/platform/CommandExecutor"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Gateway from "@tether/gateway/Gateway"
@@ -133,7 +132,7 @@ export const make = (
 ): Effect.Effect<
   Agent.Agent,
   AgentConfigError | UnsupportedCapability,
-  Scope.Scope | Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path
+  Scope.Scope | Gateway.Gateway | FileSystem.FileSystem | Path.Path
 > =>
   Effect.gen(function*() {
     yield* validate(options)
@@ -158,7 +157,7 @@ export const assemble = (
 ): Effect.Effect<
   Agent.Agent,
   AgentConfigError,
-  Scope.Scope | Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path
+  Scope.Scope | Gateway.Gateway | FileSystem.FileSystem | Path.Path
 > =>
   Effect.gen(function*() {
     const id = randomUUID()
@@ -278,7 +277,7 @@ export const assemble = (
             for (const file of changed) materialized.set(file.path, `${file.mode ?? ""}:${file.content}`)
           }))
       }))
-    const services = yield* Effect.context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>()
+    const services = yield* Effect.context<FileSystem.FileSystem | Path.Path>()
     const runs = yield* FiberSet.make<Result, RunError>().pipe(Scope.extend(workScope))
     const reapers = yield* FiberSet.make<void, never>().pipe(Scope.extend(workScope))
     const processes = new Set<Process.Running>()

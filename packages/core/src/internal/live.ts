@@ -8,7 +8,6 @@
  *
  * @internal
  */
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
@@ -87,7 +86,7 @@ export interface Context {
   readonly killGrace: Duration.Duration
   readonly processes: Set<Process.Running>
   readonly reapers: FiberSet.FiberSet<void, never>
-  readonly services: EffectContext.Context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
+  readonly services: EffectContext.Context<FileSystem.FileSystem | Path.Path>
   /** Present when the agent has approvals: the session gets `LiveContext.approve`. */
   readonly approvals?: unknown
 }

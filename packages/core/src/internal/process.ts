@@ -1,23 +1,21 @@
 /**
- * The process runner: spawns a driver's `Invocation` with `@effect/platform` `Command` in its
- * own process group, splits stdout into bounded lines, drains and keeps stderr (bounded), and
+ * The process runner: spawns a driver's `Invocation` in its own process group, splits stdout into bounded lines, drains and keeps stderr (bounded), and
  * kills the whole group with escalation.
  *
  * @internal
  */
-import * as Command from "@effect/platform/Command"
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
-import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
+import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
+import * as ChildProcess from "node:child_process"
+import * as NodeFs from "node:fs"
 import type { Invocation } from "../Driver.js"
 import * as Handoff from "./handoff.js"
 import { groupAlive, signalGroup } from "./procfs.js"
@@ -106,16 +104,26 @@ class RawBuffer {
   }
 }
 
-const exitOf = (exit: Exit.Exit<number, unknown>): ProcessExit =>
-  Exit.isSuccess(exit)
-    ? { exitCode: exit.value, signal: undefined }
-    : { exitCode: undefined, signal: /signal: (SIG[A-Z0-9]+)/.exec(Cause.pretty(exit.cause))?.[1] ?? "unknown" }
-
 const decoder = new TextDecoder()
 
+/** The text of a spawn failure: Node's own message, and a missing working directory named. */
+const spawnFailure = (error: unknown, cwd: string): { readonly _tag: "SpawnFailed"; readonly message: string } => {
+  const message = error instanceof Error ? error.message : String(error)
+  // Node reports a missing working directory as the command's ENOENT.
+  const missingCwd = (error as { readonly code?: unknown }).code === "ENOENT" && !NodeFs.existsSync(cwd)
+  return {
+    _tag: "SpawnFailed",
+    message: missingCwd ? `${message} (the working directory ${cwd} does not exist)` : message
+  }
+}
+
 /**
- * Spawns the invocation. `env` is complete (nothing is inherited): the invocation's env plus
- * `extraEnv` (the token variable, the marker).
+ * Spawns the invocation with `node:child_process` in its own process group (`detached`). `env`
+ * is complete (nothing is inherited): the invocation's env plus `extraEnv` (the token variable,
+ * the marker). The child's pipes are read by listeners that hand stdout's lines to a bounded
+ * buffer (stdout pauses while it is full) and keep stderr's tail: a spawn costs no fiber and no
+ * `Stream` per pipe (through `@effect/platform`'s `Command` the same spawn took about 5 ms more
+ * of the main thread, measured with bench/core.ts).
  *
  * @internal
  */
@@ -124,69 +132,95 @@ export const spawn = (
   extraEnv: { readonly [name: string]: string },
   limits: Limits,
   options: { readonly input?: "open" } = {}
-): Effect.Effect<
-  Running,
-  { readonly _tag: "SpawnFailed"; readonly message: string },
-  CommandExecutor.CommandExecutor
-> =>
+): Effect.Effect<Running, { readonly _tag: "SpawnFailed"; readonly message: string }> =>
   Effect.gen(function*() {
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const child = yield* Effect.try({
+      try: () =>
+        ChildProcess.spawn(invocation.command, [...invocation.args], {
+          cwd: invocation.cwd,
+          env: { ...invocation.env, ...extraEnv },
+          stdio: ["pipe", "pipe", "pipe"],
+          detached: true
+        }),
+      catch: (error) => spawnFailure(error, invocation.cwd)
+    })
+    // A child that could not be started has no pid; Node tells why in its `error` event.
+    if (child.pid === undefined) {
+      return yield* Effect.async<never, { readonly _tag: "SpawnFailed"; readonly message: string }>((resume) => {
+        child.once("error", (error) => resume(Effect.fail(spawnFailure(error, invocation.cwd))))
+      })
+    }
+    const pid = child.pid
+    const childStdin = child.stdin!
+    const childStdout = child.stdout!
+    const childStderr = child.stderr!
+    // Later errors (a signal to a gone process, a write to a closed pipe) are not the run's to throw.
+    child.on("error", () => {})
+    childStdin.on("error", () => {})
     const scope = yield* Scope.make()
-    // A live process keeps its stdin open: frames go through this queue until it is closed.
-    const input = options.input === "open" ? yield* Queue.unbounded<Take.Take<Uint8Array>>() : undefined
-    let inputOpen = input !== undefined
-    const stdin = input !== undefined
-      ? Stream.flattenTake(Stream.fromQueue(input))
-      : invocation.stdin === undefined
-      ? Stream.empty
-      : Stream.make(new TextEncoder().encode(invocation.stdin))
-    const command = Command.make(invocation.command, ...invocation.args).pipe(
-      Command.env({ ...invocation.env, ...extraEnv }, { extendEnv: false }),
-      Command.workingDirectory(invocation.cwd),
-      Command.stdin(stdin)
-    )
-    // `spawn` runs inside `acquireRelease` (uninterruptible): every fiber forked below is made
-    // interruptible, or closing the process scope would wait on it forever.
-    const started = yield* Command.start(command).pipe(
-      Scope.extend(scope),
-      Effect.mapError((error) => ({ _tag: "SpawnFailed" as const, message: error.message })),
-      Effect.onError(() => Scope.close(scope, Exit.void))
-    )
-    const pid = started.pid
     const stdout = new RawBuffer(limits.maxRawBytes)
     const stderr = new RawBuffer(limits.maxRawBytes)
     const exited = yield* Deferred.make<ProcessExit>()
     let hasExited = false
-    const queue = Handoff.make<string, LineTooLong>(64)
-
-    yield* started.exitCode.pipe(
-      Effect.exit,
-      Effect.flatMap((exit) => {
-        hasExited = true
-        return Deferred.succeed(exited, exitOf(exit))
-      }),
-      Effect.interruptible,
-      Effect.forkIn(scope)
-    )
+    child.once("exit", (code, signal) => {
+      hasExited = true
+      Deferred.unsafeDone(
+        exited,
+        Exit.succeed(
+          code !== null ? { exitCode: code, signal: undefined } : { exitCode: undefined, signal: signal ?? "unknown" }
+        )
+      )
+    })
     const stderrEnded = yield* Deferred.make<void>()
-    yield* Stream.runForEach(started.stderr, (bytes) => Effect.sync(() => stderr.push(bytes))).pipe(
-      Effect.ignore,
-      Effect.ensuring(Deferred.succeed(stderrEnded, undefined)),
-      Effect.interruptible,
-      Effect.forkIn(scope)
-    )
+    const endStderr = () => Deferred.unsafeDone(stderrEnded, Exit.void)
+    childStderr.on("data", (bytes: Buffer) => stderr.push(bytes))
+    childStderr.once("end", endStderr)
+    childStderr.once("close", endStderr)
 
+    const queue = Handoff.make<string, LineTooLong>(64)
     let pending: Array<Uint8Array> = []
     let pendingBytes = 0
     let overflowed = false
+    // stdout reached its end (or failed): no more line will come from the pipe.
+    let stdoutDone = false
+    // The lines were ended (Take.end or the overflow's failure was handed over, or is waiting to be).
+    let linesEnded = false
+    /**
+     * Hands the takes over in order: at once while the buffer has room; otherwise stdout pauses
+     * and a fiber offers the rest (waiting for room), then resumes it. No `data` event comes
+     * while stdout is paused, so takes never overtake each other.
+     */
+    const deliver = (takes: ReadonlyArray<Take.Take<string, LineTooLong>>): void => {
+      for (let i = 0; i < takes.length; i++) {
+        if (queue.unsafeOffer(takes[i]!)) continue
+        const rest = takes.slice(i)
+        childStdout.pause()
+        runFork(
+          Effect.forEach(rest, (take) => queue.offer(take), { discard: true }).pipe(
+            Effect.ensuring(Effect.sync(() => {
+              if (!childStdout.destroyed) childStdout.resume()
+            }))
+          )
+        )
+        return
+      }
+    }
     const lineOf = (bytes: Uint8Array): string | undefined => {
       let end = bytes.length
       if (end > 0 && bytes[end - 1] === 13) end--
       if (end === 0) return undefined
       return decoder.decode(end === bytes.length ? bytes : bytes.subarray(0, end))
     }
-    const onChunk = (bytes: Uint8Array): Effect.Effect<void> => {
+    const overflow = () => {
+      overflowed = true
+      linesEnded = true
+      pending = []
+      deliver([Take.fail(new LineTooLong(limits.maxLineBytes))])
+    }
+    const onChunk = (bytes: Uint8Array): void => {
       stdout.push(bytes)
-      if (overflowed) return Effect.void
+      if (overflowed || linesEnded) return
       if (pendingBytes + bytes.length <= limits.maxLineBytes) {
         // No line of this chunk can exceed the bound: decode once, split the text. A newline
         // byte never occurs inside a multi-byte UTF-8 sequence, so the split is exact.
@@ -194,7 +228,7 @@ export const spawn = (
         if (last === -1) {
           pending.push(bytes)
           pendingBytes += bytes.length
-          return Effect.void
+          return
         }
         const head = bytes.subarray(0, last)
         const text = decoder.decode(pendingBytes === 0 ? head : Buffer.concat([...pending, head]))
@@ -209,7 +243,8 @@ export const spawn = (
         lines.length = kept
         pending = last + 1 < bytes.length ? [bytes.subarray(last + 1)] : []
         pendingBytes = bytes.length - last - 1
-        return kept === 0 ? Effect.void : queue.offerNow(Take.chunk(Chunk.unsafeFromArray(lines)))
+        if (kept > 0) deliver([Take.chunk(Chunk.unsafeFromArray(lines))])
+        return
       }
       const lines: Array<string> = []
       let start = 0
@@ -218,8 +253,8 @@ export const spawn = (
         if (index === -1) break
         const segment = bytes.subarray(start, index)
         if (pendingBytes + segment.length > limits.maxLineBytes) {
-          overflowed = true
-          return queue.offer(Take.fail(new LineTooLong(limits.maxLineBytes)))
+          if (lines.length > 0) deliver([Take.chunk(Chunk.unsafeFromArray(lines))])
+          return overflow()
         }
         const line = lineOf(pendingBytes === 0 ? segment : Buffer.concat([...pending, segment]))
         pending = []
@@ -232,39 +267,48 @@ export const spawn = (
         pending.push(rest)
         pendingBytes += rest.length
         if (pendingBytes > limits.maxLineBytes) {
-          overflowed = true
-          pending = []
-          return queue.offer(Take.fail(new LineTooLong(limits.maxLineBytes)))
+          if (lines.length > 0) deliver([Take.chunk(Chunk.unsafeFromArray(lines))])
+          return overflow()
         }
       }
-      return lines.length === 0 ? Effect.void : queue.offerNow(Take.chunk(Chunk.unsafeFromArray(lines)))
+      if (lines.length > 0) deliver([Take.chunk(Chunk.unsafeFromArray(lines))])
     }
-    const onEnd = Effect.suspend(() => {
-      if (overflowed) return Effect.void
+    const onEnd = () => {
+      if (stdoutDone) return
+      stdoutDone = true
+      if (linesEnded) return
+      linesEnded = true
       const last = pendingBytes === 0 ? undefined : lineOf(Buffer.concat(pending))
       pending = []
-      return (last === undefined || last.trim() === "" ? Effect.void : queue.offer(Take.of(last))).pipe(
-        Effect.zipRight(queue.offer(Take.end))
-      )
-    })
-    const reader = yield* Stream.runForEach(started.stdout, onChunk).pipe(
-      Effect.ignore,
-      Effect.zipRight(onEnd),
-      Effect.interruptible,
-      Effect.forkIn(scope)
-    )
+      deliver(last === undefined || last.trim() === "" ? [Take.end] : [Take.of(last), Take.end])
+    }
+    childStdout.on("data", onChunk)
+    childStdout.once("end", onEnd)
+    childStdout.once("error", onEnd)
+    childStdout.once("close", onEnd)
+
+    // A live process keeps its stdin open for the frames written to it; a one-shot one gets its
+    // whole input at once.
+    let inputOpen = options.input === "open"
+    if (!inputOpen) {
+      if (invocation.stdin === undefined) childStdin.end()
+      else childStdin.end(invocation.stdin)
+    }
+
     // A descendant that inherited stdout keeps the pipe open after the CLI exited: give it the
     // grace period, then kill the group, and if the pipe is still held (by a process that left
     // the group) end the lines anyway; the marker sweep at close takes care of that process.
     yield* Deferred.await(exited).pipe(
       Effect.zipRight(Effect.sleep(limits.afterExit)),
       Effect.zipRight(Effect.suspend(() => {
-        if (reader.unsafePoll() !== null) return Effect.void
+        if (stdoutDone) return Effect.void
         signalGroup(pid, "SIGKILL")
         return Effect.sleep("200 millis").pipe(
-          Effect.zipRight(
-            Effect.suspend(() => reader.unsafePoll() !== null || overflowed ? Effect.void : queue.offer(Take.end))
-          )
+          Effect.zipRight(Effect.sync(() => {
+            if (stdoutDone || linesEnded) return
+            linesEnded = true
+            deliver([Take.end])
+          }))
         )
       })),
       Effect.interruptible,
@@ -303,17 +347,22 @@ export const spawn = (
           yield* bounded(Effect.zipRight(leaderExited, untilGroupGone), millis)
         }
       })
+    // Once the process is terminated its pipes are let go (a descendant that left the group may
+    // still hold stdout: the marker sweep at close takes care of it).
+    yield* Scope.addFinalizer(
+      scope,
+      Effect.sync(() => {
+        inputOpen = false
+        childStdin.destroy()
+        childStdout.destroy()
+        childStderr.destroy()
+      })
+    )
     const close = (grace: Duration.DurationInput) =>
       terminate(grace).pipe(
-        Effect.zipRight(
-          // The platform release waits for the exit: only run it once the leader is gone.
-          Effect.suspend(() => hasExited ? Scope.close(scope, Exit.void) : Effect.void)
-        ),
+        Effect.zipRight(Scope.close(scope, Exit.void)),
         Effect.zipRight(queue.shutdown)
       )
-    // Registered after start, so it runs before the platform's release (which would wait
-    // forever on a child that ignores SIGTERM).
-    yield* Scope.addFinalizer(scope, terminate(Duration.seconds(2)))
 
     return {
       pid,
@@ -331,17 +380,17 @@ export const spawn = (
       }),
       terminate,
       close,
-      input: input === undefined ? undefined : {
+      input: options.input !== "open" ? undefined : {
         write: (text) =>
-          Effect.suspend(() =>
-            inputOpen
-              ? Effect.as(Queue.offer(input, Take.of(new TextEncoder().encode(text))), true)
-              : Effect.succeed(false)
-          ),
-        close: Effect.suspend(() => {
-          if (!inputOpen) return Effect.void
+          Effect.sync(() => {
+            if (!inputOpen) return false
+            childStdin.write(text)
+            return true
+          }),
+        close: Effect.sync(() => {
+          if (!inputOpen) return
           inputOpen = false
-          return Effect.asVoid(Queue.offer(input, Take.end))
+          childStdin.end()
         })
       }
     } satisfies Running

@@ -5,7 +5,6 @@
  *
  * @internal
  */
-import type * as CommandExecutor from "@effect/platform/CommandExecutor"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
@@ -74,7 +73,7 @@ export interface Context {
   readonly killGrace: Duration.Duration
   readonly processes: Set<Process.Running>
   readonly reapers: FiberSet.FiberSet<void, never>
-  readonly services: EffectContext.Context<CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
+  readonly services: EffectContext.Context<FileSystem.FileSystem | Path.Path>
   /** The agent's warm live processes (threads run live when the driver has `live`). */
   readonly pool?: Live.Pool
   /**
