@@ -19,6 +19,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type * as Stream from "effect/Stream"
 import type * as Approval from "./Approval.js"
+import * as LineParser from "./internal/lineParser.js"
 import type { Usage } from "./Result.js"
 
 /**
@@ -442,6 +443,43 @@ export interface Driver {
    */
   readonly approvals?: Approvals
 }
+
+/**
+ * What a driver's line function gives for one stdout line: its outputs (an array, or the one
+ * output as it is), or the `ProtocolError` that ends the run.
+ *
+ * @since 0.3.0
+ * @category parsing
+ */
+export type LineOutputs = Output | ReadonlyArray<Output> | ProtocolError
+
+/**
+ * Maps every line through a per-line function, chunk by chunk in a plain loop (no effect per
+ * line). On a `ProtocolError` the outputs of the lines before it are emitted, then the stream
+ * fails with it: no later line is given to the function. `make` is called once per run of the
+ * stream and builds that run's function (which keeps the run's own state).
+ *
+ * @since 0.3.0
+ * @category parsing
+ */
+export const parseLines: <O>(
+  lines: Stream.Stream<string>,
+  make: () => (line: string) => O | ReadonlyArray<O> | ProtocolError
+) => Stream.Stream<O, ProtocolError> = LineParser.parseLines
+
+/**
+ * A driver's `parse` built from a line function: `make` is called once per run with the run's
+ * context and returns that run's function of a line. As a `Stream` it is `parseLines`; a one-shot
+ * run of a driver whose `parse` is this very function reads the process's lines with the line
+ * function directly, without a `Stream` per run (a driver that wraps it in a `parse` of its own
+ * is read through its own). The built-in drivers' parsers are built so.
+ *
+ * @since 0.3.0
+ * @category parsing
+ */
+export const parseFromLines: (
+  make: (context: ParseContext) => (line: string) => LineOutputs
+) => Driver["parse"] = LineParser.fromLines
 
 /**
  * The duplex channel core gives a live session over its process: stdin lines out, stdout

@@ -13,9 +13,7 @@
  */
 import type { Driver } from "@tether/core"
 import * as DriverModule from "@tether/core/Driver"
-import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
-import * as Stream from "effect/Stream"
 import { createRequire } from "node:module"
 import * as NodePath from "node:path"
 import * as NodeProcess from "node:process"
@@ -101,7 +99,14 @@ const toolName = (name: string, hostedKey: string): { readonly name: string; rea
   return name.startsWith(prefix) ? { name: name.slice(prefix.length), source: "host" } : { name, source: "builtin" }
 }
 
-const parseLine = (line: string, context: Driver.ParseContext): ReadonlyArray<Driver.Output> | Driver.Output => {
+/**
+ * One line of the fake CLI protocol as outputs (a line that is not JSON is a warning `Notice`).
+ * `parse` adds the tool names of calls' ends.
+ *
+ * @since 0.3.0
+ * @category parsing
+ */
+export const parseLine = (line: string, context: Driver.ParseContext): ReadonlyArray<Driver.Output> | Driver.Output => {
   let value: unknown
   try {
     value = JSON.parse(line)
@@ -158,38 +163,29 @@ const parseLine = (line: string, context: Driver.ParseContext): ReadonlyArray<Dr
 }
 
 /**
- * Parses the fake CLI protocol (exported for parser tests).
+ * Parses the fake CLI protocol (exported for parser tests), a line at a time
+ * (`Driver.parseFromLines`): a tool call's end is named after its start.
  *
  * @since 0.1.0
  * @category parsing
  */
-export const parse = (
-  lines: Stream.Stream<string>,
-  context: Driver.ParseContext
-): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-  Stream.suspend(() => {
-    const names = new Map<string, string>()
-    return lines.pipe(Stream.mapChunks((chunk) => {
-      const outputs: Array<Driver.Output> = []
-      // Indexed loops: no iterator result per line.
-      const input = Chunk.toReadonlyArray(chunk)
-      for (let n = 0; n < input.length; n++) {
-        const parsed = parseLine(input[n]!, context)
-        if (!Array.isArray(parsed)) {
-          outputs.push(parsed as Driver.Output)
-          continue
-        }
-        for (const output of parsed as ReadonlyArray<Driver.Output>) {
-          if (output._tag !== "ToolCall") outputs.push(output)
-          else if (output.phase === "start") {
-            names.set(output.callId, output.name)
-            outputs.push(output)
-          } else outputs.push({ ...output, name: names.get(output.callId) ?? output.name })
-        }
+export const parse: Driver.Driver["parse"] = DriverModule.parseFromLines((context) => {
+  const names = new Map<string, string>()
+  return (line) => {
+    const parsed = parseLine(line, context)
+    if (!Array.isArray(parsed)) return parsed as Driver.Output
+    const outputs = parsed as ReadonlyArray<Driver.Output>
+    if (!outputs.some((output) => output._tag === "ToolCall")) return outputs
+    return outputs.map((output) => {
+      if (output._tag !== "ToolCall") return output
+      if (output.phase === "start") {
+        names.set(output.callId, output.name)
+        return output
       }
-      return Chunk.unsafeFromArray(outputs)
-    }))
-  })
+      return { ...output, name: names.get(output.callId) ?? output.name }
+    })
+  }
+})
 
 /**
  * The fake CLI's driver. `tool` names a hosted tool as `mcp__<hostedKey>__<tool>`; the MCP file

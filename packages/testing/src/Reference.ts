@@ -10,8 +10,7 @@
  * @since 0.1.0
  */
 import type { Driver } from "@tether/core"
-import { ProtocolError } from "@tether/core/Driver"
-import * as Chunk from "effect/Chunk"
+import { parseFromLines, ProtocolError } from "@tether/core/Driver"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -95,23 +94,21 @@ const isOutput = (value: unknown): value is Driver.Output =>
 
 /**
  * Parses the reference protocol: each line is a JSON `Driver.Output`; anything else is a
- * `Notice`.
+ * `Notice`. Built from a line function (`Driver.parseFromLines`): a run then reads the process's
+ * lines with it directly.
  *
  * @since 0.1.0
  * @category parsing
  */
-export const parse = (lines: Stream.Stream<string>): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-  lines.pipe(Stream.mapChunks((chunk) =>
-    Chunk.map(chunk, (line): Driver.Output => {
-      try {
-        const value: unknown = JSON.parse(line)
-        if (isOutput(value)) return value
-      } catch {
-        // not the protocol
-      }
-      return { _tag: "Notice", level: "warning", kind: "malformed", message: line.slice(0, 200) }
-    })
-  ))
+export const parse: Driver.Driver["parse"] = parseFromLines(() => (line): Driver.Output => {
+  try {
+    const value: unknown = JSON.parse(line)
+    if (isOutput(value)) return value
+  } catch {
+    // not the protocol
+  }
+  return { _tag: "Notice", level: "warning", kind: "malformed", message: line.slice(0, 200) }
+})
 
 /**
  * The reference driver: a minimal complete driver (a Node script as its CLI) that passes the

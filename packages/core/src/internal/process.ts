@@ -57,6 +57,8 @@ export interface Running {
   readonly command: string
   /** Complete stdout lines (blank lines skipped) until end of file. Consumable once, then `drain`. */
   readonly lines: Stream.Stream<string, LineTooLong>
+  /** The next chunk of `lines` (`None` at the end of file, `Some` for an over-long line); `lines` read a chunk at a time. */
+  readonly pullLines: Effect.Effect<Chunk.Chunk<string>, Option.Option<LineTooLong>>
   /** Keeps reading (and discarding) the remaining lines so the child never blocks on a full pipe. */
   readonly drain: Effect.Effect<void>
   /** Waits for the process to exit. */
@@ -368,6 +370,7 @@ export const spawn = (
       pid,
       command: invocation.command,
       lines,
+      pullLines: queue.pull,
       drain: Stream.runDrain(lines).pipe(Effect.ignore),
       exit: Deferred.await(exited),
       poll,

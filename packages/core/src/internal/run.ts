@@ -30,6 +30,7 @@ import { Raw, Result, type ThreadOpening, TranscriptMessage, TranscriptToolCall,
 import type { TranscriptEntry } from "../Result.js"
 import * as Approvals from "./approvals.js"
 import * as Emitter from "./emitter.js"
+import * as LineParser from "./lineParser.js"
 import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Redaction from "./redaction.js"
@@ -466,6 +467,83 @@ export const execute = (
   // Each approval the run asks for is an event and a transcript entry, its answer another.
   const approvalSink = Approvals.sink(emitter, state.transcript, state.approvals)
 
+  // An over-long stdout line ends the lines; the run then fails with OutputLimit.
+  const parseStream = (running: Process.Running): Effect.Effect<void, Driver.ProtocolError> =>
+    ctx.driver.parse(
+      running.lines.pipe(
+        Stream.catchAll(() => {
+          state.overflow = true
+          return Stream.empty
+        })
+      ),
+      parseContext
+    ).pipe(
+      // Up to and including the terminal record, then no further chunk is pulled: one step per
+      // chunk, in an indexed loop (no copy of the chunk, no iterator result per output).
+      // The chunk is read when it arrives, not in the effect returned for it: no effect holds it.
+      Stream.run(Sink.forEachChunkWhile((chunk) => {
+        const outputs = Chunk.toReadonlyArray(chunk)
+        let open = true
+        const emitted = emitScrubbedNow((sink) => {
+          for (let i = 0; i < outputs.length; i++) {
+            const output = outputs[i]!
+            scrubber.push(output, sink)
+            if (output._tag === "Terminal") {
+              open = false
+              return
+            }
+          }
+        })
+        return Effect.as(emitted, open)
+      }))
+    )
+
+  /**
+   * The same as `parseStream` with the driver's line function: a loop of pulls of the process's
+   * line chunks, each chunk's lines mapped and published in one step, no `Stream` per run. On a
+   * protocol error the outputs of the lines before it are published, then it fails.
+   */
+  const readLines = (
+    running: Process.Running,
+    onLine: (line: string) => Driver.LineOutputs
+  ): Effect.Effect<void, Driver.ProtocolError> => {
+    const step: Effect.Effect<void, Driver.ProtocolError> = Effect.matchEffect(running.pullLines, {
+      onFailure: (end) => {
+        if (end._tag === "Some") state.overflow = true
+        return Effect.void
+      },
+      onSuccess: (chunk) => {
+        const lines = Chunk.toReadonlyArray(chunk)
+        let open = true
+        let failure: Driver.ProtocolError | undefined
+        const take = (output: Driver.Output, sink: (output: Driver.Output) => void) => {
+          scrubber.push(output, sink)
+          if (output._tag === "Terminal") open = false
+        }
+        const emitted = emitScrubbedNow((sink) => {
+          for (let n = 0; n < lines.length && open; n++) {
+            const result = onLine(lines[n]!)
+            if (Array.isArray(result)) {
+              const outputs = result as ReadonlyArray<Driver.Output>
+              for (let i = 0; i < outputs.length && open; i++) take(outputs[i]!, sink)
+            } else if (LineParser.isProtocolError(result)) {
+              failure = result
+              return
+            } else {
+              take(result as Driver.Output, sink)
+            }
+          }
+        })
+        return failure !== undefined
+          ? Effect.zipRight(emitted, Effect.fail(failure))
+          : open
+          ? Effect.zipRight(emitted, step)
+          : emitted
+      }
+    })
+    return step
+  }
+
   const oneShot = Effect.gen(function*() {
     const approverTool = ctx.driver.approvals?.tool
     if (ctx.approvals !== undefined && approverTool !== undefined) {
@@ -563,31 +641,9 @@ export const execute = (
         new Event.ProcessStarted({ ...base, pid: running.pid, command: running.command }, true)
       )
     ])
-    const lines = running.lines.pipe(
-      Stream.catchAll(() => {
-        state.overflow = true
-        return Stream.empty
-      })
-    )
-    yield* ctx.driver.parse(lines, parseContext).pipe(
-      // Up to and including the terminal record, then no further chunk is pulled: one step per
-      // chunk, in an indexed loop (no copy of the chunk, no iterator result per output).
-      // The chunk is read when it arrives, not in the effect returned for it: no effect holds it.
-      Stream.run(Sink.forEachChunkWhile((chunk) => {
-        const outputs = Chunk.toReadonlyArray(chunk)
-        let open = true
-        const emitted = emitScrubbedNow((sink) => {
-          for (let i = 0; i < outputs.length; i++) {
-            const output = outputs[i]!
-            scrubber.push(output, sink)
-            if (output._tag === "Terminal") {
-              open = false
-              return
-            }
-          }
-        })
-        return Effect.as(emitted, open)
-      })),
+    // A driver whose parse was built from a line function is read with it directly.
+    const lineFunction = LineParser.lineFunctionOf(ctx.driver.parse)
+    yield* (lineFunction === undefined ? parseStream(running) : readLines(running, lineFunction(parseContext))).pipe(
       // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
       Effect.zipRight(emitScrubbed(scrubber.flush)),
       Effect.catchAll((error) =>

@@ -16,7 +16,6 @@
 import * as Driver from "@tether/core/Driver"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Stream from "effect/Stream"
 import { createRequire } from "node:module"
 import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -117,10 +116,7 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
  *
  * @internal
  */
-export const parse =
-  (naming: AcpMap.Naming) =>
-  (lines: Stream.Stream<string>, context: Driver.ParseContext): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-    AcpMap.parse(lines, context, naming)
+export const parse = (naming: AcpMap.Naming): Driver.Driver["parse"] => AcpMap.parseWith(naming)
 
 /** @internal */
 export const driver = (config: Config): Driver.Driver => {

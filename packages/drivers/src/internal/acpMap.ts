@@ -10,7 +10,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines, textOf } from "./lines.js"
+import { isBlank, notice, textOf } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -372,12 +372,8 @@ export const classify = (line: string): Line => {
  *
  * @internal
  */
-export const parse = (
-  lines: Stream.Stream<string>,
-  context: Driver.ParseContext,
-  naming: Naming
-): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-  parseLines(lines, () => {
+export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
+  Driver.parseFromLines((context) => {
     const mapper = makeMapper(context.hostedKey, naming)
     const resumed = context.session._tag === "Resume" ? context.session.id : undefined
     return (line) => {
@@ -423,6 +419,13 @@ export const parse = (
       return "result" in message ? [] : [notice("info", "acp.unknown", "a JSON object that is not ACP", message)]
     }
   })
+
+/** `parseWith(naming)` applied to `lines`. @internal */
+export const parse = (
+  lines: Stream.Stream<string>,
+  context: Driver.ParseContext,
+  naming: Naming
+): Stream.Stream<Driver.Output, Driver.ProtocolError> => parseWith(naming)(lines, context)
 
 /** The namings a one-shot turn runner can be told about, by id. @internal */
 export const namings: { readonly [id: string]: Naming } = {

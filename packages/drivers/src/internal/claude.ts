@@ -352,7 +352,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     sessionConfig: sessionConfig(config),
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
-    parse: (lines, context) => parser.parse(lines, context),
+    parse: parser.parse,
     classifyExit,
     approvals: { tool: approverTool, live: true },
     install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +

@@ -7,7 +7,7 @@
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineOutputs, type LineResult, notice, parseLines, textOf } from "./lines.js"
+import { isBlank, type LineOutputs, type LineResult, notice, textOf } from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -355,12 +355,8 @@ export const onRecord = (
  *
  * @internal
  */
-export const parseWith = (dialect: Dialect) =>
-(
-  lines: Stream.Stream<string>,
-  context: Driver.ParseContext
-): Stream.Stream<Output, Driver.ProtocolError> =>
-  parseLines(lines, () => {
+export const parseWith = (dialect: Dialect): Driver.Driver["parse"] =>
+  Driver.parseFromLines((context) => {
     const state = makeState()
     const records = dialect.records?.()
     return (line) => lineOutputs(line, state, context, dialect, records)

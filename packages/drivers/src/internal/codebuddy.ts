@@ -213,7 +213,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     sessionConfig: sessionConfig(config),
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
-    parse: (lines, context) => parser.parse(lines, context),
+    parse: parser.parse,
     classifyExit,
     install: "install it with `npm install @tencent-ai/agent-sdk` (its `cli/` folder is the CodeBuddy Code CLI)"
   }

@@ -273,8 +273,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     capabilities,
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
-    parse: (lines, context) =>
-      parser.parse(lines, context, { maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
+    parse: parser.parseWith({ maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
     classifyExit: parser.classifyExit,
     // Asked on live threads only (the app-server's approval requests); `codex exec` has no prompt to route.
     approvals: { live: true },

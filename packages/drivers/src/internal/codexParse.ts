@@ -5,8 +5,7 @@
  */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
-import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines, textOf } from "./lines.js"
+import { isBlank, notice, textOf } from "./lines.js"
 import * as StrictSchema from "./strictSchema.js"
 
 type Json = { readonly [key: string]: unknown }
@@ -326,15 +325,14 @@ const onLine = (
 export const makeState = (): State => ({ reconnects: 0, thread: undefined, lastMessage: undefined, started: new Set() })
 
 /** @internal */
-export const parse = (
-  lines: Stream.Stream<string>,
-  context: Driver.ParseContext,
-  options: ParseOptions = {}
-): Stream.Stream<Output, Driver.ProtocolError> =>
-  parseLines(lines, () => {
+export const parseWith = (options: ParseOptions = {}): Driver.Driver["parse"] =>
+  Driver.parseFromLines((context) => {
     const state = makeState()
     return (line) => onLine(line, state, context, options)
   })
+
+/** @internal */
+export const parse: Driver.Driver["parse"] = parseWith()
 
 const unknownThread = /no rollout found for thread id|thread\/resume failed|thread\/fork failed|no thread found/i
 const hostedFailed = /required MCP servers failed to initialize/

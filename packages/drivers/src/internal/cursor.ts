@@ -205,7 +205,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     capabilities,
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
-    parse: (lines, context) => parser.parse(lines, context),
+    parse: parser.parse,
     classifyExit,
     install: "install Cursor's CLI (`curl https://cursor.com/install -fsS | bash`, it is not published on npm)"
   }

@@ -1,8 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import { Usage } from "@tether/core/Result"
-import * as Stream from "effect/Stream"
-import { isBlank, notice, parseLines } from "./lines.js"
+import { isBlank, notice } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Source = "host" | "mcp" | "builtin"
@@ -216,11 +215,7 @@ export const step = (
 }
 
 /** @internal */
-export const parse = (
-  lines: Stream.Stream<string>,
-  context: Driver.ParseContext
-): Stream.Stream<Driver.Output, Driver.ProtocolError> =>
-  parseLines(lines, () => {
-    const state = initial()
-    return (line) => step(state, line, context)
-  })
+export const parse: Driver.Driver["parse"] = Driver.parseFromLines((context) => {
+  const state = initial()
+  return (line) => step(state, line, context)
+})

@@ -397,7 +397,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     capabilities,
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
-    parse: (lines, context) => parser.parse(lines, context),
+    parse: parser.parse,
     classifyExit,
     injectedArguments,
     // Asked on live threads only (ACP `session/request_permission`); headless `-p` has no prompt to route.

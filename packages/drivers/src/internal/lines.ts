@@ -4,9 +4,8 @@
  * @internal
  */
 import type * as Driver from "@tether/core/Driver"
-import * as Channel from "effect/Channel"
-import * as Chunk from "effect/Chunk"
-import * as Stream from "effect/Stream"
+import * as DriverModule from "@tether/core/Driver"
+import type * as Stream from "effect/Stream"
 
 /** What a per-line function returns: the outputs of the line, or the protocol error that ends the run. */
 export type LineResult<O> = ReadonlyArray<O> | Driver.ProtocolError
@@ -26,50 +25,18 @@ export type LineOutputs<O> = O | LineResult<O>
 export const isBlank = (line: string): boolean =>
   line.length === 0 || (line.charCodeAt(0) !== 123 && line.trim().length === 0)
 
-// By its tag (no output is tagged so): an error from another copy of core is still an error.
-const isProtocolError = (result: unknown): result is Driver.ProtocolError =>
-  (result as { readonly _tag?: unknown })._tag === "ProtocolError"
-
 /**
- * Maps every line through the run's per-line function, chunk by chunk in a plain loop (no
- * effect per line). On the first error the outputs of the lines before it are emitted, then the
- * stream fails with that error: no line after the failing one is given to the per-line function,
- * and no further chunk is pulled from `lines`.
- *
- * `make` is called once per run of the stream; it builds that run's per-line function (which
- * closes over the run's own mutable state).
+ * Maps every line through the run's per-line function (core's `Driver.parseLines`, chunk by
+ * chunk, no effect per line; on the first error the outputs of the lines before it, then the
+ * failure). A driver's `parse` is built with `Driver.parseFromLines` instead, so that a run can
+ * use the line function directly.
  *
  * @internal
  */
-export const parseLines = <O>(
+export const parseLines: <O>(
   lines: Stream.Stream<string>,
   make: () => (line: string) => LineOutputs<O>
-): Stream.Stream<O, Driver.ProtocolError> =>
-  Stream.suspend(() => {
-    const onLine = make()
-    const loop: Channel.Channel<Chunk.Chunk<O>, Chunk.Chunk<string>, Driver.ProtocolError, never, void, unknown> =
-      Channel.readWithCause({
-        onInput: (chunk: Chunk.Chunk<string>) => {
-          const out: Array<O> = []
-          const input = Chunk.toReadonlyArray(chunk)
-          for (let n = 0; n < input.length; n++) {
-            const result = onLine(input[n]!)
-            if (Array.isArray(result)) {
-              for (let i = 0; i < result.length; i++) out.push(result[i] as O)
-            } else if (isProtocolError(result)) {
-              // Emit what the lines before it produced, then fail without reading any further.
-              return Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), Channel.fail(result))
-            } else {
-              out.push(result as O)
-            }
-          }
-          return out.length === 0 ? loop : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), loop)
-        },
-        onFailure: Channel.failCause,
-        onDone: () => Channel.void
-      })
-    return Stream.fromChannel(Channel.pipeTo(Stream.toChannel(lines), loop))
-  })
+) => Stream.Stream<O, Driver.ProtocolError> = DriverModule.parseLines
 
 /**
  * A value read from a provider line, as text for a notice or an error: a string as it is, any
