@@ -14,7 +14,9 @@
  *   long-lived agent's clone holds one per run), against a bare `readdirSync` + `lstatSync` loop
  *   over the same directory; medians of 7 alternating rounds.
  *
- * Run: node --conditions=@tether/source --import tsx bench/core.ts
+ * Run: node --conditions=@tether/source --import tsx bench/core.ts [--events <n>]
+ * `--events <n>` (alone only; the suite's P4 is 10,000) sets the run's events: with `--events 10`
+ * the same figures show the overhead a run costs whatever its output.
  * (`--gc-child agent|raw <runs>` is the child process of the collection figure.)
  */
 import { Agent } from "@tether/core"
@@ -135,7 +137,14 @@ const measureScrub = (files: number) =>
     return { files, walkMs: median(walkTimes), bareMs: median(bareTimes) }
   }).pipe(Effect.scoped)
 
-const events = 10_000
+const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
+const eventsFlag = process.argv.indexOf("--events")
+const events = isMain && eventsFlag !== -1 ? Number(process.argv[eventsFlag + 1]) : 10_000
+if (!Number.isInteger(events) || events < 2) {
+  throw new Error(
+    `--events takes a whole number of at least 2 (the session and result records), got ${process.argv[eventsFlag + 1]}`
+  )
+}
 
 /**
  * The two paths P4 compares over the same program and script: an agent's run and the raw loop.
@@ -267,7 +276,15 @@ const measureGc = (path: "agent" | "raw", runs: number) =>
     new Promise<GcFigures>((resolve, reject) => {
       ChildProcess.execFile(
         process.execPath,
-        [...process.execArgv, fileURLToPath(import.meta.url), "--gc-child", path, String(runs)],
+        [
+          ...process.execArgv,
+          fileURLToPath(import.meta.url),
+          "--gc-child",
+          path,
+          String(runs),
+          "--events",
+          String(events)
+        ],
         { timeout: 120_000 },
         (error, stdout) => {
           if (error !== null) return reject(error)
@@ -293,7 +310,6 @@ export const formatScrub = (scrub: CoreFigures["scrub"]): string =>
     scrub.bareMs.toFixed(1)
   } ms = ${(scrub.walkMs / scrub.bareMs).toFixed(2)}× (medians of 7)`
 
-const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
 const child = process.argv.indexOf("--gc-child")
 if (isMain && child !== -1) {
   const path = process.argv[child + 1] === "raw" ? "raw" : "agent"

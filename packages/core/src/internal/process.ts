@@ -1,6 +1,7 @@
 /**
- * The process runner: spawns a driver's `Invocation` in its own process group, splits stdout into bounded lines, drains and keeps stderr (bounded), and
- * kills the whole group with escalation.
+ * The process runner: spawns a driver's `Invocation` in its own process group, splits stdout
+ * into bounded lines, drains and keeps stderr (bounded), and kills the whole group with
+ * escalation.
  *
  * @internal
  */
@@ -124,8 +125,8 @@ const spawnFailure = (error: unknown, cwd: string): { readonly _tag: "SpawnFaile
  * is complete (nothing is inherited): the invocation's env plus `extraEnv` (the token variable,
  * the marker). The child's pipes are read by listeners that hand stdout's lines to a bounded
  * buffer (stdout pauses while it is full) and keep stderr's tail: a spawn costs no fiber and no
- * `Stream` per pipe (through `@effect/platform`'s `Command` the same spawn took about 5 ms more
- * of the main thread, measured with bench/core.ts).
+ * `Stream` per pipe (`@effect/platform`'s `Command` added an `fs.access` round trip, a `Stream`
+ * per pipe and a fiber for stdin to every spawn).
  *
  * @internal
  */
@@ -157,7 +158,8 @@ export const spawn = (
     const childStdin = child.stdin!
     const childStdout = child.stdout!
     const childStderr = child.stderr!
-    // Later errors (a signal to a gone process, a write to a closed pipe) are not the run's to throw.
+    // Later errors (a signal to a gone process, a write to a closed pipe) are not the run's to
+    // throw: a pipe that fails has ended (its `close` follows).
     child.on("error", () => {})
     childStdin.on("error", () => {})
     const scope = yield* Scope.make()
@@ -178,6 +180,7 @@ export const spawn = (
     const endStderr = () => Deferred.unsafeDone(stderrEnded, Exit.void)
     childStderr.on("data", (bytes: Buffer) => stderr.push(bytes))
     childStderr.once("end", endStderr)
+    childStderr.on("error", endStderr)
     childStderr.once("close", endStderr)
 
     const queue = Handoff.make<string, LineTooLong>(64)
@@ -286,7 +289,7 @@ export const spawn = (
     }
     childStdout.on("data", onChunk)
     childStdout.once("end", onEnd)
-    childStdout.once("error", onEnd)
+    childStdout.on("error", onEnd)
     childStdout.once("close", onEnd)
 
     // A live process keeps its stdin open for the frames written to it; a one-shot one gets its

@@ -3,8 +3,7 @@
  *
  * @internal
  */
-import type * as Driver from "@tether/core/Driver"
-import * as DriverModule from "@tether/core/Driver"
+import * as Driver from "@tether/core/Driver"
 import type * as Stream from "effect/Stream"
 
 /** What a per-line function returns: the outputs of the line, or the protocol error that ends the run. */
@@ -36,7 +35,7 @@ export const isBlank = (line: string): boolean =>
 export const parseLines: <O>(
   lines: Stream.Stream<string>,
   make: () => (line: string) => LineOutputs<O>
-) => Stream.Stream<O, Driver.ProtocolError> = DriverModule.parseLines
+) => Stream.Stream<O, Driver.ProtocolError> = Driver.parseLines
 
 /**
  * A value read from a provider line, as text for a notice or an error: a string as it is, any
