@@ -18,7 +18,7 @@
  * before the makes would weigh on them). The make time less this floor is Tether's own cost per
  * agent.
  *
- * Run: node --conditions=@tether/source --import tsx bench/agents.ts [agents=1000]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/agents.ts [agents=1000]
  */
 import { Agent } from "@tether/core"
 import { Gateway } from "@tether/gateway"

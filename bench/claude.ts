@@ -4,7 +4,7 @@
  * driver's own invocation (no gateway tools). Compared: `agent.run` of a plain turn, and of a
  * turn with one host tool call through the gateway. Prints medians and ratios to the baseline.
  *
- *   node --conditions=@tether/source --import tsx bench/claude.ts [turns=3]
+ *   node --import tsx --import ./bench/compiled.mjs bench/claude.ts [turns=3]
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Agent } from "@tether/core"

@@ -5,7 +5,7 @@
  * resolves by default), the same with the npm Node launcher `node_modules/.bin/codex`, and a
  * turn with one host tool call through the gateway. Prints medians and ratios to the baseline.
  *
- *   node --conditions=@tether/source --import tsx bench/codex.ts [turns=5]
+ *   node --import tsx --import ./bench/compiled.mjs bench/codex.ts [turns=5]
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Agent } from "@tether/core"

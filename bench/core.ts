@@ -14,7 +14,7 @@
  *   long-lived agent's clone holds one per run), against a bare `readdirSync` + `lstatSync` loop
  *   over the same directory; medians of 7 alternating rounds.
  *
- * Run: node --conditions=@tether/source --import tsx bench/core.ts [--events <n>]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/core.ts [--events <n>]
  * `--events <n>` (alone only; the suite's P4 is 10,000) sets the run's events: with `--events 10`
  * the same figures show the overhead a run costs whatever its output.
  * (`--gc-child agent|raw <runs>` is the child process of the collection figure.)

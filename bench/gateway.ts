@@ -12,7 +12,7 @@
  * Targets: p50 at concurrency 1 ≤ 0.85× bare SDK; throughput at concurrency 32 ≥ 1.25× bare SDK.
  * The gateway's per-call log line goes to a no-op logger (built, not written).
  *
- * Run: node --conditions=@tether/source --import tsx bench/gateway.ts
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/gateway.ts
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"

@@ -5,7 +5,7 @@
  * `GEMINI_CLI_NO_RELAUNCH=true` (one process), `agent.run` of a plain turn, and of a turn with
  * one host tool call through the gateway. Prints medians and ratios to the baseline.
  *
- *   node --conditions=@tether/source --import tsx bench/gemini.ts [turns=2]
+ *   node --import tsx --import ./bench/compiled.mjs bench/gemini.ts [turns=2]
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Agent } from "@tether/core"

@@ -14,7 +14,7 @@
  *   P9  a live thread's warm turn vs the same thread turn one-shot               bench/liveThreads.ts
  *   P10 a thread turn's commit after its saved session vs a plain run's result   bench/threads.ts
  *
- * Run: npm run bench   (node --conditions=@tether/source --import tsx bench/index.ts)
+ * Run: npm run bench   (builds the packages, then node --import tsx --import ./bench/compiled.mjs bench/index.ts)
  * Bounded to a few minutes on a 2-core machine; a loaded machine skews every figure, so the
  * 1-minute load average is printed beside the table.
  *
@@ -83,13 +83,22 @@ const section = <A, E>(name: string, measure: Effect.Effect<A, E>, report: (a: A
     report(value)
   })
 
+/** What the packages run as here: their compiled build (as installed), or their sources through tsx. */
+const packagesRun = (): string => {
+  const core = import.meta.resolve("@tether/core")
+  const internal = import.meta.resolve("../packages/core/src/internal/scrubFiles.js")
+  return core.includes("/build/esm/") && internal.includes("/build/esm/")
+    ? "packages: compiled build/esm"
+    : "packages: sources through tsx, not as installed (run npm run bench)"
+}
+
 const program = Effect.gen(function*() {
   const loadBefore = Os.loadavg()[0]!
   const started = performance.now()
   log(
     `Tether benchmarks${
       short ? " (short: CI's smoke run, no verdicts)" : ""
-    } · Node ${process.version} · ${Os.cpus().length} cores · load ${loadBefore.toFixed(2)}`
+    } · ${packagesRun()} · Node ${process.version} · ${Os.cpus().length} cores · load ${loadBefore.toFixed(2)}`
   )
 
   yield* section("P7 catalog and fingerprint (bench/tool.ts)", Effect.promise(Tool.run), (rows) => {

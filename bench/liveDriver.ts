@@ -10,7 +10,7 @@
  * Each process runs on its own gateway credential, as core gives it. Ratio = warm median / cold
  * median. The public-API figure (P9) is bench/liveThreads.ts; this one leaves core out.
  *
- * Run: node --conditions=@tether/source --import tsx bench/liveDriver.ts [turns=5] [claude|codex|gemini…]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/liveDriver.ts [turns=5] [claude|codex|gemini…]
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import type * as Driver from "@tether/core/Driver"

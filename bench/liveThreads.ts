@@ -10,7 +10,7 @@
  * Then 30 more warm turns of each thread: the median of their last 10 is printed beside (a thread's
  * turns must not slow down as it goes on).
  *
- * Run: node --conditions=@tether/source --import tsx bench/liveThreads.ts [turns=5] [later=30]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/liveThreads.ts [turns=5] [later=30]
  */
 import { Agent } from "@tether/core"
 import { Claude, Codex, Gemini } from "@tether/drivers"

@@ -9,7 +9,7 @@
  * (target ≥ 0.9×): the two runs of a round are side by side, so a load swing from other
  * processes weighs on both alike; the median round times are printed beside it.
  *
- * Run: node --conditions=@tether/source --import tsx bench/parse.ts
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/parse.ts
  *
  * `--breakdown` prints, per transcript, where the driver's time goes instead (medians of
  * `rounds` interleaved rounds, default 15): the raw loop; the same split and `JSON.parse` run

@@ -8,7 +8,7 @@
  * - the whole turn, wall clock, for scale.
  * The difference of the tails is the per-turn price of "commit only after the session is saved".
  *
- * Run: node --conditions=@tether/source --import tsx bench/threads.ts [turns=5]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/threads.ts [turns=5]
  */
 import { Agent, type Event } from "@tether/core"
 import { Claude, Codex, Gemini } from "@tether/drivers"

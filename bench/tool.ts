@@ -8,7 +8,7 @@
  *   fingerprint alone over those descriptors, with the growth factor between sizes.
  * Rounds are interleaved and the median round is reported. Bounded to a few seconds.
  *
- * Run: node --conditions=@tether/source --import tsx bench/tool.ts
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/tool.ts
  */
 import { Catalog, Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"

@@ -18,7 +18,7 @@
  * median over rounds of Tether time / raw-with-Tether's-invocation time to the `result` record
  * within the round (target ≤ 1.03×); the others are reported beside it.
  *
- * Run: node --conditions=@tether/source --import tsx bench/turn.ts [turns=5]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/turn.ts [turns=5]
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Agent } from "@tether/core"
