@@ -8,9 +8,9 @@
  * @internal
  */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
+import type { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
-import { isBlank, notice, textOf } from "./lines.js"
+import { isBlank, makeUsage, notice, textOf, type UsageFields } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -139,19 +139,27 @@ const contentText = (content: unknown): string | undefined => {
   return texts.length === 0 ? undefined : texts.join("\n")
 }
 
+/** A `Usage` of the fields read (each from `num`, a finite number); none when neither token count is. */
+const usageFields = (
+  input: number | undefined,
+  output: number | undefined,
+  cached?: number,
+  reasoning?: number
+): Usage | undefined => {
+  if (input === undefined && output === undefined) return undefined
+  const fields: UsageFields = {}
+  if (input !== undefined) fields.inputTokens = input
+  if (output !== undefined) fields.outputTokens = output
+  if (cached !== undefined) fields.cachedInputTokens = cached
+  if (reasoning !== undefined) fields.reasoningTokens = reasoning
+  return makeUsage(fields)
+}
+
 /** ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. */
 const usageOf = (result: Json): Usage | undefined => {
-  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
-  const fields = (input: number | undefined, output: number | undefined, cached?: number, reasoning?: number) =>
-    input === undefined && output === undefined ? undefined : new Usage({
-      ...(input !== undefined ? { inputTokens: input } : {}),
-      ...(output !== undefined ? { outputTokens: output } : {}),
-      ...(cached !== undefined ? { cachedInputTokens: cached } : {}),
-      ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {})
-    }, true)
   const usage = result["usage"]
   if (isRecord(usage)) {
-    return fields(
+    return usageFields(
       num(usage["inputTokens"]),
       num(usage["outputTokens"]),
       num(usage["cachedReadTokens"]),
@@ -161,7 +169,7 @@ const usageOf = (result: Json): Usage | undefined => {
   const meta = result["_meta"]
   const quota = isRecord(meta) && isRecord(meta["quota"]) ? meta["quota"] : undefined
   const count = quota !== undefined && isRecord(quota["token_count"]) ? quota["token_count"] : undefined
-  return count === undefined ? undefined : fields(num(count["input_tokens"]), num(count["output_tokens"]))
+  return count === undefined ? undefined : usageFields(num(count["input_tokens"]), num(count["output_tokens"]))
 }
 
 /** The one model Gemini CLI reports in `_meta.quota.model_usage`, if exactly one. */
@@ -239,8 +247,9 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     begin: () => {
       segment = ""
       finalText = undefined
-      calls.clear()
-      held.clear()
+      // `clear` allocates a new table even for an empty map, and most turns hold no call.
+      if (calls.size > 0) calls.clear()
+      if (held.size > 0) held.clear()
     },
     update: (params) => {
       if (!isRecord(params) || !isRecord(params["update"])) {

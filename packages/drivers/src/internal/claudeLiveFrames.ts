@@ -5,8 +5,9 @@
  * @internal
  */
 import type * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
+import type { Usage } from "@tether/core/Result"
 import * as Effect from "effect/Effect"
+import { makeUsage } from "./lines.js"
 
 /**
  * A control request the CLI sent (`can_use_tool` with `--permission-prompt-tool stdio`,
@@ -106,8 +107,8 @@ export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | un
   for (const key of usageKeys) {
     if (a[key] !== undefined || b[key] !== undefined) fields[key] = (a[key] ?? 0) + (b[key] ?? 0)
   }
-  // Sums of two `Usage` values' fields (numbers): the class's own check would only repeat theirs.
-  return new Usage(fields, true)
+  // Sums of two `Usage` values' fields (finite numbers).
+  return makeUsage(fields)
 }
 
 /**
@@ -118,4 +119,4 @@ export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | un
  * @internal
  */
 export const withCost = (usage: Usage, cost: number): Usage =>
-  new Usage({ ...usage, costUsd: Math.round(cost * 1e12) / 1e12 }, true)
+  makeUsage({ ...usage, costUsd: Math.round(cost * 1e12) / 1e12 })

@@ -5,9 +5,9 @@
  * @internal
  */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
+import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineOutputs, type LineResult, notice, textOf } from "./lines.js"
+import { isBlank, type LineOutputs, type LineResult, makeUsage, notice, textOf } from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -88,8 +88,8 @@ const usageOf = (record: Json): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (cost !== undefined) fields.costUsd = cost
-  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
-  return new Usage(fields, true)
+  // Every field comes from `num` (a finite number).
+  return makeUsage(fields)
 }
 
 /** The text parts of a message content (a string as it is). @internal */

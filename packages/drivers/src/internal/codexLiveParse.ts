@@ -8,11 +8,11 @@
  * @internal
  */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
+import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
 import * as parser from "./codexParse.js"
 import type * as Protocol from "./codexProtocol/index.js"
-import { isBlank, notice, parseLines } from "./lines.js"
+import { isBlank, makeUsage, notice, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -144,8 +144,8 @@ const usageOf = (breakdown: unknown): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
-  return new Usage(fields, true)
+  // Every field comes from `num` (a finite number).
+  return makeUsage(fields)
 }
 
 const joined = (parts: unknown): string | undefined => {

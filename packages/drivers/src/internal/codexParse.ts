@@ -4,8 +4,8 @@
  * @internal
  */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
-import { isBlank, notice, textOf } from "./lines.js"
+import type { Usage } from "@tether/core/Result"
+import { isBlank, makeUsage, notice, textOf } from "./lines.js"
 import * as StrictSchema from "./strictSchema.js"
 
 type Json = { readonly [key: string]: unknown }
@@ -45,8 +45,8 @@ export const usageOf = (usage: unknown): Usage | undefined => {
   if (output !== undefined) fields.outputTokens = output
   if (cached !== undefined) fields.cachedInputTokens = cached
   if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
-  return new Usage(fields, true)
+  // Every field comes from `num` (a finite number).
+  return makeUsage(fields)
 }
 
 /** The text parts of an MCP result joined, or its structured content when it has one. */

@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
-import { isBlank, notice } from "./lines.js"
+import type { Usage } from "@tether/core/Result"
+import { isBlank, makeUsage, notice, type UsageFields } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Source = "host" | "mcp" | "builtin"
@@ -95,12 +95,12 @@ const usageOf = (usage: unknown): Usage | undefined => {
   const outputTokens = num(usage["outputTokens"]) ?? num(usage["output_tokens"])
   const cachedInputTokens = num(usage["cacheReadTokens"]) ?? num(usage["cached_input_tokens"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
-  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
-  return new Usage({
-    ...(inputTokens !== undefined ? { inputTokens } : {}),
-    ...(outputTokens !== undefined ? { outputTokens } : {}),
-    ...(cachedInputTokens !== undefined ? { cachedInputTokens } : {})
-  }, true)
+  const fields: UsageFields = {}
+  if (inputTokens !== undefined) fields.inputTokens = inputTokens
+  if (outputTokens !== undefined) fields.outputTokens = outputTokens
+  if (cachedInputTokens !== undefined) fields.cachedInputTokens = cachedInputTokens
+  // Every field comes from `num` (a finite number).
+  return makeUsage(fields)
 }
 
 const none: Array<Driver.Output> = []

@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
-import { Usage } from "@tether/core/Result"
-import { isBlank, notice, textOf } from "./lines.js"
+import type { Usage } from "@tether/core/Result"
+import { isBlank, makeUsage, notice, textOf, type UsageFields } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -67,12 +67,12 @@ const usageOf = (stats: unknown): Usage | undefined => {
   const outputTokens = num(stats["output_tokens"])
   const cachedInputTokens = num(stats["cached"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
-  // Every field comes from `num` (a finite number): the class's own check would only repeat it.
-  return new Usage({
-    ...(inputTokens !== undefined ? { inputTokens } : {}),
-    ...(outputTokens !== undefined ? { outputTokens } : {}),
-    ...(cachedInputTokens !== undefined ? { cachedInputTokens } : {})
-  }, true)
+  const fields: UsageFields = {}
+  if (inputTokens !== undefined) fields.inputTokens = inputTokens
+  if (outputTokens !== undefined) fields.outputTokens = outputTokens
+  if (cachedInputTokens !== undefined) fields.cachedInputTokens = cachedInputTokens
+  // Every field comes from `num` (a finite number).
+  return makeUsage(fields)
 }
 
 const modelOfStats = (stats: unknown): string | undefined => {

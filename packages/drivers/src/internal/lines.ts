@@ -4,6 +4,7 @@
  * @internal
  */
 import * as Driver from "@tether/core/Driver"
+import { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
 
 /** What a per-line function returns: the outputs of the line, or the protocol error that ends the run. */
@@ -56,3 +57,24 @@ export const notice = (
   raw?: unknown
 ): Driver.Output =>
   raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
+
+/** The fields of a `Usage`, each a finite number or absent (not reported), as a parser fills them in. @internal */
+export interface UsageFields {
+  inputTokens?: number | undefined
+  outputTokens?: number | undefined
+  cachedInputTokens?: number | undefined
+  reasoningTokens?: number | undefined
+  costUsd?: number | undefined
+}
+
+/**
+ * The `Usage` that `new Usage(fields, true)` builds, the same instance field for field (its
+ * prototype, its own fields as given: equal, encoded alike), without the class constructor's
+ * copy of the fields and its pass over the schema for defaults (`Usage` has none). A protocol
+ * that reports usage every turn builds one per turn: through the constructor it cost about a
+ * tenth of an ACP transcript's parse. Every field must already be a finite number (the
+ * parsers read them with their `num`), since nothing is checked here.
+ *
+ * @internal
+ */
+export const makeUsage = (fields: UsageFields): Usage => Object.assign(Object.create(Usage.prototype) as Usage, fields)

@@ -1,0 +1,41 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Usage } from "@tether/core/Result"
+import * as Equal from "effect/Equal"
+import * as Hash from "effect/Hash"
+import * as Schema from "effect/Schema"
+import { makeUsage, type UsageFields } from "../src/internal/lines.js"
+
+// The parsers build every `Usage` with `makeUsage`; it must be the very instance the class's
+// constructor builds (no validation) for every shape a parser gives it, and stay so if `Usage`
+// changes (a default added to a field would make `{}` differ).
+const shapes: ReadonlyArray<UsageFields> = [
+  {},
+  { inputTokens: 10 },
+  { inputTokens: 10, outputTokens: 3 },
+  { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0, costUsd: 0 },
+  { outputTokens: 7, costUsd: 0.000123 },
+  { inputTokens: 1, outputTokens: undefined }
+]
+
+describe("makeUsage", () => {
+  it.each(shapes)("builds what new Usage(fields, true) builds: %o", (fields) => {
+    const fast = makeUsage(fields)
+    const built = new Usage(fields, true)
+    expect(fast).toBeInstanceOf(Usage)
+    expect(Object.getPrototypeOf(fast)).toBe(Usage.prototype)
+    expect(Reflect.ownKeys(fast)).toEqual(Reflect.ownKeys(built))
+    expect(Equal.equals(fast, built)).toBe(true)
+    expect(Hash.hash(fast)).toBe(Hash.hash(built))
+    expect(Schema.is(Usage)(fast)).toBe(true)
+    expect(Schema.encodeSync(Usage)(fast)).toEqual(Schema.encodeSync(Usage)(built))
+    // And what decoding the encoded form gives back.
+    expect(Equal.equals(Schema.decodeSync(Usage)(Schema.encodeSync(Usage)(fast)), built)).toBe(true)
+  })
+
+  it("copies the fields: the instance does not share the object it was given", () => {
+    const fields: UsageFields = { inputTokens: 1 }
+    const usage = makeUsage(fields)
+    fields.inputTokens = 2
+    expect(usage.inputTokens).toBe(1)
+  })
+})
