@@ -293,7 +293,7 @@ export const driverConfig = (
  * @since 0.1.0
  * @category parsing
  */
-export const parse: Driver.Driver["parse"] = (lines, context) => parser.parse(lines, context)
+export const parse: Driver.Driver["parse"] = parser.parse
 
 /**
  * The live protocol's mapping alone, over the recorded stdout of one app-server session: the
