@@ -70,10 +70,9 @@ export interface UsageFields {
 /**
  * The `Usage` that `new Usage(fields, true)` builds, the same instance field for field (its
  * prototype, its own fields as given: equal, encoded alike), without the class constructor's
- * copy of the fields and its pass over the schema for defaults (`Usage` has none). A protocol
- * that reports usage every turn builds one per turn: through the constructor it cost about a
- * tenth of an ACP transcript's parse. Every field must already be a finite number (the
- * parsers read them with their `num`), since nothing is checked here.
+ * copy of the fields and its pass over the schema for defaults (`Usage` has none), which a
+ * protocol that reports usage every turn (ACP) pays once per turn. Every field must already be a
+ * finite number (the parsers read them with their `num`), since nothing is checked here.
  *
  * @internal
  */
