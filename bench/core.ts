@@ -33,6 +33,7 @@ import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
 // The scrub is internal: every run's end calls it on the agent's clone.
 import * as ScrubFiles from "../packages/core/src/internal/scrubFiles.js"
+import { quartiles } from "./stats.js"
 
 export interface CoreFigures {
   readonly events: number
@@ -40,6 +41,8 @@ export interface CoreFigures {
   readonly rawRunMs: number
   /** The median over pairs of agent time / raw time within the pair. */
   readonly runRatio: number
+  /** The first and third quartiles of those pairs' ratios (how far the middle half spread). */
+  readonly runRatioQuartiles: readonly [number, number]
   /** Fastest of each (less sensitive to a loaded machine). */
   readonly agentRunMinMs: number
   readonly rawRunMinMs: number
@@ -231,6 +234,7 @@ export const measure = (
       agentRunMs,
       rawRunMs,
       runRatio: median(ratios),
+      runRatioQuartiles: quartiles(ratios),
       agentRunMinMs: Math.min(...agentTimes),
       rawRunMinMs: Math.min(...rawTimes),
       minRatio: Math.min(...agentTimes) / Math.min(...rawTimes),
@@ -320,9 +324,11 @@ if (isMain && child !== -1) {
   console.log(
     `run of ${figures.events} events: agent ${figures.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
       figures.rawRunMs.toFixed(1)
-    } ms, paired ratio ${
-      figures.runRatio.toFixed(3)
-    }× (target ≤ 1.05×; medians of ${figures.iterations.run} pairs); fastest ${figures.agentRunMinMs.toFixed(1)} / ${
+    } ms, paired ratio ${figures.runRatio.toFixed(3)}× (middle half of pairs ${
+      figures.runRatioQuartiles[0].toFixed(3)
+    }–${
+      figures.runRatioQuartiles[1].toFixed(3)
+    }×; target ≤ 1.05×; medians of ${figures.iterations.run} pairs); fastest ${figures.agentRunMinMs.toFixed(1)} / ${
       figures.rawRunMinMs.toFixed(1)
     } ms = ${figures.minRatio.toFixed(3)}×`
   )

@@ -167,9 +167,11 @@ const program = Effect.gen(function*() {
       `run of ${f.events} events: agent ${f.agentRunMs.toFixed(1)} ms, raw spawn+readline ${
         f.rawRunMs.toFixed(1)
       } ms ` +
-        `(medians of ${f.iterations.run} pairs; paired ratio ${f.runRatio.toFixed(3)}×); fastest ${
-          f.agentRunMinMs.toFixed(1)
-        } / ${f.rawRunMinMs.toFixed(1)} ms`
+        `(medians of ${f.iterations.run} pairs; paired ratio ${f.runRatio.toFixed(3)}×, middle half of pairs ${
+          f.runRatioQuartiles[0].toFixed(3)
+        }–${f.runRatioQuartiles[1].toFixed(3)}×); fastest ${f.agentRunMinMs.toFixed(1)} / ${
+          f.rawRunMinMs.toFixed(1)
+        } ms`
     )
     log(`Agent.make → close, no run: ${f.makeCloseMs.toFixed(1)} ms (median of ${f.iterations.makeClose})`)
     log(Core.formatGc(f.gc))
