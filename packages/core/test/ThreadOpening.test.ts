@@ -12,7 +12,7 @@ import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Threads from "./fixtures/threads.js"
-import { record, text, watch, withThreads } from "./fixtures/threadTest.js"
+import { type Env, record, text, watch, withThreads } from "./fixtures/threadTest.js"
 
 const collect = <E>(stream: Stream.Stream<Event.Event, E>) =>
   Effect.map(
@@ -29,6 +29,25 @@ const loseTranscript = (sessions: string, session: string) =>
     for (const store of Fs.readdirSync(sessions)) {
       Fs.rmSync(Path.join(sessions, store, "profile", "sessions", `${session}.jsonl`), { force: true })
     }
+  })
+
+/**
+ * A thread with one committed turn whose session the store then lost, reopened on a new agent
+ * (the first one closed): its next turn's resume is rejected. The thread's observers are watched.
+ */
+const lostSession = (
+  { agent, control, make, sandbox }: Env
+) =>
+  Effect.gen(function*() {
+    yield* (yield* agent.thread("k")).run(text("one"))
+    const healthy = yield* record(yield* agent.thread("k"))
+    yield* agent.close()
+    // The session store lost the session: the next clone has no transcript to resume.
+    yield* loseTranscript(Threads.sessionsOf(sandbox), healthy.session)
+    const rebuilt = yield* make(Threads.driver(control))
+    const thread = yield* rebuilt.thread("k")
+    const watching = yield* watch(thread.events)
+    return { healthy, prepared: control.prepared.length, rebuilt, thread, watching }
   })
 
 for (const [name, storeLayer] of Threads.stores) {
@@ -101,17 +120,10 @@ for (const [name, storeLayer] of Threads.stores) {
     it.live(
       "a resume the provider rejects restarts with its rejection text, seen only as the restart (one run); the replaced record stays readable",
       () =>
-        withThreads(storeLayer, ({ agent, make, control, sandbox }) =>
+        withThreads(storeLayer, (fixture) =>
           Effect.gen(function*() {
-            yield* (yield* agent.thread("k")).run(text("one"))
-            const healthy = yield* record(yield* agent.thread("k"))
-            yield* agent.close()
-            // The session store lost the session: the next clone has no transcript to resume.
-            yield* loseTranscript(Threads.sessionsOf(sandbox), healthy.session)
-            const rebuilt = yield* make(Threads.driver(control))
-            const thread = yield* rebuilt.thread("k")
-            const watching = yield* watch(thread.events)
-            const prepared = control.prepared.length
+            const { control } = fixture
+            const { healthy, prepared, rebuilt, thread, watching } = yield* lostSession(fixture)
             const events = yield* collect(thread.stream(text("two")))
             // The rejected attempt ran (a resume, then a fresh session) ...
             expect(control.prepared.slice(prepared).map((session) => session._tag)).toEqual(["Resume", "New"])
@@ -138,6 +150,52 @@ for (const [name, storeLayer] of Threads.stores) {
             )
             expect((yield* record(thread)).session).toBe(finished[0]!.result.session)
             expect((yield* thread.history).map((entry) => entry.record)).toEqual([healthy])
+          }))
+    )
+
+    it.live(
+      "thread.run of a rejected resume: the result and the observers see one run, opened restarted; a rejection after the provider answered stands",
+      () =>
+        withThreads(storeLayer, (fixture) =>
+          Effect.gen(function*() {
+            const { control } = fixture
+            const { healthy, prepared, rebuilt, thread, watching } = yield* lostSession(fixture)
+            // `run` reads its turn without a stream: the fresh retry and the hold work the same.
+            const result = yield* thread.run(text("two"))
+            expect(control.prepared.slice(prepared).map((session) => session._tag)).toEqual(["Resume", "New"])
+            const restarted = new Thread.ThreadOpening({
+              key: "k",
+              mode: "restarted",
+              from: healthy.session,
+              fromTurns: 1,
+              reason: new Thread.Rejected({ detail: `no conversation found with session id ${healthy.session}` })
+            })
+            expect(result.thread).toEqual(restarted)
+            expect((yield* record(thread)).session).toBe(result.session)
+            // A resume rejected after the provider answered: nothing is retried, the failure stands.
+            const resumed = yield* record(thread)
+            control.rejected.add(resumed.session)
+            control.rejectBy = "late"
+            const before = control.prepared.length
+            expect(yield* Effect.flip(thread.run(text("three")))).toMatchObject({
+              _tag: "RunError",
+              reason: "ProtocolError"
+            })
+            expect(control.prepared.slice(before).map((session) => session._tag)).toEqual(["Resume"])
+            expect(yield* record(thread)).toEqual(resumed)
+            yield* rebuilt.close()
+            const observed = Array.from(yield* Fiber.join(watching))
+            // One run per turn, the first opened restarted (the rejected attempt unseen), the second
+            // shown whole up to its failure.
+            const runs = Array.from(new Set(observed.map((event) => event.runId)))
+            expect(runs).toHaveLength(2)
+            expect(openings(observed).map((opening) => opening.mode)).toEqual(["restarted", "resumed"])
+            expect(observed.filter((event) => event._tag === "RunStarted")).toHaveLength(2)
+            const finished = observed.flatMap((event) => event._tag === "RunFinished" ? [event.outcome] : [])
+            expect(finished).toEqual(["success", "failure"])
+            expect(observed.some((event) => event._tag === "TextDelta" && event.text === "already answering")).toBe(
+              true
+            )
           }))
     )
 

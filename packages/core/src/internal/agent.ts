@@ -561,6 +561,37 @@ export const assemble = (
         Stream.withSpan("Agent.stream")
       )
 
+    // The run's buffer drained by a plain loop of pulls: the same events and end as `stream`'s,
+    // without a `Stream` around it (a stream's channel machinery costs about half a millisecond a
+    // run, all of it between the run's end and its result). Each chunk is read when it arrives,
+    // not in an effect that holds it (such an effect kept the run's events through V8's
+    // young-generation collections). A thread's `run` drains its turn the same way.
+    const runDirect = (
+      input: Agent.Input,
+      hooks?: Thread.Hooks,
+      seen?: (events: ReadonlyArray<Event.Event>) => unknown
+    ): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
+      Effect.scoped(Effect.flatMap(start(input, hooks), (queue) => {
+        let result: Result | undefined
+        const drain: Effect.Effect<Result, RunError> = Effect.matchEffect(queue.pull, {
+          onFailure: (end) =>
+            end._tag === "Some"
+              ? Effect.fail(end.value)
+              : result === undefined
+              ? Effect.dieMessage("a run ended without its RunFinished event")
+              : Effect.succeed(result),
+          onSuccess: (chunk) => {
+            const events = Chunk.toReadonlyArray(chunk)
+            if (seen !== undefined) seen(events)
+            for (let i = 0; i < events.length; i++) {
+              const event = events[i]!
+              if (event._tag === "RunFinished") result = event.result
+            }
+            return drain
+          }
+        })
+        return drain
+      }))
     const threadHost: Thread.Host = {
       provider: driver.name,
       capabilities: driver.capabilities,
@@ -577,6 +608,7 @@ export const assemble = (
       },
       admit: Effect.suspend(() => fenced ? Effect.fail(closed()) : Effect.void),
       stream,
+      run: runDirect,
       closed: Deferred.await(agentClosed),
       exiting,
       send: (key, input) =>
@@ -605,32 +637,8 @@ export const assemble = (
           : broker.approve(approvalId, decision, key)
     }
 
-    // The run's buffer drained by a plain loop of pulls: the same events and end as `stream`'s,
-    // without a `Stream` around it (a stream's channel machinery costs about half a millisecond a
-    // run, all of it between the run's end and its result). Each chunk is read when it arrives,
-    // not in an effect that holds it (such an effect kept the run's events through V8's
-    // young-generation collections).
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
-      Effect.scoped(Effect.flatMap(start(input), (queue) => {
-        let result: Result | undefined
-        const drain: Effect.Effect<Result, RunError> = Effect.matchEffect(queue.pull, {
-          onFailure: (end) =>
-            end._tag === "Some"
-              ? Effect.fail(end.value)
-              : result === undefined
-              ? Effect.dieMessage("a run ended without its RunFinished event")
-              : Effect.succeed(result),
-          onSuccess: (chunk) => {
-            const events = Chunk.toReadonlyArray(chunk)
-            for (let i = 0; i < events.length; i++) {
-              const event = events[i]!
-              if (event._tag === "RunFinished") result = event.result
-            }
-            return drain
-          }
-        })
-        return drain
-      })).pipe(Effect.withSpan("Agent.run"))
+      runDirect(input).pipe(Effect.withSpan("Agent.run"))
 
     // An agent's attempts run as plain runs; a repair turn resumes the previous attempt's session.
     const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {

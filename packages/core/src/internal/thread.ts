@@ -83,6 +83,15 @@ export interface Host {
   /** Fails with `AgentClosed` once the agent's admission is fenced. */
   readonly admit: Effect.Effect<void, AgentClosed>
   readonly stream: (turn: Agent.Input, hooks: Hooks) => Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn>
+  /**
+   * The same run as `stream`'s, its events read by a direct loop of pulls: its result. `seen`, when
+   * given, is handed each batch of events as it is read.
+   */
+  readonly run: (
+    turn: Agent.Input,
+    hooks: Hooks,
+    seen?: (events: ReadonlyArray<Event.Event>) => unknown
+  ) => Effect.Effect<Result, RunError | AgentClosed | InvalidTurn>
   /** Completes once the agent's close has drained its runs (each RunFinished published): every thread's `events` end. */
   readonly closed: Effect.Effect<void>
   /** Per key: completed once the last turn's provider process is gone (any handle of the key). */
@@ -342,23 +351,20 @@ export const open = (
       })
 
     /**
-     * One attempt at the turn. A resuming attempt (`held`) holds its events back (from the stream
-     * and from the thread's observers) until its provider accepted the session; `retry` is asked
-     * for the fresh attempt when the attempt fails while still holding, and then what was held is
-     * dropped. Otherwise what was held is shown and the failure stands.
+     * A resuming attempt's two holds: what the caller is shown (`shown`, fed what it reads) and
+     * what the thread's observers are (`observed`, fed by `observe` on the run's side). Both end
+     * once the provider accepted the session (`accept`).
      */
-    const attempt = (
-      lease: Lease,
-      turn: Agent.Input,
-      plan: Plan,
-      retry?: (error: Thread.RunFailure) => Stream.Stream<Event.Event, Thread.RunFailure> | undefined
-    ): Stream.Stream<Event.Event, Thread.RunFailure> => {
-      if (retry === undefined) return attemptRun(lease, turn, plan, hub.publish, () => {})
-      return Stream.suspend(() => {
-        let accepted = false
-        const shown = gate(() => accepted)
-        const observed = gate(() => accepted)
-        const observe = (events: ReadonlyArray<Event.Event>) => {
+    const holds = () => {
+      let accepted = false
+      const shown = gate(() => accepted)
+      const observed = gate(() => accepted)
+      return {
+        shown,
+        accept: () => {
+          accepted = true
+        },
+        observe: (events: ReadonlyArray<Event.Event>) => {
           // The run's end settles the hold for the observers here, on the run's side, unless it
           // may be a rejected resume (retried fresh, invisibly): they must not wait for the
           // caller's stream to end, which may come after the agent's close ended `events`.
@@ -366,42 +372,115 @@ export const open = (
           const settled = end !== undefined && !(end.outcome === "failure" && end.reason === "ProtocolError")
           const passed = settled ? [...observed.take(), ...events] : observed.pass(events)
           return passed.length === 0 ? Effect.void : hub.publish(passed)
-        }
-        const release = Effect.suspend(() => {
+        },
+        /** The observers' hold ends: what it held is published. */
+        release: Effect.suspend(() => {
           const late = observed.take()
           return late.length === 0 ? Effect.void : hub.publish(late)
-        })
-        return attemptRun(lease, turn, plan, observe, () => {
-          accepted = true
-        }).pipe(
-          Stream.mapChunks((chunk) => Chunk.unsafeFromArray(shown.pass(Chunk.toReadonlyArray(chunk)))),
-          Stream.concat(Stream.suspend(() => Stream.fromIterable(shown.take()))),
+        }),
+        /** Whether a failure may still be retried fresh, unseen: nothing was shown to anyone. */
+        get unseen() {
+          return shown.holding && observed.holding
+        },
+        /** A retry drops what both holds kept back. */
+        drop: () => {
+          shown.take()
+          observed.take()
+        }
+      }
+    }
+
+    /**
+     * One attempt at the turn, as a stream. A resuming attempt (`retry` given) holds its events
+     * back (from the stream and from the thread's observers) until its provider accepted the
+     * session; `retry` is asked for the fresh attempt's plan when the attempt fails while still
+     * holding, and then what was held is dropped. Otherwise what was held is shown and the
+     * failure stands.
+     */
+    const attempt = (
+      lease: Lease,
+      turn: Agent.Input,
+      plan: Plan,
+      retry?: (error: Thread.RunFailure) => Plan | undefined
+    ): Stream.Stream<Event.Event, Thread.RunFailure> => {
+      const streamed = (observe: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>, accepted: () => void) =>
+        Stream.unwrap(Effect.map(
+          attemptHooks(lease, turn, plan, observe, accepted),
+          ({ hooks, untrack }) => host.stream(turn, hooks).pipe(Stream.ensuring(untrack))
+        ))
+      if (retry === undefined) return streamed(hub.publish, () => {})
+      return Stream.suspend(() => {
+        const held = holds()
+        return streamed(held.observe, held.accept).pipe(
+          Stream.mapChunks((chunk) => Chunk.unsafeFromArray(held.shown.pass(Chunk.toReadonlyArray(chunk)))),
+          Stream.concat(Stream.suspend(() => Stream.fromIterable(held.shown.take()))),
           Stream.catchAll((error) => {
-            const fresh = shown.holding && observed.holding ? retry(error) : undefined
+            const fresh = held.unseen ? retry(error) : undefined
             if (fresh !== undefined) {
-              shown.take()
-              observed.take()
-              return fresh
+              held.drop()
+              return attempt(lease, turn, fresh)
             }
             return Stream.concat(
-              Stream.fromEffect(Effect.as(release, shown.take())).pipe(Stream.flattenIterables),
+              Stream.fromEffect(Effect.as(held.release, held.shown.take())).pipe(Stream.flattenIterables),
               Stream.fail(error)
             )
           }),
           // After the handler above: a retry has dropped what the observers were held back from.
-          Stream.ensuring(release)
+          Stream.ensuring(held.release)
         )
       })
     }
 
-    const attemptRun = (
+    /**
+     * One attempt at the turn, for `run`: the same attempt as `attempt`'s, its events read by the
+     * agent's direct loop of pulls (no `Stream` around the run), only its result kept. What the
+     * caller would have been shown is still passed through the `shown` hold: a failure is retried
+     * fresh on the same condition as the stream's.
+     */
+    const attemptResult = (
+      lease: Lease,
+      turn: Agent.Input,
+      plan: Plan,
+      retry?: (error: Thread.RunFailure) => Plan | undefined
+    ): Effect.Effect<Result, Thread.RunFailure> => {
+      const direct = (
+        observe: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>,
+        accepted: () => void,
+        seen?: (events: ReadonlyArray<Event.Event>) => unknown
+      ) =>
+        Effect.flatMap(
+          attemptHooks(lease, turn, plan, observe, accepted),
+          ({ hooks, untrack }) => Effect.ensuring(host.run(turn, hooks, seen), untrack)
+        )
+      if (retry === undefined) return direct(hub.publish, () => {})
+      return Effect.suspend(() => {
+        const held = holds()
+        return direct(held.observe, held.accept, held.shown.pass).pipe(
+          Effect.catchAll((error) => {
+            const fresh = held.unseen ? retry(error) : undefined
+            if (fresh !== undefined) {
+              held.drop()
+              return attemptResult(lease, turn, fresh)
+            }
+            return Effect.zipRight(held.release, Effect.fail(error))
+          }),
+          Effect.ensuring(held.release)
+        )
+      })
+    }
+
+    /**
+     * What an attempt hands to the agent's run: its hooks (the checkpoint commit, the observers,
+     * the reaped signal the next turn waits for), and `untrack`, run at the attempt's end.
+     */
+    const attemptHooks = (
       lease: Lease,
       turn: Agent.Input,
       plan: Plan,
       observe: (events: ReadonlyArray<Event.Event>) => Effect.Effect<void>,
       accepted: () => void
     ) =>
-      Stream.unwrap(Effect.gen(function*() {
+      Effect.gen(function*() {
         const reaped = yield* Deferred.make<void>()
         if (host.exiting.size >= 1024) {
           // Keys that saw no turn since their process exited: nothing to wait for any more.
@@ -461,7 +540,7 @@ export const open = (
             running.add(admittedFiber)
             return closed ? Fiber.interruptFork(admittedFiber) : Effect.void
           })
-        return host.stream(turn, {
+        const hooks: Hooks = {
           threadKey: key,
           session: plan.session,
           opening: plan.opening,
@@ -471,11 +550,17 @@ export const open = (
           observe,
           admitted,
           accepted
-        }).pipe(Stream.ensuring(Effect.sync(() => fiber !== undefined && running.delete(fiber))))
-      }))
+        }
+        return { hooks, untrack: Effect.sync(() => fiber !== undefined && running.delete(fiber)) }
+      })
 
-    const stream = (turn: Agent.Input): Stream.Stream<Event.Event, Thread.RunFailure> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
+    /**
+     * A turn up to its first attempt, in the turn's scope: admission, the lease (released with the
+     * scope) and its renewal, the wait for the previous turn's CLI, the plan; then how a failure
+     * of its attempts reaches the caller (`failure`) and the fresh retry's plan (`retry`).
+     */
+    const begin = (turn: Agent.Input) =>
+      Effect.gen(function*() {
         yield* host.admit
         if (closed) return yield* new Thread.ThreadClosed({ key })
         const lease = yield* Effect.acquireRelease(
@@ -500,67 +585,54 @@ export const open = (
         // (then it fails `ResumeRejected`) or the provider had already accepted the session (its
         // events were shown: the failure stands as it is). The retried attempt is seen only as the
         // restart's `ThreadOpened`.
-        const retry = (error: Thread.RunFailure): Stream.Stream<Event.Event, Thread.RunFailure> | undefined => {
+        const retry = first.session._tag === "New" ? undefined : (error: Thread.RunFailure): Plan | undefined => {
           const rejected = error._tag === "RunError" ? rejection(error) : undefined
           if (rejected === undefined || strict) return undefined
           const from = first.opening.from === undefined
             ? undefined
             : { session: first.opening.from, turns: first.opening.fromTurns ?? 0 }
-          return attempt(lease, turn, {
+          return {
             session: { _tag: "New", id: randomUUID() },
             mode: first.mode,
             turns: 0,
             opening: opening("restarted", from, new Rejected({ detail: rejected.detail }))
-          })
+          }
         }
-        const runs = attempt(lease, turn, first, first.session._tag === "New" ? undefined : retry).pipe(
-          Stream.catchAll((error): Stream.Stream<Event.Event, Thread.RunFailure> => {
-            const rejected = first.session._tag === "New" || error._tag !== "RunError"
-              ? undefined
-              : rejection(error)
-            if (rejected === undefined || !strict) return Stream.fail(error)
-            return Stream.fail(
-              new Thread.ResumeRejected({ key, detail: (error as RunError).detail, result: (error as RunError).result })
-            )
-          })
-        )
         // No `Stream.interruptWhen` on the thread's close: it runs the stream through `mergeWith`,
         // which forks a fiber for every pull (2-3 ms of a warm turn's start and end). The close
-        // interrupts the turn's run (admitted or not yet: see `admitted`), whose end reaches this
-        // stream as `RunError(Canceled)`, and the waits before the run are cut above.
-        return runs.pipe(
+        // interrupts the turn's run (admitted or not yet: see `admitted`), whose end reaches the
+        // caller as `RunError(Canceled)`, and the waits before the run are cut above.
+        const failure = (error: Thread.RunFailure): Thread.RunFailure => {
+          if (first.session._tag !== "New" && strict && error._tag === "RunError" && rejection(error) !== undefined) {
+            return new Thread.ResumeRejected({ key, detail: error.detail, result: error.result })
+          }
           // A turn the thread's close canceled fails as closed.
-          Stream.mapError((error) =>
-            closed && error._tag === "RunError" && error.reason === "Canceled"
-              ? new Thread.ThreadClosed({ key })
-              : error
-          )
-        )
-      })).pipe(Stream.withSpan("Thread.stream"))
+          return closed && error._tag === "RunError" && error.reason === "Canceled"
+            ? new Thread.ThreadClosed({ key })
+            : error
+        }
+        return { lease, first, retry, failure }
+      })
 
+    const stream = (turn: Agent.Input): Stream.Stream<Event.Event, Thread.RunFailure> =>
+      Stream.unwrapScoped(Effect.map(begin(turn), ({ failure, first, lease, retry }) =>
+        attempt(lease, turn, first, retry).pipe(Stream.mapError(failure)))).pipe(Stream.withSpan("Thread.stream"))
+
+    // The turn's attempts drained by the agent's direct loop of pulls: the same events reach the
+    // observers and the same failures the caller as through `stream`, without the layers of
+    // stream combinators around the run (their start and end cost about 3 ms of a warm turn).
     const run = (turn: Agent.Input): Effect.Effect<Result, Thread.RunFailure> =>
-      Effect.suspend(() => {
-        let result: Result | undefined
-        return stream(turn).pipe(
-          Stream.runForEachChunk((chunk) =>
-            Effect.sync(() => {
-              for (const event of chunk) if (event._tag === "RunFinished") result = event.result
-            })
-          ),
-          Effect.flatMap(() =>
-            result === undefined
-              ? Effect.dieMessage("a thread turn ended without its RunFinished event")
-              : Effect.succeed(result)
-          )
-        )
-      }).pipe(Effect.withSpan("Thread.run"))
+      Effect.scoped(Effect.flatMap(begin(turn), ({ failure, first, lease, retry }) =>
+        Effect.mapError(attemptResult(lease, turn, first, retry), failure))).pipe(Effect.withSpan("Thread.run"))
 
     // Cancels this handle's turns and waits for them (their RunFinished reaches `events`), then
     // ends `events`.
     const close = Effect.suspend(() => {
       closed = true
       return Deferred.succeed(closedSignal, undefined).pipe(
-        Effect.zipRight(Effect.suspend(() => Fiber.interruptAll(Array.from(running)))),
+        Effect.zipRight(Effect.suspend(() =>
+          Fiber.interruptAll(Array.from(running))
+        )),
         // The thread's warm process goes with it (the agent stays).
         Effect.zipRight(host.retireLive(key)),
         Effect.zipRight(hub.end)
@@ -570,8 +642,12 @@ export const open = (
     const fork = (target: string, forkOptions: Thread.Options = {}): Effect.Effect<Thread.Thread, Thread.OpenFailure> =>
       Effect.gen(function*() {
         yield* preflight(host, "fork")
-        if (closed) return yield* new Thread.ThreadClosed({ key })
-        if (Option.isSome(yield* host.store.get(target))) return yield* new ThreadAlreadyExists({ key: target })
+        if (closed) {
+          return yield* new Thread.ThreadClosed({ key })
+        }
+        if (Option.isSome(yield* host.store.get(target))) {
+          return yield* new ThreadAlreadyExists({ key: target })
+        }
         const source = yield* resumable(host, key)
         return yield* open(host, target, forkOptions, source)
       }).pipe(Effect.withSpan("Thread.fork"))
@@ -588,7 +664,8 @@ export const open = (
             ? {}
             : { supersededBefore: now - Duration.toMillis(Duration.decode(pruneOptions.olderThan)) })
         })
-        const current = Option.map(yield* host.store.get(key), (record) => record.session)
+        const current = Option.map(yield* host.store.get(key), (record) =>
+          record.session)
         yield* dropSessions(host, removed.map((entry) => entry.record), Option.toArray(current))
         return removed
       }).pipe(Effect.withSpan("Thread.prune"))
