@@ -152,4 +152,44 @@ describe("ScrubFiles", () => {
         expect(turns).toBeGreaterThan(0)
       })
     ))
+
+  it.live("scrubs many small files in slices, the event loop running between them", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        // Fewer entries than a walk's slice: only the scrub of the files can give way to timers.
+        const files: Array<string> = []
+        for (let i = 0; i < 200; i++) {
+          const file = NodePath.join(dir, `${String(i).padStart(3, "0")}.log`)
+          Fs.writeFileSync(file, `${"x".repeat(16 * 1024)}${token}\n`)
+          files.push(file)
+        }
+        let turns = 0
+        const timer = setInterval(() => turns++, 0)
+        const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact })
+        clearInterval(timer)
+        expect([...changed].sort()).toEqual(files)
+        for (const file of files) expect(Fs.readFileSync(file, "latin1").endsWith(`${marker}\n`)).toBe(true)
+        expect(turns).toBeGreaterThan(0)
+      })
+    ))
+
+  it.live("reads on through the pool a small file that grew since it was found", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        // Found at 64 KiB (read synchronously), now 2.5 MiB (read on through the pool): tokens in the
+        // first window, across window boundaries and at the end.
+        const file = NodePath.join(dir, "grown.jsonl")
+        const mib = 1024 * 1024
+        const content = Buffer.alloc(2 * mib + mib / 2, "x")
+        const at = [100, 64 * 1024 - 10, mib - 20, mib + 100, 2 * mib + 1000, content.length - token.length]
+        for (const position of at) content.write(token, position, "latin1")
+        Fs.writeFileSync(file, content)
+        const rewritten = yield* Effect.promise(() => ScrubFiles.scrubFile(file, "grown.jsonl", 64 * 1024, redact))
+        expect(rewritten).toBe(at.length)
+        const after = Fs.readFileSync(file)
+        expect(after.length).toBe(content.length)
+        expect(after.includes(tokenBytes)).toBe(false)
+        expect(after.toString("latin1").split(marker).length - 1).toBe(at.length)
+      })
+    ))
 })

@@ -57,14 +57,57 @@ const sameBytes = (a: Uint8Array, b: Uint8Array, from: number, to: number): bool
   return true
 }
 
+/** Reads and writes of one open file, at given positions. */
+interface FileIo {
+  readonly read: (buffer: Uint8Array, offset: number, length: number, position: number) => number | Promise<number>
+  readonly write: (buffer: Uint8Array, offset: number, length: number, position: number) => unknown
+  readonly close: () => unknown
+}
+
+/**
+ * Files up to this size are scrubbed with synchronous calls: an awaited call is a round trip
+ * through libuv's pool and back through the event loop (~100 µs of the main thread each, and a
+ * scrub makes at least three: open, read, close), a synchronous one a few microseconds. Larger
+ * ones go through the pool, so a long transcript never holds the loop.
+ */
+const syncBytes = chunkBytes
+/** Small files scrubbed between two yields to the event loop (~1 ms of synchronous calls). */
+const filesPerSlice = 64
+
+const openSync = (file: string): FileIo => {
+  const fd = NodeFsSync.openSync(file, "r+")
+  return {
+    read: (buffer, offset, length, position) => NodeFsSync.readSync(fd, buffer, offset, length, position),
+    write: (buffer, offset, length, position) => NodeFsSync.writeSync(fd, buffer, offset, length, position),
+    close: () => NodeFsSync.closeSync(fd)
+  }
+}
+
+const openAsync = async (file: string): Promise<FileIo> => {
+  const handle = await NodeFs.open(file, "r+")
+  return {
+    read: async (buffer, offset, length, position) => (await handle.read(buffer, offset, length, position)).bytesRead,
+    write: (buffer, offset, length, position) => handle.write(buffer, offset, length, position),
+    close: () => handle.close()
+  }
+}
+
 /**
  * Rewrites the changed byte ranges of one file, re-checking each range just before writing it.
  * `size` is the file's size when it was found: the read buffer is sized to it (a session file
  * of a few KiB does not get a zero-filled MiB), and a file that grew since is read on in steps
- * of that size.
+ * of that size (through the pool: only its first read may be synchronous).
+ *
+ * @internal
  */
-const scrubFile = async (file: string, name: string, size: number, redact: Options["redact"]): Promise<number> => {
-  const handle = await NodeFs.open(file, "r+")
+export const scrubFile = async (
+  file: string,
+  name: string,
+  size: number,
+  redact: Options["redact"]
+): Promise<number> => {
+  let io: FileIo | undefined = size <= syncBytes ? openSync(file) : await openAsync(file)
+  let sync = size <= syncBytes
   let rewritten = 0
   try {
     const step = Math.max(1, Math.min(chunkBytes, size))
@@ -72,7 +115,7 @@ const scrubFile = async (file: string, name: string, size: number, redact: Optio
     let position = 0
     let first = true
     for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, position)
+      const bytesRead = await io.read(buffer, 0, buffer.length, position)
       if (bytesRead === 0) break
       const window = buffer.subarray(0, bytesRead)
       if (first && isDatabase(name, window)) return 0
@@ -90,9 +133,9 @@ const scrubFile = async (file: string, name: string, size: number, redact: Optio
           // Another writer may have changed the file since it was read: write only over the
           // bytes that are still the ones that were read.
           const current = Buffer.alloc(end - i)
-          await handle.read(current, 0, current.length, position + i)
+          await io.read(current, 0, current.length, position + i)
           if (sameBytes(current, window.subarray(i, end), 0, current.length)) {
-            await handle.write(redacted, i, end - i, position + i)
+            await io.write(redacted, i, end - i, position + i)
             rewritten++
           }
           i = end
@@ -100,10 +143,18 @@ const scrubFile = async (file: string, name: string, size: number, redact: Optio
       }
       if (bytesRead < buffer.length) break
       position += step
+      if (sync) {
+        // It grew since it was found (a writer of another run): the rest goes through the pool.
+        const done = io
+        io = undefined
+        await done.close()
+        io = await openAsync(file)
+        sync = false
+      }
     }
     return rewritten
   } finally {
-    await handle.close()
+    await io?.close()
   }
 }
 
@@ -176,11 +227,22 @@ export const scrub = (options: Options): Effect.Effect<ReadonlyArray<string>> =>
   Effect.promise(async () => {
     const found = await walk(options)
     const changed: Array<string> = []
+    // The small files are read synchronously: the loop gets a turn after every `syncBytes` of
+    // them or `filesPerSlice` files (~1 ms), so a run that wrote many never holds it for long.
+    let bytes = 0
+    let files = 0
     for (const { file, size } of found) {
       try {
         if ((await scrubFile(file, NodePath.basename(file), size, options.redact)) > 0) changed.push(file)
       } catch {
         // Gone, or not ours to open: nothing was written.
+      }
+      if (size > syncBytes) continue
+      bytes += size
+      if (++files === filesPerSlice || bytes >= syncBytes) {
+        bytes = 0
+        files = 0
+        await new Promise<void>((resolve) => setImmediate(resolve))
       }
     }
     return changed
