@@ -16,6 +16,7 @@ import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionSync 
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
+import { removeTree } from "./removeTree.js"
 import { io, lstat, seed, type Seeded, sha256, stillSeeded, sync, walk, writeNewSync } from "./seed.js"
 import * as sessions from "./sessions.js"
 import { ensureRoot, resolveSource, rootOf } from "./source.js"
@@ -47,9 +48,13 @@ const writeJsonSync = (file: string, value: unknown): void => {
 
 const writeJson = (file: string, value: unknown) => sync(file, () => writeJsonSync(file, value))
 
-// The release below runs its file calls through the promise API: the close bounds the removal
-// with a timeout (DESIGN §6), which a synchronous call that hangs (a stuck network file system)
-// would hold up with the whole event loop.
+// The close bounds the release below with a timeout (DESIGN §6). Its checks and the marker's
+// rewrite go through the promise API, which a call that hangs (a stuck network file system) does
+// not hold up. The removal of the clone is synchronous calls in slices (`removeTree`): the timeout
+// fires between any two slices, but not inside a call that hangs, which holds the event loop
+// until it returns, as the session save's synchronous reads of small files already could. The
+// promise API's recursive remove cost ~3 ms of every close: an awaited round trip per call,
+// three calls per entry.
 
 const writeJsonAsync = (file: string, value: unknown) =>
   Effect.gen(function*() {
@@ -223,7 +228,7 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
       }
     }
     if (kept.length === 0) {
-      return yield* fs.remove(cloneRoot, { recursive: true, force: true }).pipe(Effect.mapError(io(cloneRoot)))
+      return yield* Effect.tryPromise({ try: () => removeTree(cloneRoot), catch: io(cloneRoot) })
     }
     const keep = new Set(kept.flatMap((rel) => {
       const segments = rel.split("/")
