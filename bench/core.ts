@@ -10,9 +10,10 @@
  *   path, each path measured in a process of its own (in one process the two would share the
  *   collections that either one's survivors cause);
  * - the scrub that follows every run (reported): the walk over the clone for the files the
- *   process wrote, in a clone holding `files` session files (a plain run leaves one there, so a
- *   long-lived agent's clone holds one per run), against a bare `readdirSync` + `lstatSync` loop
- *   over the same directory; medians of 7 alternating rounds.
+ *   process wrote, in a clone holding `files` session files (a long-lived agent's clone keeps
+ *   its threads' sessions, and what a CLI writes beside them: Claude Code an MCP log per run),
+ *   against a bare `readdirSync` + `lstatSync` loop over the same directory; medians of 7
+ *   alternating rounds.
  *
  * Run: node --import tsx --import ./bench/compiled.mjs bench/core.ts [--events <n>]
  * `--events <n>` (alone only; the suite's P4 is 10,000) sets the run's events: with `--events 10`

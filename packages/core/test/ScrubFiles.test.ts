@@ -192,4 +192,31 @@ describe("ScrubFiles", () => {
         expect(after.toString("latin1").split(marker).length - 1).toBe(at.length)
       })
     ))
+
+  it.live("removes the files it is told to discard, with their claimed parents once empty", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        // `projects/p/<id>.jsonl` and `projects/p/<id>/tool.txt` are the run's own; `projects/p/`
+        // and `other/` are not, nor is the file of another session.
+        const id = "0123abcd"
+        const project = NodePath.join(dir, "projects", "p")
+        Fs.mkdirSync(NodePath.join(project, id, "deep"), { recursive: true })
+        const own = [
+          NodePath.join(project, `${id}.jsonl`),
+          NodePath.join(project, id, "tool.txt"),
+          NodePath.join(project, id, "deep", "more.txt")
+        ]
+        const other = NodePath.join(project, "ffff0000.jsonl")
+        const log = NodePath.join(dir, "other", "log.txt")
+        Fs.mkdirSync(NodePath.dirname(log))
+        for (const file of [...own, other, log]) Fs.writeFileSync(file, `{"token":"${token}"}`)
+        const claims = (path: string) => path.slice(project.length + 1).startsWith(id)
+        const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact, discard: claims })
+        expect([...changed].sort()).toEqual([log, other].sort())
+        for (const file of own) expect(Fs.existsSync(file)).toBe(false)
+        expect(Fs.existsSync(NodePath.join(project, id))).toBe(false)
+        expect(Fs.readdirSync(project)).toEqual(["ffff0000.jsonl"])
+        expect(Fs.readFileSync(other, "latin1")).toBe(`{"token":"${marker}"}`)
+      })
+    ))
 })

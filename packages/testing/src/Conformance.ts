@@ -13,6 +13,7 @@ import type * as Path from "@effect/platform/Path"
 import { Agent } from "@tether/core"
 import type { Driver, Event, Thread } from "@tether/core"
 import { Gateway } from "@tether/gateway"
+import { ProfileLayout } from "@tether/profile"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
@@ -22,6 +23,8 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as Harness from "./Harness.js"
 
 /**
@@ -341,9 +344,45 @@ export const clauses = (subject: Subject): ReadonlyArray<Clause> => {
         }))
     })
   }
+  list.push({
+    id: "C9",
+    title: "sessions: a plain run's own session entries leave the clone once its process is gone",
+    run: withAgent(subject, (agent, sandbox) =>
+      Effect.gen(function*() {
+        const result = yield* agent.run(subject.plain)
+        const session = result.session
+        if (session === undefined) return
+        // Nothing resumes a plain run: a long-lived agent's clone must not keep one transcript per run.
+        const layout = subject.driver.layout
+        const own = Effect.sync(() =>
+          sessionEntries(sandbox.root, layout).filter((rel) => {
+            const owner = ProfileLayout.sessionOwner(layout, rel)
+            return owner !== undefined && ProfileLayout.ownedBy(owner, session)
+          })
+        )
+        yield* eventually(
+          "C9",
+          "removal of the plain run's session entries",
+          Effect.map(own, (left) => left.length === 0)
+        )
+        yield* Effect.asVoid(agent.run(subject.plain))
+      }))
+  })
   if (subject.live !== undefined) list.push(...liveClauses(subject, subject.live))
   return list
 }
+
+/** The session entries (relative, `/` separated) of every clone's profile under `root`. */
+const sessionEntries = (root: string, layout: ProfileLayout.ProfileLayout): ReadonlyArray<string> =>
+  (NodeFs.existsSync(root) ? NodeFs.readdirSync(root) : []).flatMap((clone) => {
+    const profile = NodePath.join(root, clone, "profile")
+    if (!NodeFs.existsSync(profile)) return []
+    return NodeFs.readdirSync(profile, { recursive: true, withFileTypes: true }).flatMap((entry) => {
+      if (!entry.isFile()) return []
+      const rel = NodePath.relative(profile, NodePath.join(entry.parentPath, entry.name)).split(NodePath.sep).join("/")
+      return ProfileLayout.isSession(layout, rel) ? [rel] : []
+    })
+  })
 
 /** Runs `body` with an agent on the live tools, then checks that nothing of it is left. */
 const withLiveAgent = <A, E>(

@@ -8,6 +8,7 @@
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
+import { isSession, mayHoldSessions, ownedBy, sessionOwner } from "@tether/profile/ProfileLayout"
 import type * as Catalog from "@tether/tool/Catalog"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -22,6 +23,7 @@ import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
+import * as NodePath from "node:path"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import { ProtocolError } from "../Driver.js"
@@ -380,9 +382,28 @@ export const execute = (
       roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
       since: held.spawnedAt,
       skip: held.materialized,
-      redact: ctx.redactor.bytes
+      redact: ctx.redactor.bytes,
+      discard: ownEntries()
     })
   )
+  // A plain run's own session entries (its transcript) are removed with its process gone: nothing
+  // resumes a plain run, and a long-lived agent's clone would otherwise keep one per run, which
+  // every later run's scrub walks. A thread turn's session is its checkpoint's; an agent's
+  // structured attempt's is resumed by its repair turn.
+  const ownEntries = (): ((path: string) => boolean) | undefined => {
+    const session = state.session
+    if (session === undefined || request.threadKey !== undefined || request.structured !== undefined) return undefined
+    const layout = ctx.driver.layout
+    const root = ctx.profile.dir + NodePath.sep
+    return (path) => {
+      if (!path.startsWith(root)) return false
+      const directory = path.endsWith(NodePath.sep)
+      const rel = path.slice(root.length, directory ? -1 : undefined).split(NodePath.sep).join("/")
+      if (directory ? !mayHoldSessions(layout, rel) : !isSession(layout, rel)) return false
+      const owner = sessionOwner(layout, directory ? `${rel}/` : rel)
+      return owner !== undefined && ownedBy(owner, session)
+    }
+  }
 
   // Lets the CLI finish on its own after its terminal record (draining stdout so it never
   // blocks), bounded by the exit grace, then closes its process group.

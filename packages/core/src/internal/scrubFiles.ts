@@ -21,6 +21,12 @@ export interface Options {
   readonly skip: ReadonlySet<string>
   /** Length-preserving replacement of the live token values. */
   readonly redact: (bytes: Uint8Array) => Uint8Array
+  /**
+   * Files removed instead of scrubbed (a plain run's own session entries, which nothing reads
+   * again); each one's parent directories, up to the root, are removed too while they are empty
+   * and `discard` claims them (asked with the directory's path and a trailing separator).
+   */
+  readonly discard?: ((path: string) => boolean) | undefined
 }
 
 const chunkBytes = 1024 * 1024
@@ -162,9 +168,9 @@ export const scrubFile = async (
 const entriesPerSlice = 256
 
 /**
- * The regular files under `roots` the run may have written. The clone keeps every session a
- * CLI ever wrote there (a plain run leaves one per run), so the walk visits thousands of
- * entries on a long-lived agent: it reads each directory with its entry types (no `lstat` for
+ * The regular files under `roots` the run may have written. The clone keeps every thread's
+ * session and what the CLI keeps beside its sessions (Claude Code writes an MCP log per run),
+ * so the walk visits thousands of entries on a long-lived agent: it reads each directory with its entry types (no `lstat` for
  * a directory or a link) and calls `lstat` synchronously for the regular files only, which costs
  * a few microseconds an entry where an awaited call costs ~100 µs of the main thread. It yields
  * to the event loop every `entriesPerSlice` entries, so no slice blocks it for long.
@@ -217,7 +223,33 @@ const walk = async (options: Options): Promise<Array<{ readonly file: string; re
 }
 
 /**
- * Replaces the live token values in every regular file under `roots` modified since `since`.
+ * Removes `file`, then its parent directories below the root that holds it, while they are
+ * empty and `claims` them. Never fails: what cannot be removed (gone, refilled) stays.
+ */
+const discard = (file: string, roots: ReadonlyArray<string>, claims: (path: string) => boolean): void => {
+  try {
+    NodeFsSync.unlinkSync(file)
+  } catch {
+    return
+  }
+  const root = roots.find((dir) => file.startsWith(dir + NodePath.sep))
+  if (root === undefined) return
+  for (
+    let dir = NodePath.dirname(file);
+    dir.length > root.length && claims(dir + NodePath.sep);
+    dir = NodePath.dirname(dir)
+  ) {
+    try {
+      NodeFsSync.rmdirSync(dir)
+    } catch {
+      return
+    }
+  }
+}
+
+/**
+ * Replaces the live token values in every regular file under `roots` modified since `since`, or
+ * removes those that `discard` claims.
  * Never fails: a file that vanished or cannot be opened is left alone. Returns the files it
  * rewrote.
  *
@@ -232,10 +264,14 @@ export const scrub = (options: Options): Effect.Effect<ReadonlyArray<string>> =>
     let bytes = 0
     let files = 0
     for (const { file, size } of found) {
-      try {
-        if ((await scrubFile(file, NodePath.basename(file), size, options.redact)) > 0) changed.push(file)
-      } catch {
-        // Gone, or not ours to open: nothing was written.
+      if (options.discard?.(file) === true) {
+        discard(file, options.roots, options.discard)
+      } else {
+        try {
+          if ((await scrubFile(file, NodePath.basename(file), size, options.redact)) > 0) changed.push(file)
+        } catch {
+          // Gone, or not ours to open: nothing was written.
+        }
       }
       if (size > syncBytes) continue
       bytes += size
