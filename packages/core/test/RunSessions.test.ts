@@ -8,6 +8,7 @@ import { FakeCli, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 
@@ -44,5 +45,36 @@ describe("a run's session in the clone", () => {
       expect(transcripts(sessions)).toEqual([`${first.session}.jsonl`])
       // The thread still resumes its own transcript.
       expect((yield* thread.run(input)).session).toBe(first.session)
+    }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
+
+  it.live("runAs keeps an attempt's transcript for its repair turn, and removes it once none follows", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      const agent = yield* Agent.make({
+        driver: FakeCli.driver({ capabilities: { resume: true } }),
+        definition: { instructions: "", skills: [], tools: Toolkit.empty },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection
+      })
+      const clones = yield* Harness.entries(sandbox.root)
+      const sessions = NodePath.join(sandbox.root, clones[0]!, "profile", "sessions")
+      // No JSON in the answer: a repair turn resumes the attempt's session (the fake CLI fails a
+      // resume whose transcript is gone), and its answer does not decode either.
+      const error = yield* Effect.flip(
+        agent.runAs(Schema.Struct({ n: Schema.Number }), FakeCli.script({ op: "text", text: "no value" }), {
+          repairs: 1
+        })
+      )
+      expect(error._tag).toBe("StructuredOutputError")
+      if (error._tag !== "StructuredOutputError") return
+      expect(error.attempts).toBe(2)
+      expect(error.result.session).toBeDefined()
+      yield* Effect.sync(() => transcripts(sessions)).pipe(
+        Effect.repeat({
+          until: (names) => names.length === 0,
+          schedule: Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds"))
+        })
+      )
+      expect(transcripts(sessions)).toEqual([])
     }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
 })

@@ -645,7 +645,14 @@ export const assemble = (
       driver: driver.name,
       capabilities: driver.capabilities,
       stream: (turn) => stream(turn),
-      resumesItself: true
+      resumesItself: true,
+      // The reaper of the last attempt left the session's entries for a repair turn that did not
+      // come: they go once its process is gone, behind the result (the agent's close waits).
+      discard: (session, reaped) =>
+        Effect.asVoid(FiberSet.run(
+          reapers,
+          Deferred.await(reaped).pipe(Effect.zipRight(profile.dropSessions([session])), Effect.ignore)
+        ))
     }
 
     return Object.freeze(

@@ -56,6 +56,12 @@ export interface Runner<E> {
    * attempt's CLI to be gone); `false` for a thread, whose next turn resumes its checkpoint.
    */
   readonly resumesItself: boolean
+  /**
+   * An agent's: called with the session of a conversation no repair turn continues (decoded, or
+   * given up on), and the `reaped` of its last attempt. Its entries are removed from the clone
+   * once that process is gone, as a plain run's are; nothing waits for it.
+   */
+  readonly discard?: (session: string, reaped: Deferred.Deferred<void>) => Effect.Effect<void>
 }
 
 /** The instruction an instruction driver's turn carries. @internal */
@@ -282,27 +288,33 @@ export const streamAs = <A, I, E>(
             onNone: () => Either.left(missing(native)),
             onSome: toValue
           })
+          const session = last.session
+          const finished = runner.discard === undefined || session === undefined
+            ? Effect.void
+            : runner.discard(session, attempt.reaped)
           if (Either.isRight(outcome)) {
             const decoded: Decoded<A> = { _tag: "Decoded", value: outcome.right, result: last, attempts: number }
-            return Effect.succeed(Stream.make(decoded))
+            return Effect.as(finished, Stream.make(decoded))
           }
           const failure = outcome.left
-          const session = last.session
           if (number <= repairs && (!runner.resumesItself || session !== undefined)) {
             const next = attemptStream(number + 1, repairInput(failure, published, native), session)
             // An agent's repair turn resumes the session once the previous CLI is gone (it may
             // still be writing it after its terminal record).
             return runner.resumesItself ? Effect.as(Deferred.await(attempt.reaped), next) : Effect.succeed(next)
           }
-          return Effect.succeed(Stream.fail(
-            new StructuredOutputError({
-              reason: failure.reason,
-              text: last.text,
-              issues: failure.issues,
-              attempts: number,
-              result: last
-            })
-          ))
+          return Effect.as(
+            finished,
+            Stream.fail(
+              new StructuredOutputError({
+                reason: failure.reason,
+                text: last.text,
+                issues: failure.issues,
+                attempts: number,
+                result: last
+              })
+            )
+          )
         }))
         return Stream.concat(events, judged)
       }))
