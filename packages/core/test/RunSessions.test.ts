@@ -14,19 +14,24 @@ import * as NodePath from "node:path"
 
 const transcripts = (dir: string): ReadonlyArray<string> => Fs.existsSync(dir) ? Fs.readdirSync(dir).sort() : []
 
+/** An agent on the fake CLI (resume on), and its clone's transcript directory. */
+const fakeAgent = Effect.gen(function*() {
+  const sandbox = yield* Harness.sandbox
+  const agent = yield* Agent.make({
+    driver: FakeCli.driver({ capabilities: { resume: true } }),
+    definition: { instructions: "", skills: [], tools: Toolkit.empty },
+    workspace: sandbox.workspace,
+    profile: sandbox.selection
+  })
+  const clones = yield* Harness.entries(sandbox.root)
+  expect(clones).toHaveLength(1)
+  return { agent, sessions: NodePath.join(sandbox.root, clones[0]!, "profile", "sessions") }
+})
+
 describe("a run's session in the clone", () => {
   it.live("a plain run's transcript is removed once its process is gone; a thread turn's stays", () =>
     Effect.gen(function*() {
-      const sandbox = yield* Harness.sandbox
-      const agent = yield* Agent.make({
-        driver: FakeCli.driver({ capabilities: { resume: true } }),
-        definition: { instructions: "", skills: [], tools: Toolkit.empty },
-        workspace: sandbox.workspace,
-        profile: sandbox.selection
-      })
-      const clones = yield* Harness.entries(sandbox.root)
-      expect(clones).toHaveLength(1)
-      const sessions = NodePath.join(sandbox.root, clones[0]!, "profile", "sessions")
+      const { agent, sessions } = yield* fakeAgent
       const input = FakeCli.script({ op: "text", text: "ok" })
       const plain: Array<string> = []
       for (let i = 0; i < 3; i++) plain.push((yield* agent.run(input)).session!)
@@ -49,15 +54,7 @@ describe("a run's session in the clone", () => {
 
   it.live("runAs keeps an attempt's transcript for its repair turn, and removes it once none follows", () =>
     Effect.gen(function*() {
-      const sandbox = yield* Harness.sandbox
-      const agent = yield* Agent.make({
-        driver: FakeCli.driver({ capabilities: { resume: true } }),
-        definition: { instructions: "", skills: [], tools: Toolkit.empty },
-        workspace: sandbox.workspace,
-        profile: sandbox.selection
-      })
-      const clones = yield* Harness.entries(sandbox.root)
-      const sessions = NodePath.join(sandbox.root, clones[0]!, "profile", "sessions")
+      const { agent, sessions } = yield* fakeAgent
       // No JSON in the answer: a repair turn resumes the attempt's session (the fake CLI fails a
       // resume whose transcript is gone), and its answer does not decode either.
       const error = yield* Effect.flip(
