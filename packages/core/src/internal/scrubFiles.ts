@@ -170,10 +170,11 @@ const entriesPerSlice = 256
 /**
  * The regular files under `roots` the run may have written. The clone keeps every thread's
  * session and what the CLI keeps beside its sessions (Claude Code writes an MCP log per run),
- * so the walk visits thousands of entries on a long-lived agent: it reads each directory with its entry types (no `lstat` for
- * a directory or a link) and calls `lstat` synchronously for the regular files only, which costs
- * a few microseconds an entry where an awaited call costs ~100 µs of the main thread. It yields
- * to the event loop every `entriesPerSlice` entries, so no slice blocks it for long.
+ * so the walk visits thousands of entries on a long-lived agent: it reads each directory with
+ * its entry types (no `lstat` for a directory or a link) and calls `lstat` synchronously for the
+ * regular files only, which costs a few microseconds an entry where an awaited call costs
+ * ~100 µs of the main thread. It yields to the event loop every `entriesPerSlice` entries, so no
+ * slice blocks it for long.
  */
 const walk = async (options: Options): Promise<Array<{ readonly file: string; readonly size: number }>> => {
   const found: Array<{ readonly file: string; readonly size: number }> = []

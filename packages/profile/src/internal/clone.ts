@@ -52,7 +52,8 @@ const writeJson = (file: string, value: unknown) => sync(file, () => writeJsonSy
 // rewrite go through the promise API, which a call that hangs (a stuck network file system) does
 // not hold up. The removal of the clone is synchronous calls in slices (`removeTree`): the timeout
 // fires between any two slices, but not inside a call that hangs, which holds the event loop
-// until it returns, as the session save's synchronous reads of small files already could. The
+// until it returns (as a clone that saves its sessions on close already could: its session save
+// reads and writes small files synchronously; an agent's clones do not save on close). The
 // promise API's recursive remove cost ~3 ms of every close: an awaited round trip per call,
 // three calls per entry.
 
