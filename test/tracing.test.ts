@@ -6,6 +6,7 @@
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { describe, expect, it } from "@effect/vitest"
+import { SpanStatusCode } from "@opentelemetry/api"
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Agent } from "@tether/core"
@@ -15,6 +16,7 @@ import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as NodeFs from "node:fs"
 
 const argument = "ARGUMENT-VALUE-81c4"
 const output = "OUTPUT-VALUE-2f9e"
@@ -101,7 +103,6 @@ describe("tracing", () => {
       expect(call!.attributes).toEqual({ "tool.name": "lookup_issue", "tool.outcome": "success", "tool.code": "ok" })
       expect(byName("Agent.make")[0]!.attributes["agent.provider"]).toBe("claude")
       expect(byName("Agent.close")[0]!.attributes["agent.provider"]).toBe("claude")
-
       // No content and no secret anywhere: names, attributes, events, statuses.
       const texts = spans.flatMap(everyText)
       const tokens = observed.map((registration) => Redacted.value(registration.token))
@@ -118,4 +119,32 @@ describe("tracing", () => {
       })))
     )
   }, 120_000)
+
+  it.live("a failed span records no code.stacktrace (Effect's capture of a line inside Tether)", () => {
+    const exporter = new InMemorySpanExporter()
+    return Effect.gen(function*() {
+      const error = yield* Effect.gen(function*() {
+        const sandbox = yield* Harness.sandbox
+        // A file, not a directory: the make fails with an AgentConfigError inside its span.
+        const file = `${sandbox.workspace}/not-a-directory`
+        NodeFs.writeFileSync(file, "")
+        return yield* Agent.make({
+          driver: Claude.driver(),
+          definition: { instructions, skills: [], tools: Tools },
+          workspace: file,
+          profile: sandbox.selection
+        }).pipe(Effect.flip)
+      }).pipe(Effect.scoped)
+      expect(error._tag).toBe("AgentConfigError")
+      const [make] = exporter.getFinishedSpans().filter((span) => span.name === "Agent.make")
+      expect(make!.status.code).toBe(SpanStatusCode.ERROR)
+      expect(Object.keys(make!.attributes)).not.toContain("code.stacktrace")
+    }).pipe(
+      Effect.provide([ToolsLive, Harness.layer]),
+      Effect.provide(NodeSdk.layer(() => ({
+        resource: { serviceName: "tether-test" },
+        spanProcessor: new SimpleSpanProcessor(exporter)
+      })))
+    )
+  }, 60_000)
 })

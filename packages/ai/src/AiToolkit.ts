@@ -176,7 +176,7 @@ export const merge: <const Toolkits extends ReadonlyArray<Toolkit.Any | AiToolki
   ...toolkits: ReadonlyArray<Toolkit.Any | AiToolkitAny>
 ) =>
   internal.merge(toolkits.map((toolkit, index) => ({ toolkit, owner: internal.describeOwner(toolkit, index) }))).pipe(
-    Effect.withSpan("AiToolkit.merge")
+    Effect.withSpan("AiToolkit.merge", { captureStackTrace: false })
   ) as never
 
 /**

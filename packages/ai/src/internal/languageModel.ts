@@ -167,4 +167,4 @@ export const make = (options: Options<Toolkit.Any>) =>
           ),
       streamText: (providerOptions) => stream("streamText", providerOptions)
     })
-  }).pipe(Effect.withSpan("TetherLanguageModel.make"))
+  }).pipe(Effect.withSpan("TetherLanguageModel.make", { captureStackTrace: false }))

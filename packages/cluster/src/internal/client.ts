@@ -46,14 +46,14 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
         run: (turn, runOptions) =>
           Effect.suspend(() => rpc.Run(request(turn, runOptions))).pipe(
             timed("run", deadline(runOptions)),
-            Effect.withSpan("RemoteThread.run", { attributes: { key } })
+            Effect.withSpan("RemoteThread.run", { attributes: { key }, captureStackTrace: false })
           ),
         stream: (turn, runOptions) =>
           Stream.suspend(() => rpc.RunStream(request(turn, runOptions))).pipe(
             Stream.interruptWhen(
               Effect.zipRight(Effect.sleep(deadline(runOptions)), Effect.fail(expired("stream", deadline(runOptions))))
             ),
-            Stream.withSpan("RemoteThread.stream", { attributes: { key } })
+            Stream.withSpan("RemoteThread.stream", { attributes: { key }, captureStackTrace: false })
           ),
         send: (input) => rpc.Send({ key, input }).pipe(timed("send", timeout)),
         snapshot: Effect.suspend(() => rpc.Snapshot({ key })).pipe(timed("snapshot", timeout)),

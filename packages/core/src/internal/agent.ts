@@ -147,7 +147,7 @@ export const make = (
     const executor = yield* (Definition.executor(validated) as Effect.Effect<Catalog.Executor, ToolDefinitionError>)
       .pipe(Effect.mapError((error) => configError("InvalidDefinition", error.message, error)))
     return yield* assemble(options, executor, validated)
-  }).pipe(Effect.withSpan("Agent.make"))
+  }).pipe(Effect.withSpan("Agent.make", { captureStackTrace: false }))
 
 /** Registers the tools, acquires the clone and wires the ordered close. @internal */
 export const assemble = (
@@ -398,7 +398,10 @@ export const assemble = (
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
     const close = (timeout: Duration.DurationInput) =>
       Effect.zipRight(fence, closer.close(timeout)).pipe(
-        Effect.withSpan("Agent.close", { attributes: { "agent.id": id, "agent.provider": driver.name } })
+        Effect.withSpan("Agent.close", {
+          attributes: { "agent.id": id, "agent.provider": driver.name },
+          captureStackTrace: false
+        })
       )
     yield* Effect.addFinalizer(() =>
       close(closeTimeout).pipe(
@@ -558,7 +561,7 @@ export const assemble = (
       hooks?: Thread.Hooks
     ): Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn> =>
       Stream.unwrapScoped(Effect.map(start(input, hooks), (queue) => queue.stream)).pipe(
-        Stream.withSpan("Agent.stream")
+        Stream.withSpan("Agent.stream", { captureStackTrace: false })
       )
 
     // The run's buffer drained by a plain loop of pulls: the same events and end as `stream`'s,
@@ -638,7 +641,7 @@ export const assemble = (
     }
 
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
-      runDirect(input).pipe(Effect.withSpan("Agent.run"))
+      runDirect(input).pipe(Effect.withSpan("Agent.run", { captureStackTrace: false }))
 
     // An agent's attempts run as plain runs; a repair turn resumes the previous attempt's session.
     const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {
@@ -674,10 +677,12 @@ export const assemble = (
             ? Effect.fail(new ApprovalNotFound({ id: approvalId }))
             : broker.approve(approvalId, decision),
         runAs: (schema, input, structuredOptions) =>
-          Structured.runAs(structuredRunner, schema, input, structuredOptions).pipe(Effect.withSpan("Agent.runAs")),
+          Structured.runAs(structuredRunner, schema, input, structuredOptions).pipe(
+            Effect.withSpan("Agent.runAs", { captureStackTrace: false })
+          ),
         streamAs: (schema, input, structuredOptions) =>
           Structured.streamAs(structuredRunner, schema, input, structuredOptions).pipe(
-            Stream.withSpan("Agent.streamAs")
+            Stream.withSpan("Agent.streamAs", { captureStackTrace: false })
           ),
         close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout)
       } satisfies Agent.Agent

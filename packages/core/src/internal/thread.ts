@@ -254,7 +254,7 @@ export const pruneAll = (
       sessionStoreError("prune provider sessions")
     )
     return { records, sessionEntries: [...dropped, ...unreferenced].sort() }
-  }).pipe(Effect.withSpan("Agent.pruneThreads"))
+  }).pipe(Effect.withSpan("Agent.pruneThreads", { captureStackTrace: false }))
 
 /**
  * Opens a thread; `forkOf` is the committed record of the thread it forks (its first turn forks
@@ -616,14 +616,18 @@ export const open = (
 
     const stream = (turn: Agent.Input): Stream.Stream<Event.Event, Thread.RunFailure> =>
       Stream.unwrapScoped(Effect.map(begin(turn), ({ failure, first, lease, retry }) =>
-        attempt(lease, turn, first, retry).pipe(Stream.mapError(failure)))).pipe(Stream.withSpan("Thread.stream"))
+        attempt(lease, turn, first, retry).pipe(Stream.mapError(failure)))).pipe(
+          Stream.withSpan("Thread.stream", { captureStackTrace: false })
+        )
 
     // The turn's attempts drained by the agent's direct loop of pulls: the same events reach the
     // observers and the same failures the caller as through `stream`, without the layers of
     // stream combinators around the run, built at every turn's start and unwound at its end.
     const run = (turn: Agent.Input): Effect.Effect<Result, Thread.RunFailure> =>
       Effect.scoped(Effect.flatMap(begin(turn), ({ failure, first, lease, retry }) =>
-        Effect.mapError(attemptResult(lease, turn, first, retry), failure))).pipe(Effect.withSpan("Thread.run"))
+        Effect.mapError(attemptResult(lease, turn, first, retry), failure))).pipe(
+          Effect.withSpan("Thread.run", { captureStackTrace: false })
+        )
 
     // Cancels this handle's turns and waits for them (their RunFinished reaches `events`), then
     // ends `events`.
@@ -637,7 +641,7 @@ export const open = (
         Effect.zipRight(host.retireLive(key)),
         Effect.zipRight(hub.end)
       )
-    }).pipe(Effect.withSpan("Thread.close"))
+    }).pipe(Effect.withSpan("Thread.close", { captureStackTrace: false }))
 
     const fork = (target: string, forkOptions: Thread.Options = {}): Effect.Effect<Thread.Thread, Thread.OpenFailure> =>
       Effect.gen(function*() {
@@ -650,7 +654,7 @@ export const open = (
         }
         const source = yield* resumable(host, key)
         return yield* open(host, target, forkOptions, source)
-      }).pipe(Effect.withSpan("Thread.fork"))
+      }).pipe(Effect.withSpan("Thread.fork", { captureStackTrace: false }))
 
     const prune = (pruneOptions: Thread.PruneOptions = {}): Effect.Effect<
       ReadonlyArray<SupersededRecord>,
@@ -668,7 +672,7 @@ export const open = (
           record.session)
         yield* dropSessions(host, removed.map((entry) => entry.record), Option.toArray(current))
         return removed
-      }).pipe(Effect.withSpan("Thread.prune"))
+      }).pipe(Effect.withSpan("Thread.prune", { captureStackTrace: false }))
 
     const remove: Effect.Effect<ReadonlyArray<ThreadRecord>, Thread.DeleteFailure> = Effect.gen(function*() {
       yield* host.admit
@@ -684,7 +688,7 @@ export const open = (
       const removed = yield* host.store.delete(lease)
       yield* dropSessions(host, removed, [])
       return removed
-    }).pipe(Effect.scoped, Effect.withSpan("Thread.delete"))
+    }).pipe(Effect.scoped, Effect.withSpan("Thread.delete", { captureStackTrace: false }))
 
     // Each attempt is a turn of this thread: a repair turn resumes the committed checkpoint.
     const structuredRunner: Structured.Runner<Thread.RunFailure> = {
@@ -699,17 +703,21 @@ export const open = (
       run,
       stream,
       runAs: (schema, turn, structuredOptions) =>
-        Structured.runAs(structuredRunner, schema, turn, structuredOptions).pipe(Effect.withSpan("Thread.runAs")),
+        Structured.runAs(structuredRunner, schema, turn, structuredOptions).pipe(
+          Effect.withSpan("Thread.runAs", { captureStackTrace: false })
+        ),
       streamAs: (schema, turn, structuredOptions) =>
-        Structured.streamAs(structuredRunner, schema, turn, structuredOptions).pipe(Stream.withSpan("Thread.streamAs")),
+        Structured.streamAs(structuredRunner, schema, turn, structuredOptions).pipe(
+          Stream.withSpan("Thread.streamAs", { captureStackTrace: false })
+        ),
       fork,
       snapshot: host.store.get(key),
       history: host.store.history(key),
       prune,
       delete: remove,
       events: hub.subscribe,
-      send: (input: string) => Effect.withSpan(host.send(key, input), "Thread.send"),
+      send: (input: string) => Effect.withSpan(host.send(key, input), "Thread.send", { captureStackTrace: false }),
       approve: (id, decision) => host.approve(id, decision, key),
       close
     } satisfies Thread.Thread
-  }).pipe(Effect.withSpan("Agent.thread"))
+  }).pipe(Effect.withSpan("Agent.thread", { captureStackTrace: false }))

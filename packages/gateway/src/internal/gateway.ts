@@ -529,7 +529,7 @@ export const make = (options: Options = {}): Effect.Effect<
           credential
         }
         return Object.freeze(registration)
-      }).pipe(Effect.withSpan("Gateway.register"))
+      }).pipe(Effect.withSpan("Gateway.register", { captureStackTrace: false }))
 
     return { register, redactor }
   })

@@ -182,7 +182,7 @@ const materialize = (
     })
   }).pipe(
     state.lock.withPermits(1),
-    Effect.withSpan("Profile.materialize")
+    Effect.withSpan("Profile.materialize", { captureStackTrace: false })
   )
 
 const saveSessions = (
@@ -361,7 +361,11 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
           : state.sessions === undefined
           ? Effect.succeed(empty)
           : f(state.sessions.store)
-      ).pipe(state.lock.withPermits(1), Effect.provideService(Path.Path, path), Effect.withSpan(name))
+      ).pipe(
+        state.lock.withPermits(1),
+        Effect.provideService(Path.Path, path),
+        Effect.withSpan(name, { captureStackTrace: false })
+      )
     return {
       root: cloneRoot,
       dir,
@@ -384,4 +388,4 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
             (store) => sessions.prune(store, layout, now - Duration.toMillis(options.olderThan), options.keep ?? [])
           ))
     } satisfies ExecutionProfile
-  }).pipe(Effect.withSpan("Profile.clone"))
+  }).pipe(Effect.withSpan("Profile.clone", { captureStackTrace: false }))

@@ -60,4 +60,4 @@ export const inspect = (selection: Selection, layout: ProfileLayout) =>
       })),
       clones
     } satisfies Inspection
-  }).pipe(Effect.withSpan("Profile.inspect"))
+  }).pipe(Effect.withSpan("Profile.inspect", { captureStackTrace: false }))

@@ -67,4 +67,4 @@ export const reclaim = (options?: ReclaimOptions) =>
       removed.push(found.dir)
     }
     return removed
-  }).pipe(Effect.withSpan("Profile.reclaim"))
+  }).pipe(Effect.withSpan("Profile.reclaim", { captureStackTrace: false }))
