@@ -1,7 +1,7 @@
 /**
  * The driver conformance suite of @tether/testing, run with `Acp.driver` and two real ACP agents:
  * claude-agent-acp driving the pinned Claude Code against the scripted Anthropic server, and
- * codex-acp against the scripted Responses server. One-shot clauses C1–C7 and C9 (the turn runner spawns
+ * codex-acp against the scripted Responses server. One-shot clauses C1–C7, C9 and C10 (the turn runner spawns
  * the agent) and live clauses L1–L5 (the agent is the thread's warm process; ACP cannot steer, so
  * L3 proves `send` fails as unsupported), one scripted server per clause. The model reads the last
  * user line: `CALL <ms>` calls the hosted tool `wait` (after its result: `FINAL`), the slow marker

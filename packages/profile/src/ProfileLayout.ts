@@ -85,6 +85,17 @@ export interface ProfileLayout {
    * `TMPDIR` outside `CODEX_HOME`).
    */
   readonly siblings: ReadonlyArray<string>
+  /**
+   * Files the provider writes for one process alone that nothing reads once it is gone: its
+   * per-process logs (Claude Code's MCP server log per run). Keyed by where they are, `profile`
+   * or a sibling's name, each with globs relative to that directory. An agent removes such files,
+   * once scrubbed, when no process of its own is running: the file names cannot tell which
+   * process a log is, so one is never removed while any process might still be writing it.
+   * Default: none (a long-lived agent's clone then keeps one per process).
+   *
+   * @since 0.3.0
+   */
+  readonly logs?: { readonly [directory: string]: Globs }
 }
 
 /**

@@ -85,6 +85,24 @@ describe("Profile.clone", () => {
       }
     })))
 
+  it.live("refuses a layout whose logs are in a directory the clone does not have, creating nothing", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      for (const name of ["cache", "constructor", "../home"]) {
+        const layout = { ...w.layout, logs: { home: ["logs/**"], [name]: ["*.log"] } }
+        const error = yield* Effect.flip(Profile.clone(Profile.cloneFrom(w.source, w.root), layout, owner))
+        expect(error).toMatchObject({ _tag: "ProfileError", reason: "InvalidPath", path: name })
+      }
+      expect(NodeFs.existsSync(w.root) ? NodeFs.readdirSync(w.root) : []).toEqual([])
+      // `profile` and the layout's own siblings are where logs may be.
+      const clone = yield* Profile.clone(
+        Profile.cloneFrom(w.source, w.root),
+        { ...w.layout, logs: { profile: ["logs/**"], tmp: ["*.log"] } },
+        owner
+      )
+      expect(NodeFs.existsSync(clone.dir)).toBe(true)
+    })))
+
   it.live("creates a 0700 clone with the declared entries, siblings, selector env and an ownership marker", () =>
     run(Effect.gen(function*() {
       const w = yield* world

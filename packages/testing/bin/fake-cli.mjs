@@ -37,6 +37,8 @@
 // `$FAKE_CLI_SESSION` or a fresh UUID. A resume (`FAKE_CLI_RESUME=1`) or a fork
 // (`FAKE_CLI_FORK_FROM=<id>`) of a session without a transcript exits 1 before any output with
 // "no conversation found with session id <id>" on stderr; a fork starts from a copy of it.
+// Like Claude Code's MCP log, each process also keeps a log of its own under `$HOME`,
+// `$HOME/.cache/fake-cli/<start time>-<pid>.log` (a line when it starts, one when it ends).
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import { appendFileSync, copyFileSync, existsSync, mkdirSync, readFileSync } from "node:fs"
@@ -128,6 +130,14 @@ const main = async () => {
     appendFileSync(transcript(sessionId), JSON.stringify(line) + "\n", { mode: 0o600 })
   }
   if (home !== undefined && forkFrom !== undefined) copyFileSync(transcript(forkFrom), transcript(sessionId))
+  const logDir = process.env.HOME === undefined ? undefined : join(process.env.HOME, ".cache", "fake-cli")
+  const logFile = logDir === undefined ? undefined : join(logDir, `${Date.now()}-${process.pid}.log`)
+  const log = (line) => {
+    if (logDir === undefined) return
+    mkdirSync(logDir, { recursive: true, mode: 0o700 })
+    appendFileSync(logFile, `${new Date().toISOString()} ${line}\n`, { mode: 0o600 })
+  }
+  log(`started, session ${sessionId}`)
   record({ type: "turn", pid: process.pid })
   const model = process.env.FAKE_CLI_MODEL ?? "fake-model"
   out({ type: "session", session_id: sessionId, model })
@@ -271,6 +281,7 @@ const main = async () => {
   if (client !== undefined) await client.close().catch(() => {})
   if (linger > 0) await sleep(linger)
   record({ type: "closed", pid: process.pid })
+  log("closed")
 }
 
 main().then(

@@ -367,6 +367,35 @@ export const clauses = (subject: Subject): ReadonlyArray<Clause> => {
         )
         yield* Effect.asVoid(agent.run(subject.plain))
       }))
+  }, {
+    id: "C10",
+    title: "files: the clone does not grow with plain runs (per-process logs leave it)",
+    run: withAgent(subject, (agent, sandbox) =>
+      Effect.gen(function*() {
+        yield* agent.run(subject.plain)
+        const before = new Set(cloneFiles(sandbox.root))
+        yield* agent.run(subject.plain)
+        yield* agent.run(subject.plain)
+        // A long-lived agent's clone must not grow by a file per run: once each process is gone,
+        // what it wrote for itself alone (its transcript: C9; its logs: `ProfileLayout.logs`)
+        // goes. A CLI may replace a file of its previous process by one of another name.
+        let after: ReadonlyArray<string> = []
+        yield* eventually(
+          "C10",
+          "clone back to its size after the first run",
+          Effect.sync(() => {
+            after = cloneFiles(sandbox.root)
+            return after.length <= before.size
+          })
+        ).pipe(Effect.mapError((failure) =>
+          new ConformanceFailure({
+            clause: "C10",
+            detail: `${failure.detail}: ${before.size} files, then ${after.length}; new: ${
+              after.filter((file) => !before.has(file)).join(", ")
+            }`
+          })
+        ))
+      }))
   })
   if (subject.live !== undefined) list.push(...liveClauses(subject, subject.live))
   return list
@@ -383,6 +412,16 @@ const sessionEntries = (root: string, layout: ProfileLayout.ProfileLayout): Read
       return ProfileLayout.isSession(layout, rel) ? [rel] : []
     })
   })
+
+/** Every file (relative, `/` separated) in the clones under `root`: profiles and siblings. */
+const cloneFiles = (root: string): ReadonlyArray<string> =>
+  NodeFs.existsSync(root)
+    ? NodeFs.readdirSync(root, { recursive: true, withFileTypes: true }).flatMap((entry) =>
+      entry.isDirectory()
+        ? []
+        : [NodePath.relative(root, NodePath.join(entry.parentPath, entry.name)).split(NodePath.sep).join("/")]
+    )
+    : []
 
 /** Runs `body` with an agent on the live tools, then checks that nothing of it is left. */
 const withLiveAgent = <A, E>(

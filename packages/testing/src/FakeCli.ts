@@ -7,7 +7,9 @@
  * calls tools with the official SDK client) and writes a JSONL protocol the driver parses. Like a
  * real CLI it keeps one transcript per session in its profile (`sessions/<id>.jsonl`, the layout's
  * `sessions` class, its last line written after the terminal record) and refuses to resume or fork
- * a session whose transcript is missing (`classifyExit` reports it as `ResumeRejected`).
+ * a session whose transcript is missing (`classifyExit` reports it as `ResumeRejected`). Each
+ * process also writes a log of its own in its `home` sibling (the layout's `logs`), as Claude
+ * Code does for its MCP servers.
  *
  * @since 0.1.0
  */
@@ -222,7 +224,9 @@ export const driver = (options: Options = {}): Driver.Driver => ({
     },
     sessionOf: (path) => /^sessions\/([0-9a-f-]{36})\.jsonl$/.exec(path)?.[1],
     reserved: ["mcp.json", "instructions.md"],
-    siblings: ["home"]
+    siblings: ["home"],
+    // Each process's own log (`$HOME/.cache/fake-cli/<start time>-<pid>.log`).
+    logs: { home: [".cache/fake-cli/**"] }
   },
   prepare: (request) =>
     Effect.succeed({

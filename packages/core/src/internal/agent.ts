@@ -40,6 +40,7 @@ import * as Hosts from "./hosts.js"
 import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Run from "./run.js"
+import * as RunLogs from "./runLogs.js"
 import * as Structured from "./structured.js"
 import * as Thread from "./thread.js"
 import { makeMemory, ThreadStore } from "./threadStore.js"
@@ -323,6 +324,7 @@ export const assemble = (
       exitGrace: Duration.decode(options.processes?.exitGrace ?? "5 seconds"),
       killGrace,
       processes,
+      logs: RunLogs.make(driver.layout, profile),
       reapers,
       services,
       pool,

@@ -31,6 +31,7 @@ import * as NodePath from "node:path"
 import * as Approval from "../Approval.js"
 import * as Driver from "../Driver.js"
 import * as Process from "./process.js"
+import type * as RunLogs from "./runLogs.js"
 import * as ScrubFiles from "./scrubFiles.js"
 
 /** A thread's warm live process. @internal */
@@ -85,6 +86,8 @@ export interface Context {
   readonly limits: Process.Limits
   readonly killGrace: Duration.Duration
   readonly processes: Set<Process.Running>
+  /** The agent's per-process logs, removed once none of its processes runs. */
+  readonly logs: RunLogs.RunLogs
   readonly reapers: FiberSet.FiberSet<void, never>
   readonly services: EffectContext.Context<FileSystem.FileSystem | Path.Path>
   /** Present when the agent has approvals: the session gets `LiveContext.approve`. */
@@ -138,12 +141,21 @@ export const open = (
               roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
               since: spawnedAt,
               skip: materialized,
-              redact: ctx.redactor.bytes
+              redact: ctx.redactor.bytes,
+              seen: ctx.logs.found
             })
           ),
+          Effect.ensuring(Effect.sync(exited)),
           Effect.zipRight(Scope.close(scope, Exit.void))
         )
       )
+      // Once per counted process, however its release ends.
+      let counted = false
+      const exited = () => {
+        if (!counted) return
+        counted = false
+        ctx.logs.exited()
+      }
       const opened = Effect.gen(function*() {
         const invocation = yield* restore(Effect.provide(ctx.live.open(request), ctx.services)).pipe(
           Effect.mapError((error): OpenFailure => ({ reason: "PrepareFailed", detail: error.message, cause: error }))
@@ -159,6 +171,9 @@ export const open = (
         const environment = yield* mint
         const sessionCredential = yield* mint
         spawnedAt = Date.now()
+        // Counted before it starts: no log is removed while it might be writing one.
+        counted = true
+        ctx.logs.spawned()
         const spawned = yield* Effect.provide(
           Process.spawn(
             invocation,
@@ -171,6 +186,7 @@ export const open = (
           ),
           ctx.services
         ).pipe(
+          Effect.tapErrorCause(() => Effect.sync(exited)),
           Effect.mapError((error): OpenFailure => ({
             reason: "SpawnFailed",
             detail: `could not start the provider CLI \`${invocation.command}\` (${error.message}${

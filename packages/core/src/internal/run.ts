@@ -36,6 +36,7 @@ import * as LineParser from "./lineParser.js"
 import * as Live from "./live.js"
 import * as Process from "./process.js"
 import * as Redaction from "./redaction.js"
+import type * as RunLogs from "./runLogs.js"
 import * as ScrubFiles from "./scrubFiles.js"
 import type * as Structured from "./structured.js"
 
@@ -75,6 +76,8 @@ export interface Context {
   /** SIGTERM → SIGKILL grace. */
   readonly killGrace: Duration.Duration
   readonly processes: Set<Process.Running>
+  /** The agent's per-process logs (`ProfileLayout.logs`), removed once none of its processes runs. */
+  readonly logs: RunLogs.RunLogs
   readonly reapers: FiberSet.FiberSet<void, never>
   readonly services: EffectContext.Context<FileSystem.FileSystem | Path.Path>
   /** The agent's warm live processes (threads run live when the driver has `live`). */
@@ -383,7 +386,8 @@ export const execute = (
       since: held.spawnedAt,
       skip: held.materialized,
       redact: ctx.redactor.bytes,
-      discard: ownEntries()
+      discard: ownEntries(),
+      seen: ctx.logs.found
     })
   )
   // A plain run's own session entries (its transcript) are removed with its process gone: nothing
@@ -417,7 +421,10 @@ export const execute = (
   // runs in a fiber of its own, which no later interruption of the run (a second close, a
   // consumer leaving) can cut between SIGTERM and SIGKILL.
   const release = (running: Process.Running) => {
-    const done = Effect.sync(() => ctx.processes.delete(running)).pipe(
+    const done = Effect.sync(() => {
+      ctx.processes.delete(running)
+      ctx.logs.exited()
+    }).pipe(
       Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)),
       Effect.zipRight(processDone)
     )
@@ -629,6 +636,8 @@ export const execute = (
           : yield* approver.credential().pipe(Scope.extend(held.scope))
         held.approverCredential = approverCredential
         held.spawnedAt = Date.now()
+        // Counted before it starts: no log is removed while it might be writing one.
+        ctx.logs.spawned()
         const running = yield* Process.spawn(invocation, {
           [ctx.registration.tokenVariable]: Redacted.value(credential.token),
           ...(approver === undefined || approverCredential === undefined
@@ -637,6 +646,7 @@ export const execute = (
           [Process.markerVariable]: ctx.marker
         }, ctx.limits).pipe(
           Effect.provide(ctx.services),
+          Effect.tapErrorCause(() => Effect.sync(ctx.logs.exited)),
           Effect.catchAll((error) =>
             fail({
               reason: "SpawnFailed",

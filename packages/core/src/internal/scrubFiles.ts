@@ -27,6 +27,8 @@ export interface Options {
    * and `discard` claims them (asked with the directory's path and a trailing separator).
    */
   readonly discard?: ((path: string) => boolean) | undefined
+  /** Called with every file the walk found that `discard` did not claim, once it was scrubbed. */
+  readonly seen?: ((file: string) => void) | undefined
 }
 
 const chunkBytes = 1024 * 1024
@@ -211,8 +213,7 @@ const walk = async (options: Options): Promise<Array<{ readonly file: string; re
       // Read again from the entry itself (it may have changed since the directory was read);
       // never a file shared by another link (a hard-linked auth file is the user's own).
       if (
-        info !== undefined && info.isFile() && info.nlink === 1 && info.size >= overlap + 1 &&
-        modifiedSince(info.mtimeMs, options.since)
+        info !== undefined && info.isFile() && info.nlink === 1 && modifiedSince(info.mtimeMs, options.since)
       ) {
         found.push({ file: absolute, size: info.size })
       }
@@ -268,11 +269,15 @@ export const scrub = (options: Options): Effect.Effect<ReadonlyArray<string>> =>
       if (options.discard?.(file) === true) {
         discard(file, options.roots, options.discard)
       } else {
-        try {
-          if ((await scrubFile(file, NodePath.basename(file), size, options.redact)) > 0) changed.push(file)
-        } catch {
-          // Gone, or not ours to open: nothing was written.
+        // A file shorter than a token cannot hold one.
+        if (size > overlap) {
+          try {
+            if ((await scrubFile(file, NodePath.basename(file), size, options.redact)) > 0) changed.push(file)
+          } catch {
+            // Gone, or not ours to open: nothing was written.
+          }
         }
+        options.seen?.(file)
       }
       if (size > syncBytes) continue
       bytes += size

@@ -50,7 +50,10 @@ export const layout: ProfileLayout = {
   sessionOf: (path) =>
     /^projects\/[^/]+\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.jsonl$|\/)/.exec(path)?.[1],
   reserved: [mcpConfigFile, instructionsFile],
-  siblings: ["home", "tmp"]
+  siblings: ["home", "tmp"],
+  // Claude Code's log of each MCP server, one file per process (named by the time it started):
+  // its cache directory (`$HOME/.cache/claude-cli-nodejs`) holds nothing but such logs.
+  logs: { home: [".cache/claude-cli-nodejs/**"] }
 }
 
 /** Host variables always passed through when set. */

@@ -296,6 +296,12 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       sessions: undefined,
       closed: false
     }
+    // Before the clone exists: a refused layout creates nothing.
+    for (const name of Object.keys(layout.logs ?? {})) {
+      if (name !== "profile" && !layout.siblings.includes(name)) {
+        return yield* invalid(name, "a layout's logs are in `profile` or one of its siblings")
+      }
+    }
     const cloneRoot = yield* Effect.acquireRelease(
       sync(root, () => {
         const dir = NodeFs.mkdtempSync(path.join(root, clonePrefix))
