@@ -401,27 +401,42 @@ export const clauses = (subject: Subject): ReadonlyArray<Clause> => {
   return list
 }
 
+/**
+ * Every entry under `dir` but its directories, walked one directory at a time: a directory that
+ * vanishes while it is read (a CLI removing its own temporary files as it exits, codex's
+ * `tmp/arg0-linux/codex-arg0…`) is skipped, where a recursive `readdirSync` throws `ENOENT`.
+ */
+const entriesUnder = (dir: string): Array<{ readonly path: string; readonly entry: NodeFs.Dirent }> => {
+  let entries: Array<NodeFs.Dirent>
+  try {
+    entries = NodeFs.readdirSync(dir, { withFileTypes: true })
+  } catch (error) {
+    const code = (error as { readonly code?: unknown }).code
+    if (code === "ENOENT" || code === "ENOTDIR") return []
+    throw error
+  }
+  return entries.flatMap((entry) => {
+    const path = NodePath.join(dir, entry.name)
+    return entry.isDirectory() ? entriesUnder(path) : [{ path, entry }]
+  })
+}
+
+/** `path` relative to `root`, `/` separated. */
+const relativeTo = (root: string, path: string): string => NodePath.relative(root, path).split(NodePath.sep).join("/")
+
 /** The session entries (relative, `/` separated) of every clone's profile under `root`. */
 const sessionEntries = (root: string, layout: ProfileLayout.ProfileLayout): ReadonlyArray<string> =>
   (NodeFs.existsSync(root) ? NodeFs.readdirSync(root) : []).flatMap((clone) => {
     const profile = NodePath.join(root, clone, "profile")
-    if (!NodeFs.existsSync(profile)) return []
-    return NodeFs.readdirSync(profile, { recursive: true, withFileTypes: true }).flatMap((entry) => {
+    return entriesUnder(profile).flatMap(({ entry, path }) => {
       if (!entry.isFile()) return []
-      const rel = NodePath.relative(profile, NodePath.join(entry.parentPath, entry.name)).split(NodePath.sep).join("/")
+      const rel = relativeTo(profile, path)
       return ProfileLayout.isSession(layout, rel) ? [rel] : []
     })
   })
 
 /** Every file (relative, `/` separated) in the clones under `root`: profiles and siblings. */
-const cloneFiles = (root: string): ReadonlyArray<string> =>
-  NodeFs.existsSync(root)
-    ? NodeFs.readdirSync(root, { recursive: true, withFileTypes: true }).flatMap((entry) =>
-      entry.isDirectory()
-        ? []
-        : [NodePath.relative(root, NodePath.join(entry.parentPath, entry.name)).split(NodePath.sep).join("/")]
-    )
-    : []
+const cloneFiles = (root: string): ReadonlyArray<string> => entriesUnder(root).map(({ path }) => relativeTo(root, path))
 
 /** Runs `body` with an agent on the live tools, then checks that nothing of it is left. */
 const withLiveAgent = <A, E>(
