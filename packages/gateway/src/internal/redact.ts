@@ -63,7 +63,7 @@ const isTokenShaped = (value: string): boolean => {
  * values on. Both measured with `bench/redact.ts`.
  */
 const textIndexFrom = 8
-const bytesIndexFrom = 48
+const bytesIndexFrom = 64
 
 /** The first this many characters of a token key its entry among the token starts and ends. */
 const edge = minimumPartial
@@ -81,7 +81,7 @@ const hashOf = (value: string): number => {
   return h
 }
 
-const addTo = (map: Map<string, Array<string>>, key: string, value: string): void => {
+const addTo = <K>(map: Map<K, Array<string>>, key: K, value: string): void => {
   const list = map.get(key)
   if (list === undefined) map.set(key, [value])
   else list.push(value)
@@ -144,10 +144,7 @@ export class Tokens {
       return
     }
     this.#shaped++
-    const hash = hashOf(value)
-    const list = this.#byHash.get(hash)
-    if (list === undefined) this.#byHash.set(hash, [value])
-    else list.push(value)
+    addTo(this.#byHash, hashOf(value), value)
     addTo(this.#byHead, value.slice(0, edge), value)
     addTo(this.#byTail, value.slice(tokenLength - edge), value)
     for (let k = 1; k < edge; k++) {
@@ -177,7 +174,7 @@ export class Tokens {
     for (const value of Array.from(this.#all)) this.delete(value)
   }
 
-  /** The token-shaped value at `text[at, at + tokenLength)` whose hash is `hash`, if any. */
+  /** Whether a token-shaped value whose hash is `hash` stands at `text[at, at + tokenLength)`. */
   #at(text: string, at: number, hash: number): boolean {
     const list = this.#byHash.get(hash)
     if (list === undefined) return false
