@@ -9,6 +9,7 @@
  *   P4  run overhead (fake CLI, 10,000 events) vs raw spawn + readline           bench/core.ts
  *   P5  Agent.make → close with no run                                           bench/core.ts
  *   P6  1,000 idle agents on one gateway; memory per idle agent                  bench/agents.ts
+ *       the redactor with 1,000 live tokens vs 2 (reported)                      bench/redact.ts
  *   P7  fingerprint scaling 1,000 → 10,000 tools                                 bench/tool.ts
  *   P8  Tether vs the raw CLI for the same offline Claude Code turn              bench/turn.ts
  *   P9  a live thread's warm turn vs the same thread turn one-shot               bench/liveThreads.ts
@@ -29,6 +30,7 @@ import * as Core from "./core.js"
 import * as Gateway from "./gateway.js"
 import * as LiveThreads from "./liveThreads.js"
 import * as Parse from "./parse.js"
+import * as Redact from "./redact.js"
 import * as Threads from "./threads.js"
 import * as Tool from "./tool.js"
 import * as Turn from "./turn.js"
@@ -53,6 +55,7 @@ const settings = short
     gateway: { latencyCalls: 100, bursts: 2, perBurst: 64, warmUpCalls: 50 },
     core: { runs: 2, makeCloses: 5, scrubFiles: 500, gcRuns: 2 },
     agents: { agents: 100 },
+    redact: { tokens: 100, rounds: 1 },
     turns: 1,
     claudeTurns: 1,
     laterTurns: 2
@@ -62,6 +65,7 @@ const settings = short
     gateway: { latencyCalls: 600, bursts: 12, perBurst: 128 },
     core: { runs: 20, makeCloses: 30, scrubFiles: 5_000, gcRuns: 40 },
     agents: { agents: 1000 },
+    redact: { tokens: 1000, rounds: 7 },
     turns: 5,
     // P8's target (3%) is finer than a Claude Code turn's spread from one round to the next
     // (about ±10% on this 2-core VM): more rounds for its median.
@@ -249,6 +253,32 @@ const program = Effect.gen(function*() {
       pass: undefined
     })
   })
+
+  yield* section(
+    "P6 the redactor with a fleet's live tokens (bench/redact.ts)",
+    Redact.measure(settings.redact),
+    (f) => {
+      log(Redact.format(f))
+      figures.push({
+        id: "P6",
+        what: `a text delta scrubbed with ${f.tokens} live tokens vs 2`,
+        measured: `${f.many[0].toFixed(2)} µs (2 tokens: ${f.two[0].toFixed(2)} µs)`,
+        ratio: x(f.many[0] / f.two[0], 1),
+        target: "(reported)",
+        pass: undefined
+      })
+      figures.push({
+        id: "P6",
+        what: `a file scrubbed with ${f.tokens} live tokens vs 2`,
+        measured: `${f.many[1].toFixed(1)} ms/MiB words, ${f.many[2].toFixed(1)} base64 (2: ${f.two[1].toFixed(1)}, ${
+          f.two[2].toFixed(1)
+        })`,
+        ratio: x(f.many[1] / f.two[1], 1),
+        target: "(reported)",
+        pass: undefined
+      })
+    }
+  )
 
   yield* section(
     "P8 Tether vs raw Claude Code CLI, same offline turn (bench/turn.ts)",

@@ -101,7 +101,8 @@ export interface Credential {
  * Replaces the values of the gateway's tokens by {@link redactionMarker}: every token whose
  * scope is open (registrations and credentials, accepted or revoked early). A provider CLI hands
  * its environment to everything it spawns, so a model can make a shell print its token: core
- * passes everything it emits or persists through this.
+ * passes everything it emits or persists through this. Every character of every occurrence is
+ * replaced, also where two occurrences overlap: the marker is written over each, left to right.
  *
  * @since 0.2.0
  * @category models

@@ -226,9 +226,8 @@ export const make = (options: Options = {}): Effect.Effect<
     const tokens = new Map<string, Entry>()
     // The values of every token whose scope is open (accepted or revoked early): what the
     // redactor replaces. Kept apart from `tokens`, which holds only what is accepted.
-    const known = new Set<string>()
-    let knownList: ReadonlyArray<string> = []
-    const redactor = Redact.make(() => knownList)
+    const known = new Redact.Tokens()
+    const redactor = Redact.make(known)
     // Per open registration: answer its pending calls and interrupt their fibers.
     const live = new Set<Effect.Effect<void>>()
     const state: { listener: Listener | undefined; registrations: number; calls: number } = {
@@ -392,7 +391,6 @@ export const make = (options: Options = {}): Effect.Effect<
       Effect.gen(function*() {
         tokens.clear()
         known.clear()
-        knownList = []
         for (const abort of [...live]) yield* abort
         const listener = state.listener
         state.listener = undefined
@@ -493,14 +491,12 @@ export const make = (options: Options = {}): Effect.Effect<
                 listed: () => Deferred.unsafeDone(listed, Exit.void)
               })
               known.add(token)
-              knownList = [...known]
               return { token: Redacted.make(token), key, listed: Deferred.await(listed) }
             }),
             ({ key, token }) =>
               Effect.sync(() => {
                 tokens.delete(key)
                 known.delete(Redacted.value(token))
-                knownList = [...known]
               })
           )
 

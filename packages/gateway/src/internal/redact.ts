@@ -42,48 +42,288 @@ export interface Redactor {
   readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
+/** The base64url alphabet, by character code: what a gateway's tokens are written in. */
+const alphabet = new Uint8Array(128)
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") alphabet[c.charCodeAt(0)] = 1
+const inAlphabet = (code: number): boolean => code < 128 && alphabet[code] === 1
+
+/** A gateway's token: `tokenLength` characters of base64url. @internal */
+export const isTokenShaped = (value: string): boolean => {
+  if (value.length !== tokenLength) return false
+  for (let i = 0; i < value.length; i++) if (!inAlphabet(value.charCodeAt(i))) return false
+  return true
+}
+
 /**
- * A redactor over the token values `values()` returns at each call (the set may change between
- * calls: tokens are minted and released while the redactor is in use).
+ * Up to this many live tokens, a text is searched for each of them in turn (the engine's
+ * substring search, fastest for a few); above it, the text is read once against an index of all
+ * of them, so the cost no longer grows with the number of live tokens (a gateway serving a fleet
+ * holds one per registration and one per running process). Bytes (a file being scrubbed) are
+ * searched with the engine's byte search, whose cost per token is lower: the index pays from more
+ * tokens on. Both measured with `bench/redact.ts`.
+ */
+const textIndexFrom = 8
+const bytesIndexFrom = 64
+
+/** The first this many characters of a token key its entry among the token starts and ends. */
+const edge = minimumPartial
+
+// A polynomial hash over `tokenLength` characters, rolled one character at a time (32-bit).
+const base = 0x01000193
+const dropFactor = (() => {
+  let f = 1
+  for (let i = 1; i < tokenLength; i++) f = Math.imul(f, base)
+  return f
+})()
+const hashOf = (value: string): number => {
+  let h = 0
+  for (let i = 0; i < tokenLength; i++) h = (Math.imul(h, base) + value.charCodeAt(i)) | 0
+  return h
+}
+
+const addTo = <K>(map: Map<K, Array<string>>, key: K, value: string): void => {
+  const list = map.get(key)
+  if (list === undefined) map.set(key, [value])
+  else list.push(value)
+}
+const removeFrom = <K>(map: Map<K, Array<string>>, key: K, value: string): void => {
+  const list = map.get(key)
+  if (list === undefined) return
+  const at = list.indexOf(value)
+  if (at !== -1) list.splice(at, 1)
+  if (list.length === 0) map.delete(key)
+}
+
+const ascending = (a: number, b: number): number => a - b
+
+/**
+ * The tokens a redactor replaces: the gateway adds a token when it is minted and deletes it once
+ * its scope closes. They are also indexed (by rolling hash, by their first and last `edge`
+ * characters, and by their first one to `edge - 1` characters), kept up to date at each change,
+ * so that a redactor over many of them reads its input once.
  *
  * @internal
  */
-export const make = (values: () => ReadonlyArray<string>): Redactor => {
-  const textWith = (vs: ReadonlyArray<string>, text: string): string => {
-    let out = text
-    for (const v of vs) {
-      if (out.includes(v)) out = out.split(v).join(marker)
+export class Tokens {
+  readonly #all = new Set<string>()
+  #list: ReadonlyArray<string> | undefined = []
+  readonly #byHash = new Map<number, Array<string>>()
+  readonly #byHead = new Map<string, Array<string>>()
+  readonly #byTail = new Map<string, Array<string>>()
+  /** `#starts[k]`: the first `k` characters of the tokens (1 ≤ k < edge), counted. */
+  readonly #starts: Array<Map<string, number>> = Array.from({ length: edge }, () => new Map())
+
+  get size(): number {
+    return this.#all.size
+  }
+  /** Every token, in the order added (the same array until the next change). */
+  values(): ReadonlyArray<string> {
+    return this.#list ??= Array.from(this.#all)
+  }
+  /** Whether a text is read against the index instead of searched for each token. */
+  get indexed(): boolean {
+    return this.#all.size > textIndexFrom
+  }
+  /** Whether bytes are read against the index instead of searched for each token. */
+  get bytesIndexed(): boolean {
+    return this.#all.size > bytesIndexFrom
+  }
+  /** Adds a token; anything but `tokenLength` characters of base64url is a defect of the caller. */
+  add(value: string): void {
+    if (!isTokenShaped(value)) throw new Error("Redact.Tokens holds gateway tokens only (43 characters of base64url)")
+    if (this.#all.has(value)) return
+    this.#all.add(value)
+    this.#list = undefined
+    addTo(this.#byHash, hashOf(value), value)
+    addTo(this.#byHead, value.slice(0, edge), value)
+    addTo(this.#byTail, value.slice(tokenLength - edge), value)
+    for (let k = 1; k < edge; k++) {
+      const start = value.slice(0, k)
+      this.#starts[k]!.set(start, (this.#starts[k]!.get(start) ?? 0) + 1)
     }
-    return out
   }
-  const text = (input: string): string => {
-    const vs = values()
-    return vs.length === 0 || input.length < tokenLength ? input : textWith(vs, input)
+  delete(value: string): void {
+    if (!this.#all.delete(value)) return
+    this.#list = undefined
+    removeFrom(this.#byHash, hashOf(value), value)
+    removeFrom(this.#byHead, value.slice(0, edge), value)
+    removeFrom(this.#byTail, value.slice(tokenLength - edge), value)
+    for (let k = 1; k < edge; k++) {
+      const start = value.slice(0, k)
+      const count = this.#starts[k]!.get(start)!
+      if (count === 1) this.#starts[k]!.delete(start)
+      else this.#starts[k]!.set(start, count - 1)
+    }
   }
+  clear(): void {
+    for (const value of Array.from(this.#all)) this.delete(value)
+  }
+
+  /**
+   * Where tokens occur in `text`: the start of every occurrence, ascending, overlapping ones
+   * included. Through the index when there are many tokens (only runs of base64url at least a
+   * token long are hashed, a hash hit is checked against the token), else token by token.
+   */
+  find(text: string, indexed: boolean): Array<number> {
+    const found: Array<number> = []
+    if (!indexed) {
+      for (const value of this.values()) {
+        for (let at = text.indexOf(value); at !== -1; at = text.indexOf(value, at + 1)) found.push(at)
+      }
+      return found.length > 1 ? found.sort(ascending) : found
+    }
+    const n = text.length
+    let i = 0
+    while (i <= n - tokenLength) {
+      if (!inAlphabet(text.charCodeAt(i))) {
+        i++
+        continue
+      }
+      let end = i + 1
+      while (end < n && inAlphabet(text.charCodeAt(end))) end++
+      if (end - i >= tokenLength) {
+        let hash = 0
+        for (let k = 0; k < tokenLength; k++) hash = (Math.imul(hash, base) + text.charCodeAt(i + k)) | 0
+        for (let at = i;; at++) {
+          const list = this.#byHash.get(hash)
+          if (list !== undefined) {
+            for (const value of list) {
+              if (text.startsWith(value, at)) {
+                found.push(at)
+                break
+              }
+            }
+          }
+          if (at + tokenLength >= end) break
+          hash = (Math.imul((hash - Math.imul(text.charCodeAt(at), dropFactor)) | 0, base) +
+            text.charCodeAt(at + tokenLength)) | 0
+        }
+      }
+      i = end
+    }
+    return found
+  }
+  /** The longest `k` (below a token's length) such that `text` ends with the first `k` characters of a token. */
+  endingStart(text: string): number {
+    const n = text.length
+    let run = 0
+    while (run < tokenLength - 1 && run < n && inAlphabet(text.charCodeAt(n - 1 - run))) run++
+    if (!this.indexed) {
+      const last = text.charCodeAt(n - 1)
+      let longest = 0
+      for (const value of this.values()) {
+        for (let k = run; k > longest; k--) {
+          // The cheap test first: the candidate start must end with the text's last character.
+          if (value.charCodeAt(k - 1) === last && text.endsWith(value.slice(0, k))) {
+            longest = k
+            break
+          }
+        }
+      }
+      return longest
+    }
+    for (let k = run; k >= edge; k--) {
+      const list = this.#byHead.get(text.slice(n - k, n - k + edge))
+      if (list === undefined) continue
+      const tail = text.slice(n - k)
+      for (const value of list) if (value.startsWith(tail)) return k
+    }
+    for (let k = Math.min(run, edge - 1); k >= 1; k--) {
+      if (this.#starts[k]!.has(text.slice(n - k))) return k
+    }
+    return 0
+  }
+  /** The longest `k` (from `edge`, below a token's length) such that `text` starts with the last `k` characters of a token. */
+  startingEnd(text: string): number {
+    let run = 0
+    while (run < tokenLength - 1 && run < text.length && inAlphabet(text.charCodeAt(run))) run++
+    if (!this.indexed) {
+      const first = text.charCodeAt(0)
+      let longest = edge - 1
+      for (const value of this.values()) {
+        for (let k = run; k > longest; k--) {
+          if (value.charCodeAt(tokenLength - k) === first && value.endsWith(text.slice(0, k))) {
+            longest = k
+            break
+          }
+        }
+      }
+      return longest < edge ? 0 : longest
+    }
+    for (let k = run; k >= edge; k--) {
+      const list = this.#byTail.get(text.slice(k - edge, k))
+      if (list === undefined) continue
+      const head = text.slice(0, k)
+      for (const value of list) if (value.endsWith(head)) return k
+    }
+    return 0
+  }
+}
+
+/**
+ * `text` with the marker written over each occurrence at `found` (ascending), left to right: where
+ * two occurrences overlap, the later one's marker starts inside the earlier one's, so every
+ * character of every occurrence is replaced and the text keeps its length.
+ */
+const overwrite = (text: string, found: ReadonlyArray<number>): string => {
+  const parts: Array<string> = []
+  let from = 0
+  for (let i = 0; i < found.length; i++) {
+    const at = found[i]!
+    const next = i + 1 < found.length ? found[i + 1]! : text.length
+    parts.push(text.slice(from, at), next < at + tokenLength ? marker.slice(0, next - at) : marker)
+    from = Math.min(next, at + tokenLength)
+  }
+  parts.push(text.slice(from))
+  return parts.join("")
+}
+
+/**
+ * A redactor over the tokens of `tokens` at each call (the set changes while the redactor is in
+ * use: tokens are minted and released). Every occurrence of a live token is replaced, all of its
+ * characters, also where two occurrences overlap (see `overwrite`).
+ *
+ * @internal
+ */
+export const make = (tokens: Tokens): Redactor => {
+  const whole = (input: string): string => {
+    if (tokens.size === 0 || input.length < tokenLength) return input
+    const found = tokens.find(input, tokens.indexed)
+    return found.length === 0 ? input : overwrite(input, found)
+  }
+  const text = whole
   const bytes = (input: Uint8Array): Uint8Array => {
-    const vs = values()
-    if (vs.length === 0 || input.length < tokenLength) return input
+    if (tokens.size === 0 || input.length < tokenLength) return input
     const buffer = Buffer.from(input.buffer, input.byteOffset, input.byteLength)
     let copy: Buffer | undefined
-    for (const v of vs) {
-      const needle = Buffer.from(v, "latin1")
-      let at = buffer.indexOf(needle)
-      while (at !== -1) {
+    if (tokens.bytesIndexed) {
+      // Read as latin1, one character per byte: a token is ASCII, so its bytes are its characters
+      // and the positions found are byte offsets.
+      for (const at of tokens.find(buffer.toString("latin1"), true)) {
         copy ??= Buffer.from(buffer)
-        markerBytes.copy(copy, at, 0, Math.min(markerBytes.length, needle.length))
-        at = buffer.indexOf(needle, at + needle.length)
+        markerBytes.copy(copy, at)
       }
+      return copy ?? input
     }
-    return copy ?? input
+    const found: Array<number> = []
+    for (const value of tokens.values()) {
+      const needle = Buffer.from(value, "latin1")
+      for (let at = buffer.indexOf(needle); at !== -1; at = buffer.indexOf(needle, at + 1)) found.push(at)
+    }
+    if (found.length === 0) return input
+    copy = Buffer.from(buffer)
+    // Ascending, so that a later occurrence's marker overwrites the tail of an earlier overlapping one.
+    for (const at of found.sort(ascending)) markerBytes.copy(copy, at)
+    return copy
   }
-  const deep = (vs: ReadonlyArray<string>, input: unknown, depth: number): unknown => {
-    if (typeof input === "string") return input.length < tokenLength ? input : textWith(vs, input)
+  const deep = (input: unknown, depth: number): unknown => {
+    if (typeof input === "string") return whole(input)
     // Deeper than any document a CLI prints: left alone rather than risking the stack.
     if (depth > 256) return input
     if (Array.isArray(input)) {
       let out: Array<unknown> | undefined
       for (let i = 0; i < input.length; i++) {
-        const next = deep(vs, input[i], depth + 1)
+        const next = deep(input[i], depth + 1)
         if (next !== input[i]) {
           out ??= input.slice()
           out[i] = next
@@ -94,8 +334,8 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
     if (isPlainObject(input)) {
       let out: { [key: string]: unknown } | undefined
       for (const key of Object.keys(input)) {
-        const nextKey = key.length < tokenLength ? key : textWith(vs, key)
-        const next = deep(vs, input[key], depth + 1)
+        const nextKey = whole(key)
+        const next = deep(input[key], depth + 1)
         if (next !== input[key] || nextKey !== key) {
           if (out === undefined) {
             out = {}
@@ -109,44 +349,15 @@ export const make = (values: () => ReadonlyArray<string>): Redactor => {
     }
     return input
   }
-  const value = <A>(input: A): A => {
-    const vs = values()
-    return vs.length === 0 ? input : deep(vs, input, 0) as A
-  }
-  const heldBack = (input: string): number => {
-    const vs = values()
-    if (input.length === 0) return 0
-    const last = input.charCodeAt(input.length - 1)
-    let longest = 0
-    for (const v of vs) {
-      for (let k = Math.min(tokenLength - 1, input.length); k > longest; k--) {
-        // The cheap test first: the candidate prefix must end with the text's last character.
-        if (v.charCodeAt(k - 1) === last && input.endsWith(v.slice(0, k))) {
-          longest = k
-          break
-        }
-      }
-    }
-    return longest
-  }
+  const value = <A>(input: A): A => tokens.size === 0 ? input : deep(input, 0) as A
+  const heldBack = (input: string): number => input.length === 0 || tokens.size === 0 ? 0 : tokens.endingStart(input)
   const window = (input: string): string => {
-    const vs = values()
-    if (vs.length === 0) return input
-    let out = textWith(vs, input)
-    for (const v of vs) {
-      for (let k = Math.min(tokenLength - 1, out.length); k >= minimumPartial; k--) {
-        if (out.startsWith(v.slice(tokenLength - k))) {
-          out = marker + out.slice(k)
-          break
-        }
-      }
-      for (let k = Math.min(tokenLength - 1, out.length); k >= minimumPartial; k--) {
-        if (out.endsWith(v.slice(0, k))) {
-          out = out.slice(0, out.length - k) + marker
-          break
-        }
-      }
-    }
+    if (tokens.size === 0) return input
+    let out = whole(input)
+    const start = tokens.startingEnd(out)
+    if (start >= minimumPartial) out = marker + out.slice(start)
+    const end = out.length === 0 ? 0 : tokens.endingStart(out)
+    if (end >= minimumPartial) out = out.slice(0, out.length - end) + marker
     return out
   }
   const cause = (input: Cause.Cause<unknown>): Cause.Cause<unknown> => {
