@@ -95,6 +95,7 @@ const removeFrom = <K>(map: Map<K, Array<string>>, key: K, value: string): void 
 }
 
 const ascending = (a: number, b: number): number => a - b
+const nowhere: ReadonlyArray<number> = []
 
 /**
  * The tokens a redactor replaces: the gateway adds a token when it is minted and deletes it once
@@ -164,14 +165,16 @@ export class Tokens {
    * included. Through the index when there are many tokens (only runs of base64url at least a
    * token long are hashed, a hash hit is checked against the token), else token by token.
    */
-  find(text: string, indexed: boolean): Array<number> {
-    const found: Array<number> = []
+  find(text: string, indexed: boolean): ReadonlyArray<number> {
     if (!indexed) {
+      // Most texts hold no token: nothing is allocated for them.
+      let found: Array<number> | undefined
       for (const value of this.values()) {
-        for (let at = text.indexOf(value); at !== -1; at = text.indexOf(value, at + 1)) found.push(at)
+        for (let at = text.indexOf(value); at !== -1; at = text.indexOf(value, at + 1)) (found ??= []).push(at)
       }
-      return found.length > 1 ? found.sort(ascending) : found
+      return found === undefined ? nowhere : found.length > 1 ? found.sort(ascending) : found
     }
+    const found: Array<number> = []
     const n = text.length
     let i = 0
     while (i <= n - tokenLength) {
