@@ -47,8 +47,8 @@ const alphabet = new Uint8Array(128)
 for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") alphabet[c.charCodeAt(0)] = 1
 const inAlphabet = (code: number): boolean => code < 128 && alphabet[code] === 1
 
-/** A gateway's token: `tokenLength` characters of base64url. @internal */
-export const isTokenShaped = (value: string): boolean => {
+/** A gateway's token: `tokenLength` characters of base64url. */
+const isTokenShaped = (value: string): boolean => {
   if (value.length !== tokenLength) return false
   for (let i = 0; i < value.length; i++) if (!inAlphabet(value.charCodeAt(i))) return false
   return true
