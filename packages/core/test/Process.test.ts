@@ -53,6 +53,76 @@ const step = () => {
 step()
 `
 
+/** A seeded generator of numbers in [0, 1) (mulberry32). */
+const seeded = (seed: number) => () => {
+  seed = (seed + 0x6D2B79F5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+/**
+ * Lines of words, multi-byte characters and bytes that are not UTF-8 (a lead byte, a lone
+ * continuation, a cut sequence), some ending in CR LF, some blank; the last one without its
+ * newline; with `overLong`, one line of 2,000 bytes in the middle.
+ */
+const output = (random: () => number, overLong: boolean): Buffer => {
+  const parts = [
+    Buffer.from("word "),
+    Buffer.from("é"),
+    Buffer.from("€"),
+    Buffer.from("😀"),
+    Buffer.from([0xFF]),
+    Buffer.from([0x80]),
+    Buffer.from([0xE2, 0x82]),
+    Buffer.from("{\"k\":1}")
+  ]
+  const out: Array<Buffer> = []
+  for (let line = 0; line < 400; line++) {
+    if (overLong && line === 200) out.push(Buffer.alloc(2000, 0x78))
+    const count = random() < 0.1 ? 0 : Math.floor(random() * 60)
+    for (let i = 0; i < count; i++) out.push(parts[Math.floor(random() * parts.length)]!)
+    if (random() < 0.05) out.push(Buffer.from("  "))
+    if (line < 399) out.push(Buffer.from(random() < 0.2 ? "\r\n" : "\n"))
+  }
+  return Buffer.concat(out)
+}
+
+/** The lines the reader hands over: split at LF, one CR dropped, blank ones skipped. */
+const linesOf = (bytes: Buffer): Array<string> => {
+  const lines: Array<string> = []
+  let start = 0
+  while (start < bytes.length) {
+    let end = bytes.indexOf(10, start)
+    if (end === -1) end = bytes.length
+    let line = bytes.subarray(start, end)
+    if (line.length > 0 && line[line.length - 1] === 13) line = line.subarray(0, -1)
+    const text = new TextDecoder().decode(line)
+    if (text.trim() !== "") lines.push(text)
+    start = end + 1
+  }
+  return lines
+}
+
+/** Writes the bytes of its stdin's `data` in pieces of `cuts` bytes, a pause after each. */
+const cutWriter = `
+let input = ""
+process.stdin.on("data", (b) => (input += b))
+process.stdin.on("end", () => {
+  const { data, cuts } = JSON.parse(input)
+  const bytes = Buffer.from(data, "base64")
+  let at = 0
+  let i = 0
+  const next = () => {
+    if (at >= bytes.length) return
+    const piece = bytes.subarray(at, at + cuts[i++])
+    at += piece.length
+    process.stdout.write(piece, () => setTimeout(next, 1))
+  }
+  next()
+})
+`
+
 describe("Process", () => {
   it.scopedLive(
     "stdout's lines arrive whole and in order; while nobody reads them the child waits",
@@ -96,6 +166,58 @@ describe("Process", () => {
         expect(Chunk.toReadonlyArray(yield* Stream.runCollect(live.lines))).toEqual(["one", "two", "end"])
       }),
     30_000
+  )
+
+  it.live(
+    "raw keeps the last maxRawBytes of stdout, decoded as a whole, however the reads cut lines and characters",
+    () =>
+      Effect.gen(function*() {
+        // Cases: the line reader's fast path (a whole read decoded at once), its slow path (reads
+        // longer than maxLineBytes, decoded line by line) and an over-long line that ends the
+        // lines; each with tails that cut the output anywhere, characters included.
+        const cases = [
+          { seed: 1, maxLineBytes: 1024 * 1024, overLong: false },
+          { seed: 2, maxLineBytes: 1024 * 1024, overLong: false },
+          { seed: 3, maxLineBytes: 700, overLong: false },
+          { seed: 4, maxLineBytes: 700, overLong: true },
+          { seed: 5, maxLineBytes: 1024 * 1024, overLong: false }
+        ]
+        for (const { maxLineBytes, overLong, seed } of cases) {
+          const random = seeded(seed)
+          const bytes = output(random, overLong)
+          // The writes' sizes: from a byte to a few KiB, a pause after each (one read each).
+          const cuts: Array<number> = []
+          for (let at = 0; at < bytes.length;) {
+            const size = 1 + Math.floor(random() * (random() < 0.3 ? 16 : 3000))
+            cuts.push(size)
+            at += size
+          }
+          for (const maxRawBytes of [1, 5, 333, 4096, 50_000, 1024 * 1024]) {
+            const input = JSON.stringify({ data: bytes.toString("base64"), cuts })
+            const running = yield* Effect.orDie(Process.spawn(
+              node(cutWriter, { stdin: input }),
+              {},
+              { ...limits, maxLineBytes, maxRawBytes }
+            ))
+            const lines = yield* Stream.runCollect(running.lines).pipe(Effect.either)
+            yield* running.exit
+            const raw = running.raw()
+            yield* running.close("2 seconds")
+            const where = `seed ${seed}, maxLineBytes ${maxLineBytes}, maxRawBytes ${maxRawBytes}`
+            expect(raw.stdoutBytes, where).toBe(bytes.length)
+            expect(raw.stdout, where).toBe(
+              bytes.subarray(Math.max(0, bytes.length - maxRawBytes)).toString("utf8")
+            )
+            const expected = linesOf(bytes)
+            if (overLong) {
+              expect(lines._tag, where).toBe("Left")
+            } else {
+              expect(lines._tag === "Right" && Chunk.toReadonlyArray(lines.right), where).toEqual(expected)
+            }
+          }
+        }
+      }),
+    60_000
   )
 
   it.live("a spawn that fails says why: a missing command, a missing working directory", () =>
