@@ -86,25 +86,10 @@ export interface Running {
   } | undefined
 }
 
-/** A stretch of a stream's bytes `[start, end)` (absolute offsets), decoded. */
-interface Decoded {
-  readonly start: number
-  readonly end: number
-  readonly text: string
-}
-
-/**
- * The last `limit` bytes of a stream, kept as the chunks that hold them, and as text where the
- * line reader already decoded them: `text()` then joins those stretches instead of copying and
- * decoding up to `limit` bytes again at the run's end (a megabyte of output cost ~4 ms there).
- * The decoded stretches begin and end right after a newline byte (never inside a character), so
- * decoding the rest apart gives the same text as decoding the whole.
- */
 class RawBuffer {
   chunks: Array<Uint8Array> = []
   kept = 0
   total = 0
-  decoded: Array<Decoded> = []
   constructor(readonly limit: number) {}
   push(bytes: Uint8Array) {
     this.total += bytes.length
@@ -114,37 +99,11 @@ class RawBuffer {
     while (this.kept - this.chunks[0]!.length >= this.limit) {
       this.kept -= this.chunks.shift()!.length
     }
-    const keptStart = this.total - this.kept
-    while (this.decoded.length > 0 && this.decoded[0]!.end <= keptStart) this.decoded.shift()
-  }
-  /** The line reader decoded bytes `[start, end)` of the kept chunks as `text`. */
-  decodedAs(start: number, end: number, text: string) {
-    if (this.limit > 0 && end > this.total - this.kept) this.decoded.push({ start, end, text })
-  }
-  /** Bytes `[from, to)` of the kept chunks, decoded. */
-  decode(from: number, to: number): string {
-    const parts: Array<Uint8Array> = []
-    let position = this.total - this.kept
-    for (const chunk of this.chunks) {
-      const next = position + chunk.length
-      if (next > from) parts.push(chunk.subarray(Math.max(0, from - position), Math.min(chunk.length, to - position)))
-      position = next
-      if (position >= to) break
-    }
-    return decoder.decode(parts.length === 1 ? parts[0]! : Buffer.concat(parts))
   }
   text(): string {
-    const start = this.total - Math.min(this.kept, this.limit)
-    const out: Array<string> = []
-    let cursor = start
-    for (const stretch of this.decoded) {
-      if (stretch.end <= cursor) continue
-      if (stretch.start > cursor) out.push(this.decode(cursor, stretch.start))
-      out.push(stretch.start >= cursor ? stretch.text : this.decode(cursor, stretch.end))
-      cursor = stretch.end
-    }
-    if (cursor < this.total) out.push(this.decode(cursor, this.total))
-    return out.length === 1 ? out[0]! : out.join("")
+    const all = Buffer.concat(this.chunks)
+    const start = Math.max(0, all.length - this.limit)
+    return all.subarray(start).toString("utf8")
   }
 }
 
@@ -267,7 +226,6 @@ export const spawn = (
     // The bytes of a line cut by a pipe read, decoded as they come (a character may be cut too).
     const pendingDecoder = new TextDecoder()
     const onChunk = (bytes: Uint8Array): void => {
-      const offset = stdout.total
       stdout.push(bytes)
       if (overflowed || linesEnded) return
       if (pendingBytes + bytes.length <= limits.maxLineBytes) {
@@ -279,29 +237,23 @@ export const spawn = (
           pendingBytes += bytes.length
           return
         }
-        let text: string
         let lines: Array<string>
         if (pendingBytes === 0) {
-          text = decoder.decode(bytes.subarray(0, last))
-          lines = text.split("\n")
+          lines = decoder.decode(bytes.subarray(0, last)).split("\n")
         } else {
-          // The line the pending bytes begin is decoded apart, so the chunk is not copied to
-          // join them (the stream decoder carries a character they cut).
+          // The line the pending bytes begin is decoded apart, so the read is not copied to join
+          // them (the stream decoder carries a character they cut).
           const first = bytes.indexOf(10)
           let joined = ""
           for (const piece of pending) joined += pendingDecoder.decode(piece, { stream: true })
           joined += pendingDecoder.decode(bytes.subarray(0, first))
           if (first === last) {
-            text = joined
             lines = [joined]
           } else {
-            const rest = decoder.decode(bytes.subarray(first + 1, last))
-            text = joined + "\n" + rest
-            lines = rest.split("\n")
+            lines = decoder.decode(bytes.subarray(first + 1, last)).split("\n")
             lines.unshift(joined)
           }
         }
-        stdout.decodedAs(offset - pendingBytes, offset + last + 1, text + "\n")
         // The lines that stay are moved to the array's front (no second array).
         let kept = 0
         for (let i = 0; i < lines.length; i++) {
