@@ -63,7 +63,8 @@ const seeded = (seed: number) => () => {
 
 /**
  * Lines of words, multi-byte characters and bytes that are not UTF-8 (a lead byte, a lone
- * continuation, a cut sequence), some ending in CR LF, some blank; the last one without its
+ * continuation, cut sequences, an overlong form, a surrogate, a code point past U+10FFFF), some
+ * ending in CR LF, some blank; the last one without its
  * newline; with `overLong`, one line of 2,000 bytes in the middle.
  */
 const output = (random: () => number, overLong: boolean): Buffer => {
@@ -75,6 +76,10 @@ const output = (random: () => number, overLong: boolean): Buffer => {
     Buffer.from([0xFF]),
     Buffer.from([0x80]),
     Buffer.from([0xE2, 0x82]),
+    Buffer.from([0xC0, 0x80]),
+    Buffer.from([0xED, 0xA0, 0x80]),
+    Buffer.from([0xF4, 0x90, 0x80, 0x80]),
+    Buffer.from([0xF0, 0x9F]),
     Buffer.from("{\"k\":1}")
   ]
   const out: Array<Buffer> = []
