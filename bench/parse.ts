@@ -112,20 +112,24 @@ const rawLoop = (text: string): number => {
 const readBytes = 64 * 1024
 
 /**
- * The text's lines as a run's stdout reader hands them over: an array of the lines each read
- * ends, in order (a line cut by a read goes with the next one).
+ * The text's lines as a run's stdout reader hands them over: for each read, an array of the
+ * lines whose newline it holds, in order (a line cut by a read goes with the read that ends it;
+ * a read that ends no line hands over nothing).
  */
 const lineChunks = (text: string): Stream.Stream<string> => {
   const lines = text.split("\n")
   const chunks: Array<Chunk.Chunk<string>> = []
   let start = 0
-  let size = 0
+  let read = 0
+  let offset = 0
   for (let i = 0; i < lines.length; i++) {
-    size += lines[i]!.length + 1
-    if (size > readBytes) {
+    offset += lines[i]!.length + 1
+    // The read that holds this line's newline.
+    const holder = Math.floor((offset - 1) / readBytes)
+    if (holder !== read) {
       if (i > start) chunks.push(Chunk.unsafeFromArray(lines.slice(start, i)))
       start = i
-      size -= readBytes
+      read = holder
     }
   }
   chunks.push(Chunk.unsafeFromArray(lines.slice(start)))

@@ -13,6 +13,7 @@ import * as Os from "node:os"
 import * as NodePath from "node:path"
 import type { Invocation } from "../src/Driver.js"
 import * as Process from "../src/internal/process.js"
+import { signalGroup } from "../src/internal/procfs.js"
 
 const limits: Process.Limits = {
   maxLineBytes: 1024 * 1024,
@@ -224,6 +225,23 @@ describe("Process", () => {
       }),
     60_000
   )
+
+  it.live("a process group is signalled while it lives and told gone after; the host's stack trace limit stays", () =>
+    Effect.gen(function*() {
+      const host = Error.stackTraceLimit
+      Error.stackTraceLimit = 37
+      try {
+        const running = yield* Effect.orDie(Process.spawn(node("setTimeout(() => {}, 30_000)"), {}, limits))
+        expect(signalGroup(running.pid, 0)).toBe(true)
+        expect(Error.stackTraceLimit).toBe(37)
+        yield* running.close("2 seconds")
+        // Gone: Node throws, the answer is false, and the limit set around the throw is undone.
+        expect(signalGroup(running.pid, 0)).toBe(false)
+        expect(Error.stackTraceLimit).toBe(37)
+      } finally {
+        Error.stackTraceLimit = host
+      }
+    }))
 
   it.live("a spawn that fails says why: a missing command, a missing working directory", () =>
     Effect.gen(function*() {
