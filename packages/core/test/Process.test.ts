@@ -138,11 +138,11 @@ describe("Process", () => {
         // Nobody reads the lines yet: the buffer fills (64 takes of at most a 64 KiB read each),
         // stdout pauses, the pipe fills, and the child blocks on its writes, far short of its ~17 MB.
         yield* Effect.sleep("1 second")
-        const before = running.raw().stdoutBytes
+        const before = running.stdoutTail().total
         expect(before).toBeGreaterThan(0)
         expect(before).toBeLessThan(64 * 64 * 1024 + 1024 * 1024)
         yield* Effect.sleep("200 millis")
-        expect(running.raw().stdoutBytes).toBe(before)
+        expect(running.stdoutTail().total).toBe(before)
         const lines = Chunk.toReadonlyArray(yield* Stream.runCollect(running.lines))
         expect(lines.length).toBe(lineCount)
         const wrong = lines.findIndex((line, i) =>
@@ -175,7 +175,7 @@ describe("Process", () => {
   )
 
   it.live(
-    "raw keeps the last maxRawBytes of stdout, decoded as a whole, however the reads cut lines and characters",
+    "the raw tail keeps the last maxRawBytes of stdout, decoded as a whole, however the reads cut lines and characters",
     () =>
       Effect.gen(function*() {
         // Cases: the line reader's fast path (a whole read decoded at once), its slow path (reads
@@ -207,11 +207,13 @@ describe("Process", () => {
             ))
             const lines = yield* Stream.runCollect(running.lines).pipe(Effect.either)
             yield* running.exit
-            const raw = running.raw()
+            const tail = running.stdoutTail()
             yield* running.close("2 seconds")
             const where = `seed ${seed}, maxLineBytes ${maxLineBytes}, maxRawBytes ${maxRawBytes}`
-            expect(raw.stdoutBytes, where).toBe(bytes.length)
-            expect(raw.stdout, where).toBe(
+            expect(tail.total, where).toBe(bytes.length)
+            expect(tail.length, where).toBe(Math.min(bytes.length, maxRawBytes))
+            expect(tail.chunks.reduce((sum, chunk) => sum + chunk.length, 0), where).toBe(tail.length)
+            expect(Process.decodeTail(tail), where).toBe(
               bytes.subarray(Math.max(0, bytes.length - maxRawBytes)).toString("utf8")
             )
             const expected = linesOf(bytes)

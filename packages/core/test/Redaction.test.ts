@@ -7,10 +7,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
+import { Raw } from "@tether/core/Result"
 import { Gateway } from "@tether/gateway"
 import { Harness, Reference } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
+import * as Equal from "effect/Equal"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -48,7 +50,8 @@ const runWith = <A>(
     agent: Agent.Agent,
     sandbox: Harness.Sandbox,
     observed: ReadonlyArray<Harness.Observed>
-  ) => Effect.Effect<A, unknown>
+  ) => Effect.Effect<A, unknown>,
+  limits?: Agent.Options<typeof Tools>["limits"]
 ) => {
   const observed: Array<Harness.Observed> = []
   return Effect.gen(function*() {
@@ -58,7 +61,8 @@ const runWith = <A>(
         driver,
         definition: { instructions: "", skills: [], tools: Tools },
         workspace: sandbox.workspace,
-        profile: sandbox.selection
+        profile: sandbox.selection,
+        ...(limits === undefined ? {} : { limits })
       })
       return yield* body(agent, sandbox, observed)
     }).pipe(Effect.scoped)
@@ -122,6 +126,65 @@ describe("Redaction of live tokens", () => {
         })
       )
     )
+  })
+
+  it.live("raw stdout is the tail, scrubbed: a token cut by the tail's start or split between reads is replaced; clean output reads as written", () => {
+    const terminal = `{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}`
+    const maxRawBytes = 300
+    // The tail's start falls 20 characters before the token's end.
+    const after = maxRawBytes - 20
+    const padding = " ".repeat(after - 1 - (terminal.length + 1))
+    const captured = (sandbox: Harness.Sandbox) => Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
+    const keep = `printf '%s' "$TOKEN" > "$PWD/captured"`
+    const cut = runWith(
+      shell([keep, `printf 'x=%s${padding}\n' "$TOKEN"`, `echo '${terminal}'`].join("\n")),
+      (agent, sandbox) => Effect.map(agent.run("go"), (result) => ({ result, token: captured(sandbox) })),
+      { maxRawBytes }
+    )
+    const split = runWith(
+      shell([
+        keep,
+        `A=$(printf '%s' "$TOKEN" | cut -c1-20); B=$(printf '%s' "$TOKEN" | cut -c21-)`,
+        // Two writes a pause apart: two reads, the token across them, far from either edge.
+        `printf '{"_tag":"TextDelta","text":"${"-".repeat(60)} %s' "$A"`,
+        `sleep 0.3`,
+        `printf '%s ${"-".repeat(60)}"}\n' "$B"`,
+        `echo '${terminal}'`
+      ].join("\n")),
+      (agent, sandbox) => Effect.map(agent.run("go"), (result) => ({ result, token: captured(sandbox) }))
+    )
+    const clean = runWith(
+      shell([`printf '{"_tag":"TextDelta","text":"héllo 😀"}\n'`, `echo '${terminal}'`].join("\n")),
+      (agent) => agent.run("go")
+    )
+    return Effect.gen(function*() {
+      const { value: { result: cutResult, token } } = yield* cut
+      expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+      expect(cutResult.raw.stdout.startsWith(marker)).toBe(true)
+      expect(cutResult.raw.stdout.includes(token.slice(-20, -4))).toBe(false)
+      expect(cutResult.raw.stdout.endsWith(`${terminal}\n`)).toBe(true)
+
+      const { value: { result: splitResult, token: splitToken } } = yield* split
+      expect(splitResult.raw.stdout).toContain(` ${marker} `)
+      expect(splitResult.raw.stdout.includes(splitToken)).toBe(false)
+
+      const { value: cleanResult } = yield* clean
+      const written = `{"_tag":"TextDelta","text":"héllo 😀"}\n${terminal}\n`
+      // Nothing to scrub: the tail is decoded when it is first read, and reads as any field does.
+      expect(Object.getOwnPropertyDescriptor(cleanResult.raw, "stdout")?.get).toBeDefined()
+      expect(cleanResult.raw.stdout).toBe(written)
+      expect(Object.getOwnPropertyDescriptor(cleanResult.raw, "stdout")?.value).toBe(written)
+      const plain = new Raw({
+        stdout: written,
+        stderr: cleanResult.raw.stderr,
+        stdoutBytes: Buffer.byteLength(written),
+        stderrBytes: cleanResult.raw.stderrBytes,
+        terminal: cleanResult.raw.terminal
+      })
+      expect(Equal.equals(cleanResult.raw, plain)).toBe(true)
+      expect(JSON.parse(JSON.stringify(cleanResult.raw))).toEqual(JSON.parse(JSON.stringify(plain)))
+      expect(Schema.encodeSync(Raw)(cleanResult.raw)).toEqual(Schema.encodeSync(Raw)(plain))
+    })
   })
 
   it.live("a held-back delta keeps its place: reasoning ending like a token's start still comes before the next text", () =>

@@ -45,14 +45,6 @@ export class LineTooLong {
 }
 
 /** @internal */
-export interface RawOutput {
-  readonly stdout: string
-  readonly stderr: string
-  readonly stdoutBytes: number
-  readonly stderrBytes: number
-}
-
-/** @internal */
 export interface Running {
   readonly pid: number
   readonly command: string
@@ -65,9 +57,12 @@ export interface Running {
   /** Waits for the process to exit. */
   readonly exit: Effect.Effect<ProcessExit>
   readonly poll: Effect.Effect<Option.Option<ProcessExit>>
-  /** Waits until stderr reached its end (every byte is in `raw`). */
+  /** Waits until stderr reached its end (every byte is in `stderrTail`). */
   readonly stderrEnded: Effect.Effect<void>
-  readonly raw: () => RawOutput
+  /** The kept end of stdout, as read (`decodeTail` gives its text). */
+  readonly stdoutTail: () => RawTail
+  /** The kept end of stderr, as read. */
+  readonly stderrTail: () => RawTail
   /**
    * SIGTERM the group, wait up to `grace`, SIGKILL the group; also after a clean exit, for the
    * grandchildren left in the group. Never fails; bounded by about twice `grace`.
@@ -100,12 +95,35 @@ class RawBuffer {
       this.kept -= this.chunks.shift()!.length
     }
   }
-  text(): string {
-    const all = Buffer.concat(this.chunks)
-    const start = Math.max(0, all.length - this.limit)
-    return all.subarray(start).toString("utf8")
+  /** The kept bytes as they were read, the first read cut where the last `limit` bytes begin. */
+  tail(): RawTail {
+    const chunks = this.chunks.slice()
+    const cut = this.kept - this.limit
+    if (cut > 0) chunks[0] = chunks[0]!.subarray(cut)
+    return { chunks, length: Math.max(0, Math.min(this.kept, this.limit)), total: this.total }
   }
 }
+
+/**
+ * The kept end of a stream (the last `maxRawBytes`) in the reads that brought it, not yet decoded:
+ * a run's result decodes it only when it is read (decoding the tail of a large output is most of
+ * what a run's end costs).
+ *
+ * @internal
+ */
+export interface RawTail {
+  readonly chunks: ReadonlyArray<Uint8Array>
+  /** Bytes in `chunks`. */
+  readonly length: number
+  /** Every byte read from the stream. */
+  readonly total: number
+}
+
+/** The tail's text: its bytes decoded as UTF-8 as one sequence (a character cut between reads is whole). @internal */
+export const decodeTail = (tail: RawTail): string =>
+  tail.chunks.length === 1
+    ? Buffer.from(tail.chunks[0]!.buffer, tail.chunks[0]!.byteOffset, tail.chunks[0]!.byteLength).toString("utf8")
+    : Buffer.concat(tail.chunks).toString("utf8")
 
 const decoder = new TextDecoder()
 
@@ -394,12 +412,8 @@ export const spawn = (
       exit: Deferred.await(exited),
       poll,
       stderrEnded: Deferred.await(stderrEnded),
-      raw: () => ({
-        stdout: stdout.text(),
-        stderr: stderr.text(),
-        stdoutBytes: stdout.total,
-        stderrBytes: stderr.total
-      }),
+      stdoutTail: () => stdout.tail(),
+      stderrTail: () => stderr.tail(),
       terminate,
       close,
       input: options.input !== "open" ? undefined : {

@@ -244,14 +244,49 @@ const outputToEvents = (
   }
 }
 
-const resultOf = (ctx: Context, request: Request, state: State): Result => {
-  const captured = state.running?.raw() ?? { stdout: "", stderr: "", stdoutBytes: 0, stderrBytes: 0 }
-  // Bounded tails of the output: a token cut by the start of the window is replaced as well.
-  const raw = {
-    ...captured,
-    stdout: ctx.redactor.window(captured.stdout),
-    stderr: ctx.redactor.window(captured.stderr)
+/**
+ * A `Raw` whose `stdout` is the text of `tail`, decoded when it is first read and kept from then
+ * on as an ordinary field (equal, encoded and printed alike: each reads the field). Only for a
+ * tail that `Redaction.windowKeeps`: its text needs no scrubbing.
+ */
+const rawDecodedOnRead = (fields: Omit<Raw, "stdout">, tail: Process.RawTail): Raw => {
+  const raw = new Raw({ ...fields, stdout: "" }, true)
+  const settle = (stdout: string): string => {
+    Object.defineProperty(raw, "stdout", { value: stdout, writable: true, enumerable: true, configurable: true })
+    return stdout
   }
+  Object.defineProperty(raw, "stdout", {
+    get: () => settle(Process.decodeTail(tail)),
+    set: settle,
+    enumerable: true,
+    configurable: true
+  })
+  return raw
+}
+
+/** The raw output of a run: bounded tails, scrubbed as windows (a token cut by an edge is replaced too). */
+const rawOf = (ctx: Context, state: State): Raw => {
+  const running = state.running
+  const terminal = state.terminal === undefined ? {} : { terminal: state.terminal.raw }
+  if (running === undefined) {
+    return new Raw({ stdout: "", stderr: "", stdoutBytes: 0, stderrBytes: 0, ...terminal }, true)
+  }
+  const stdout = running.stdoutTail()
+  const stderr = running.stderrTail()
+  const fields = {
+    stderr: ctx.redactor.window(Process.decodeTail(stderr)),
+    stdoutBytes: stdout.total,
+    stderrBytes: stderr.total,
+    ...terminal
+  }
+  // Decoding the tail of a large output is most of what a run's end costs: a tail with nothing
+  // to scrub is decoded only if someone reads it.
+  return Redaction.windowKeeps(ctx.redactor, stdout)
+    ? rawDecodedOnRead(fields, stdout)
+    : new Raw({ ...fields, stdout: ctx.redactor.window(Process.decodeTail(stdout)) }, true)
+}
+
+const resultOf = (ctx: Context, request: Request, state: State): Result => {
   const model = state.model ?? request.model
   return new Result({
     runId: request.runId,
@@ -261,7 +296,7 @@ const resultOf = (ctx: Context, request: Request, state: State): Result => {
     ...(state.usage === undefined ? {} : { usage: state.usage }),
     ...(state.session === undefined ? {} : { session: state.session }),
     transcript: state.transcript.slice(),
-    raw: new Raw({ ...raw, ...(state.terminal === undefined ? {} : { terminal: state.terminal.raw }) }, true),
+    raw: rawOf(ctx, state),
     effectiveTools: request.tools ?? ctx.tools,
     instructions: ctx.instructions,
     ...(request.opening === undefined ? {} : { thread: request.opening })
@@ -740,14 +775,14 @@ export const execute = (
     yield* running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
     const classified = ctx.driver.classifyExit?.({
       exitCode: exit.exitCode,
-      stderr: running.raw().stderr,
+      stderr: Process.decodeTail(running.stderrTail()),
       terminal: undefined,
       session: request.session
     })
     if (classified !== undefined) {
       return yield* fail({ reason: "ProtocolError", detail: classified.message, cause: classified, exit })
     }
-    const excerpt = Redaction.stderrExcerpt(ctx.redactor, running.raw().stderr)
+    const excerpt = Redaction.stderrExcerpt(ctx.redactor, Process.decodeTail(running.stderrTail()))
     return yield* fail({
       reason: "ExitedWithoutResult",
       detail: (exit.exitCode === undefined
@@ -936,14 +971,14 @@ export const execute = (
       // is gone: `ResumeRejected`, which a thread may retry fresh).
       const classified = ctx.driver.classifyExit?.({
         exitCode: exit.exitCode,
-        stderr: warm.running.raw().stderr,
+        stderr: Process.decodeTail(warm.running.stderrTail()),
         terminal: undefined,
         session: request.session
       })
       if (classified !== undefined) {
         return yield* fail({ reason: "ProtocolError", detail: classified.message, cause: classified, exit })
       }
-      const excerpt = Redaction.stderrExcerpt(ctx.redactor, warm.running.raw().stderr)
+      const excerpt = Redaction.stderrExcerpt(ctx.redactor, Process.decodeTail(warm.running.stderrTail()))
       return yield* fail({
         reason: "ExitedWithoutResult",
         detail: (exit.exitCode === undefined
