@@ -20,23 +20,32 @@ export const parseLines = <O>(
 ): Stream.Stream<O, ProtocolError> =>
   Stream.suspend(() => {
     const onLine = make()
+    // A chunk's outputs are gathered in one array kept across chunks, then copied out at their
+    // exact count: a fresh array per chunk, grown by `push`, allocated about three times the
+    // outputs' slots. The kept array is cleared after each copy (it holds no output past its chunk).
+    const gathered: Array<O> = []
+    const take = (count: number): Chunk.Chunk<O> => {
+      const out = gathered.slice(0, count)
+      gathered.fill(undefined as O, 0, count)
+      return Chunk.unsafeFromArray(out)
+    }
     const loop: Channel.Channel<Chunk.Chunk<O>, Chunk.Chunk<string>, ProtocolError, never, void, unknown> = Channel
       .readWithCause({
         onInput: (chunk: Chunk.Chunk<string>) => {
-          const out: Array<O> = []
+          let count = 0
           const input = Chunk.toReadonlyArray(chunk)
           for (let n = 0; n < input.length; n++) {
             const result = onLine(input[n]!)
             if (Array.isArray(result)) {
-              for (let i = 0; i < result.length; i++) out.push(result[i] as O)
+              for (let i = 0; i < result.length; i++) gathered[count++] = result[i] as O
             } else if (isProtocolError(result)) {
               // Emit what the lines before it produced, then fail without reading any further.
-              return Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), Channel.fail(result))
+              return Channel.zipRight(Channel.write(take(count)), Channel.fail(result))
             } else {
-              out.push(result as O)
+              gathered[count++] = result as O
             }
           }
-          return out.length === 0 ? loop : Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), loop)
+          return count === 0 ? loop : Channel.zipRight(Channel.write(take(count)), loop)
         },
         onFailure: Channel.failCause,
         onDone: () => Channel.void
