@@ -3,11 +3,14 @@
  * generated from the records recorded from the real CLIs (packages/drivers/test/fixtures): the
  * first record, the body repeated until the transcript has ~`lines` lines, and the last record.
  * Compared, in the same process, in rounds of one run of each (which goes first alternates):
- * - the driver: split the text into lines, handed to `Driver.parse` (a `Stream`) in chunks of
- *   at most 64 KiB of text, as a run hands over the lines of each stdout read (Node reads a pipe
- *   64 KiB at a time; an array per read, no iterator per line, blank lines left to the parser),
- *   every output drained;
- * - the baseline: a raw loop, `text.split("\n")` + `JSON.parse` per line.
+ * - the driver: the text's lines handed to `Driver.parse` (a `Stream`) read by read, as a run's
+ *   stdout reader hands them over (Node reads a pipe 64 KiB at a time; each read's text split
+ *   into an array of lines when the parser pulls it, so the lines of the reads already parsed are
+ *   garbage; no iterator per line, blank lines left to the parser), every output drained;
+ * - the baseline: a raw loop, `text.split("\n")` + `JSON.parse` per line (its whole split kept
+ *   through the loop: a run's reader keeps one read's lines at a time, so the driver is spared
+ *   the collections that copy the baseline's lines; the breakdown's stream loop, `JSON.parse` of
+ *   the same reads with no output, is the reference without that difference).
  * Throughput ratio = the median over rounds of baseline time / driver time within the round
  * (target ≥ 0.9×): the two runs of a round are side by side, so a load swing from other
  * processes weighs on both alike; the median round times are printed beside it.
@@ -15,7 +18,7 @@
  * Run: node --import tsx --import ./bench/compiled.mjs bench/parse.ts
  *
  * `--breakdown` prints, per transcript, where the driver's time goes instead (medians of
- * `rounds` interleaved rounds, default 15): the raw loop; the same split and `JSON.parse` run
+ * `rounds` interleaved rounds, default 15): the raw loop; `JSON.parse` of the driver's reads run
  * through the drivers' shared stream loop (`parseLines`) with no output (the loop's own cost); the
  * driver; and the garbage collection inside each (V8's `gc` performance entries whose start falls
  * in the timed window, summed over the rounds and divided by them).
@@ -24,6 +27,7 @@ import type * as Driver from "@tether/core/Driver"
 import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
@@ -112,37 +116,54 @@ const rawLoop = (text: string): number => {
 const readBytes = 64 * 1024
 
 /**
- * The text's lines as a run's stdout reader hands them over: for each read, an array of the
- * lines whose newline it holds, in order (a line cut by a read goes with the read that ends it;
- * a read that ends no line hands over nothing).
+ * Where a run's reads cut the text into chunks of lines: for each read, the span of the text
+ * holding the lines whose newline it holds (a line cut by a read goes with the read that ends it;
+ * a read that ends no line hands over nothing), without that last newline. Found once per
+ * transcript, outside the timings: where a read ends is the pipe's doing, not the reader's.
  */
-const lineChunks = (text: string): Stream.Stream<string> => {
+const readsOf = (text: string): ReadonlyArray<readonly [number, number]> => {
   const lines = text.split("\n")
-  const chunks: Array<Chunk.Chunk<string>> = []
+  const spans: Array<readonly [number, number]> = []
   let start = 0
   let read = 0
   let offset = 0
   for (let i = 0; i < lines.length; i++) {
+    const lineStart = offset
     offset += lines[i]!.length + 1
     // The read that holds this line's newline.
     const holder = Math.floor((offset - 1) / readBytes)
     if (holder !== read) {
-      if (i > start) chunks.push(Chunk.unsafeFromArray(lines.slice(start, i)))
-      start = i
+      if (lineStart > start) spans.push([start, lineStart - 1])
+      start = lineStart
       read = holder
     }
   }
-  chunks.push(Chunk.unsafeFromArray(lines.slice(start)))
-  return Stream.fromChunks(...chunks)
+  spans.push([start, text.length])
+  return spans
 }
 
-const driverRun = (parse: Driver.Driver["parse"], text: string): Effect.Effect<number> =>
+/**
+ * The text's lines as a run's stdout reader hands them over: read by read, the read's lines
+ * split out of its text when the parser pulls them (the reader splits each read as it comes, so
+ * the lines of the reads already parsed are garbage; the raw loop's one split is the same work).
+ */
+const lineChunks = (text: string, reads: ReadonlyArray<readonly [number, number]>): Stream.Stream<string> =>
+  Stream.unfoldChunk(0, (read) =>
+    read === reads.length
+      ? Option.none()
+      : Option.some([Chunk.unsafeFromArray(text.slice(reads[read]![0], reads[read]![1]).split("\n")), read + 1]))
+
+const driverRun = (
+  parse: Driver.Driver["parse"],
+  text: string,
+  reads: ReadonlyArray<readonly [number, number]>
+): Effect.Effect<number> =>
   Effect.suspend(() => {
     let outputs = 0
     // Drained chunk by chunk, as a run drains it (core's run.ts): every output is built and
     // counted when its chunk arrives. (`Stream.runFold` would add a recursive call per output, a
     // cost of the consumer.)
-    return parse(lineChunks(text), context).pipe(
+    return parse(lineChunks(text, reads), context).pipe(
       Stream.runForEachChunk((chunk) => {
         outputs += chunk.length
         return Effect.void
@@ -162,17 +183,18 @@ export const measure = (
     const rows: Array<ParseRow> = []
     for (const source of sources) {
       const text = transcript(source.fixture, target)
+      const reads = readsOf(text)
       const lines = text.split("\n").length - 1
       // Warm-up of both paths.
       rawLoop(text)
-      let outputs = yield* driverRun(source.parse, text)
+      let outputs = yield* driverRun(source.parse, text, reads)
       const driverTimes: Array<number> = []
       const rawTimes: Array<number> = []
       const ratios: Array<number> = []
       for (let round = 0; round < rounds; round++) {
         const timeDriver = Effect.suspend(() => {
           const start = performance.now()
-          return Effect.map(driverRun(source.parse, text), (n) => {
+          return Effect.map(driverRun(source.parse, text, reads), (n) => {
             outputs = n
             return performance.now() - start
           })
@@ -222,10 +244,10 @@ export interface BreakdownRow {
 const none: ReadonlyArray<never> = []
 
 /** `JSON.parse` of every line through `parseLines`, nothing output: the shared loop's own cost. */
-const loopRun = (text: string): Effect.Effect<number> =>
+const loopRun = (text: string, reads: ReadonlyArray<readonly [number, number]>): Effect.Effect<number> =>
   Effect.suspend(() => {
     let records = 0
-    return parseLines(lineChunks(text), () => (line) => {
+    return parseLines(lineChunks(text, reads), () => (line) => {
       if (line !== "" && (JSON.parse(line) as { readonly type?: unknown }).type !== undefined) records++
       return none
     }).pipe(Stream.runDrain, Effect.orDie, Effect.map(() => records))
@@ -247,10 +269,11 @@ export const breakdown = (
     const rows: Array<BreakdownRow> = []
     for (const source of sources) {
       const text = transcript(source.fixture, target)
+      const reads = readsOf(text)
       const variants = [
         { name: "raw", run: Effect.sync(() => rawLoop(text)) },
-        { name: "loop", run: loopRun(text) },
-        { name: "driver", run: driverRun(source.parse, text) }
+        { name: "loop", run: loopRun(text, reads) },
+        { name: "driver", run: driverRun(source.parse, text, reads) }
       ] as const
       const times = new Map<string, Array<number>>(variants.map((v) => [v.name, []]))
       const windows = new Map<string, Array<readonly [number, number]>>(variants.map((v) => [v.name, []]))
