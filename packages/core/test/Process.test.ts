@@ -198,7 +198,7 @@ describe("Process", () => {
             cuts.push(size)
             at += size
           }
-          for (const maxRawBytes of [1, 5, 333, 4096, 50_000, 1024 * 1024]) {
+          for (const maxRawBytes of [-1, 0, 1, 5, 333, 4096, 50_000, 1024 * 1024]) {
             const input = JSON.stringify({ data: bytes.toString("base64"), cuts })
             const running = yield* Effect.orDie(Process.spawn(
               node(cutWriter, { stdin: input }),
@@ -211,7 +211,7 @@ describe("Process", () => {
             yield* running.close("2 seconds")
             const where = `seed ${seed}, maxLineBytes ${maxLineBytes}, maxRawBytes ${maxRawBytes}`
             expect(tail.total, where).toBe(bytes.length)
-            expect(tail.length, where).toBe(Math.min(bytes.length, maxRawBytes))
+            expect(tail.length, where).toBe(Math.max(0, Math.min(bytes.length, maxRawBytes)))
             expect(tail.chunks.reduce((sum, chunk) => sum + chunk.length, 0), where).toBe(tail.length)
             expect(Process.decodeTail(tail), where).toBe(
               bytes.subarray(Math.max(0, bytes.length - maxRawBytes)).toString("utf8")

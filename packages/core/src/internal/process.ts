@@ -98,9 +98,13 @@ class RawBuffer {
   /** The kept bytes as they were read, the first read cut where the last `limit` bytes begin. */
   tail(): RawTail {
     const chunks = this.chunks.slice()
+    // `push` keeps no read for a limit of 0 or less, and every read for one that is not a number.
     const cut = this.kept - this.limit
-    if (cut > 0) chunks[0] = chunks[0]!.subarray(cut)
-    return { chunks, length: Math.max(0, Math.min(this.kept, this.limit)), total: this.total }
+    if (cut > 0 && chunks.length > 0) {
+      chunks[0] = chunks[0]!.subarray(cut)
+      return { chunks, length: this.kept - cut, total: this.total }
+    }
+    return { chunks, length: this.kept, total: this.total }
   }
 }
 
