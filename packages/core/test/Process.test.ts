@@ -14,6 +14,7 @@ import * as NodePath from "node:path"
 import type { Invocation } from "../src/Driver.js"
 import * as Process from "../src/internal/process.js"
 import { signalGroup } from "../src/internal/procfs.js"
+import { seeded } from "./fixtures/seeded.js"
 
 const limits: Process.Limits = {
   maxLineBytes: 1024 * 1024,
@@ -53,14 +54,6 @@ const step = () => {
 }
 step()
 `
-
-/** A seeded generator of numbers in [0, 1) (mulberry32). */
-const seeded = (seed: number) => () => {
-  seed = (seed + 0x6D2B79F5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
 
 /**
  * Lines of words, multi-byte characters and bytes that are not UTF-8 (a lead byte, a lone

@@ -12,14 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Process from "../src/internal/process.js"
 import * as Redaction from "../src/internal/redaction.js"
-
-/** A seeded generator of numbers in [0, 1) (mulberry32). */
-const seeded = (seed: number) => () => {
-  seed = (seed + 0x6D2B79F5) | 0
-  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-}
+import { seeded } from "./fixtures/seeded.js"
 
 /** A gateway's redactor with `credentials` + 1 live tokens (its registration's and the credentials'). */
 const liveTokens = (credentials: number) =>
