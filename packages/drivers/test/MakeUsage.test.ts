@@ -3,7 +3,7 @@ import { Usage } from "@tether/core/Result"
 import * as Equal from "effect/Equal"
 import * as Hash from "effect/Hash"
 import * as Schema from "effect/Schema"
-import { makeUsage, type UsageFields } from "../src/internal/lines.js"
+import { makeUsage, type UsageFields, usageFrom } from "../src/internal/lines.js"
 
 // The parsers build every `Usage` with `makeUsage`; it must be the very instance the class's
 // constructor builds (no validation) for every shape a parser gives it, and stay so if `Usage`
@@ -17,19 +17,22 @@ const shapes: ReadonlyArray<UsageFields> = [
   { inputTokens: 1, outputTokens: undefined }
 ]
 
+/** `fast` is the instance the class's constructor built (`built`): equal, hashed, encoded alike. */
+const expectSameUsage = (fast: Usage, built: Usage) => {
+  expect(fast).toBeInstanceOf(Usage)
+  expect(Object.getPrototypeOf(fast)).toBe(Usage.prototype)
+  expect(Reflect.ownKeys(fast)).toEqual(Reflect.ownKeys(built))
+  expect(Equal.equals(fast, built)).toBe(true)
+  expect(Hash.hash(fast)).toBe(Hash.hash(built))
+  expect(Schema.is(Usage)(fast)).toBe(true)
+  expect(Schema.encodeSync(Usage)(fast)).toEqual(Schema.encodeSync(Usage)(built))
+  // And what decoding the encoded form gives back.
+  expect(Equal.equals(Schema.decodeSync(Usage)(Schema.encodeSync(Usage)(fast)), built)).toBe(true)
+}
+
 describe("makeUsage", () => {
   it.each(shapes)("builds what new Usage(fields, true) builds: %o", (fields) => {
-    const fast = makeUsage(fields)
-    const built = new Usage(fields, true)
-    expect(fast).toBeInstanceOf(Usage)
-    expect(Object.getPrototypeOf(fast)).toBe(Usage.prototype)
-    expect(Reflect.ownKeys(fast)).toEqual(Reflect.ownKeys(built))
-    expect(Equal.equals(fast, built)).toBe(true)
-    expect(Hash.hash(fast)).toBe(Hash.hash(built))
-    expect(Schema.is(Usage)(fast)).toBe(true)
-    expect(Schema.encodeSync(Usage)(fast)).toEqual(Schema.encodeSync(Usage)(built))
-    // And what decoding the encoded form gives back.
-    expect(Equal.equals(Schema.decodeSync(Usage)(Schema.encodeSync(Usage)(fast)), built)).toBe(true)
+    expectSameUsage(makeUsage(fields), new Usage(fields, true))
   })
 
   it("copies the fields: the instance does not share the object it was given", () => {
@@ -37,5 +40,18 @@ describe("makeUsage", () => {
     const usage = makeUsage(fields)
     fields.inputTokens = 2
     expect(usage.inputTokens).toBe(1)
+  })
+
+  it.each(shapes)("usageFrom builds what new Usage gives for the defined fields: %o", (fields) => {
+    const fast = usageFrom(
+      fields.inputTokens,
+      fields.outputTokens,
+      fields.cachedInputTokens,
+      fields.reasoningTokens,
+      fields.costUsd
+    )
+    // A field given as `undefined` is absent, as the parsers leave a count not reported.
+    const defined = Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined))
+    expectSameUsage(fast, new Usage(defined, true))
   })
 })

@@ -94,8 +94,10 @@ export const attach = (
     const mapper = AcpMap.makeMapper(context.hostedKey, options.naming)
     /** Where the running turn's outputs go; `undefined` between turns (their updates are dropped). */
     let current: Mailbox.Mailbox<Driver.Output, Driver.ProtocolError> | undefined = undefined
-    const deliver = (outputs: ReadonlyArray<Driver.Output>): void => {
-      if (current !== undefined && outputs.length > 0) current.unsafeOfferAll(outputs)
+    const deliver = (outputs: Driver.Output | ReadonlyArray<Driver.Output>): void => {
+      if (current === undefined) return
+      if (!Array.isArray(outputs)) current.unsafeOffer(outputs as Driver.Output)
+      else if (outputs.length > 0) current.unsafeOfferAll(outputs)
     }
 
     // The token goes into `session/new` as a placeholder; only the channel's write puts it in.
@@ -127,19 +129,15 @@ export const attach = (
         inboundOpen = false
       }
     })
-    const onLine = (line: string): void => {
-      const classified = AcpMap.classify(line)
-      switch (classified._tag) {
-        case "Blank":
-          return
-        case "Foreign":
-          return deliver([classified.output])
-        case "Update":
-          return deliver(mapper.update(classified.params))
-        case "Message":
-          if (inboundOpen) inbound.enqueue(classified.message as Acp.AnyMessage)
+    const on: AcpMap.LineHandlers<void> = {
+      blank: () => undefined,
+      foreign: deliver,
+      update: (params) => deliver(mapper.update(params)),
+      message: (message) => {
+        if (inboundOpen) inbound.enqueue(message as Acp.AnyMessage)
       }
     }
+    const onLine = (line: string): void => AcpMap.classify(line, on)
     const ended = yield* Deferred.make<void>()
     yield* channel.lines.pipe(
       Stream.runForEachChunk((chunk) =>

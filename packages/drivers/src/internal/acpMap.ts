@@ -10,7 +10,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
-import { isBlank, makeUsage, notice, textOf, type UsageFields } from "./lines.js"
+import { isBlank, none, notice, textOf, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -115,8 +115,11 @@ export interface Mapper {
   model: string | undefined
   /** Starts a turn: the per-turn state (assistant text, tool calls) is reset. */
   readonly begin: () => void
-  /** The params of one `session/update` notification → outputs. */
-  readonly update: (params: unknown) => Array<Driver.Output>
+  /**
+   * The params of one `session/update` notification → outputs: one output as it is (most updates
+   * have exactly one, and no array is allocated around it), or an array of them.
+   */
+  readonly update: (params: unknown) => Driver.Output | ReadonlyArray<Driver.Output>
   /** The result of the turn's `session/prompt` → the rest of the turn, ending with its `Terminal`. */
   readonly finish: (result: unknown) => Array<Driver.Output>
   /** What a tool call of the running turn is, by its id (named from everything seen of it so far). */
@@ -145,15 +148,8 @@ const usageFields = (
   output: number | undefined,
   cached?: number,
   reasoning?: number
-): Usage | undefined => {
-  if (input === undefined && output === undefined) return undefined
-  const fields: UsageFields = {}
-  if (input !== undefined) fields.inputTokens = input
-  if (output !== undefined) fields.outputTokens = output
-  if (cached !== undefined) fields.cachedInputTokens = cached
-  if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  return makeUsage(fields)
-}
+): Usage | undefined =>
+  input === undefined && output === undefined ? undefined : usageFrom(input, output, cached, reasoning)
 
 /** ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. */
 const usageOf = (result: Json): Usage | undefined => {
@@ -196,11 +192,18 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
   let finalText: string | undefined = undefined
   const calls = new Map<string, ToolIdentity>()
 
-  const flush = (out: Array<Driver.Output>): void => {
-    if (segment.length === 0) return
-    out.push({ _tag: "Message", role: "assistant", text: segment })
+  /** The assistant text so far as its `Message` (then the final text so far), if there is any. */
+  const takeMessage = (): Driver.Output | undefined => {
+    if (segment.length === 0) return undefined
+    const message: Driver.Output = { _tag: "Message", role: "assistant", text: segment }
     finalText = segment
     segment = ""
+    return message
+  }
+
+  const flush = (out: Array<Driver.Output>): void => {
+    const message = takeMessage()
+    if (message !== undefined) out.push(message)
   }
 
   /**
@@ -253,32 +256,32 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     },
     update: (params) => {
       if (!isRecord(params) || !isRecord(params["update"])) {
-        return [notice("warning", "acp.session_update", "a session/update without an update", params)]
+        return notice("warning", "acp.session_update", "a session/update without an update", params)
       }
-      if (mapper.session !== undefined && params["sessionId"] !== mapper.session) return []
+      if (mapper.session !== undefined && params["sessionId"] !== mapper.session) return none
       const update = params["update"]
       const kind = str(update["sessionUpdate"])
       switch (kind) {
         case "agent_message_chunk": {
           const text = chunkText(update)
-          if (text === undefined) return [notice("info", "acp.agent_message_chunk", "a non-text message chunk", update)]
+          if (text === undefined) return notice("info", "acp.agent_message_chunk", "a non-text message chunk", update)
           segment += text
-          return text.length > 0 ? [{ _tag: "TextDelta", text }] : []
+          return text.length > 0 ? { _tag: "TextDelta", text } : none
         }
         case "agent_thought_chunk": {
           const text = chunkText(update)
-          if (text === undefined) return [notice("info", "acp.agent_thought_chunk", "a non-text thought chunk", update)]
-          return text.length > 0 ? [{ _tag: "ReasoningDelta", text }] : []
+          if (text === undefined) return notice("info", "acp.agent_thought_chunk", "a non-text thought chunk", update)
+          return text.length > 0 ? { _tag: "ReasoningDelta", text } : none
         }
         case "user_message_chunk": {
           const text = chunkText(update)
-          if (text === undefined) return [notice("info", "acp.user_message_chunk", "a non-text user chunk", update)]
-          return [{ _tag: "Message", role: "user", text }]
+          if (text === undefined) return notice("info", "acp.user_message_chunk", "a non-text user chunk", update)
+          return { _tag: "Message", role: "user", text }
         }
         case "tool_call":
         case "tool_call_update": {
           const callId = str(update["toolCallId"])
-          if (callId === undefined) return [notice("warning", `acp.${kind}`, "a tool call without toolCallId", update)]
+          if (callId === undefined) return notice("warning", `acp.${kind}`, "a tool call without toolCallId", update)
           const out: Array<Driver.Output> = []
           const known = calls.get(callId)
           if (
@@ -296,29 +299,32 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
           return out
         }
         case "plan":
-          return [notice("info", "acp.plan", "the agent's plan", update["entries"])]
+          return notice("info", "acp.plan", "the agent's plan", update["entries"])
         case "notice": {
           const level = update["severity"] === "error" ? "error" : update["severity"] === "warning" ? "warning" : "info"
-          return [notice(level, "acp.notice", str(update["title"]) ?? "", update)]
+          return notice(level, "acp.notice", str(update["title"]) ?? "", update)
         }
         default:
           return kind !== undefined && quiet.has(kind)
-            ? []
-            : [notice("info", `acp.${textOf(kind, "update")}`, "an update the client does not map", update)]
+            ? none
+            : notice("info", `acp.${textOf(kind, "update")}`, "an update the client does not map", update)
       }
     },
     finish: (result) => {
-      const out: Array<Driver.Output> = []
-      // A call announced and never heard of again still started.
-      for (const [callId, announced] of held) start(announced, callId, out)
-      held.clear()
-      flush(out)
+      // A call announced and never heard of again still started. (`clear` allocates a new table
+      // even for an empty map, and most turns end holding no call.)
+      let out: Array<Driver.Output> | undefined
+      if (held.size > 0) {
+        out = []
+        for (const [callId, announced] of held) start(announced, callId, out)
+        held.clear()
+      }
+      const message = takeMessage()
       const record = isRecord(result) ? result : {}
       const stopReason = str(record["stopReason"])
       const usage = usageOf(record)
-      if (usage !== undefined) out.push({ _tag: "Usage", usage })
       const ok = stopReason === "end_turn"
-      out.push({
+      const terminal: Driver.Output = {
         _tag: "Terminal",
         ok,
         text: finalText,
@@ -331,7 +337,17 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
           ? "the turn was cancelled"
           : `the agent stopped the turn: ${stopReason ?? "no stopReason"}`,
         raw: result
-      })
+      }
+      const usageOutput: Driver.Output | undefined = usage === undefined ? undefined : { _tag: "Usage", usage }
+      if (out === undefined) {
+        // The usual end (no held call) in an array of its exact length: `push` onto an empty
+        // array allocates room for 16.
+        if (message === undefined) return usageOutput === undefined ? [terminal] : [usageOutput, terminal]
+        return usageOutput === undefined ? [message, terminal] : [message, usageOutput, terminal]
+      }
+      if (message !== undefined) out.push(message)
+      if (usageOutput !== undefined) out.push(usageOutput)
+      out.push(terminal)
       return out
     }
   }
@@ -342,32 +358,40 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
 export const currentModel = (result: unknown): string | undefined =>
   isRecord(result) && isRecord(result["models"]) ? str(result["models"]["currentModelId"]) : undefined
 
-/** What one stdout line of an ACP agent is. @internal */
-export type Line =
-  | { readonly _tag: "Blank" }
-  | { readonly _tag: "Foreign"; readonly output: Driver.Output }
-  | { readonly _tag: "Update"; readonly params: unknown }
-  | { readonly _tag: "Message"; readonly message: Json }
-
 /**
- * Classifies one line: `session/update` notifications are mapped by the client itself (in line
- * order), other JSON objects are JSON-RPC messages for the SDK, anything else is a `Notice`.
+ * What to do with each kind of stdout line of an ACP agent (`classify` calls exactly one): a
+ * blank line, a line that is not a JSON object (as its `Notice`), the params of a
+ * `session/update` notification, any other JSON-RPC message.
  *
  * @internal
  */
-export const classify = (line: string): Line => {
-  if (isBlank(line)) return { _tag: "Blank" }
+export interface LineHandlers<R> {
+  readonly blank: () => R
+  readonly foreign: (output: Driver.Output) => R
+  readonly update: (params: unknown) => R
+  readonly message: (message: Json) => R
+}
+
+/**
+ * Classifies one line and hands it to its handler: `session/update` notifications are mapped by
+ * the client itself (in line order), other JSON objects are JSON-RPC messages for the SDK,
+ * anything else is a `Notice`. (Handlers, not a tagged value: no object per line.)
+ *
+ * @internal
+ */
+export const classify = <R>(line: string, on: LineHandlers<R>): R => {
+  if (isBlank(line)) return on.blank()
   let message: unknown
   try {
     message = JSON.parse(line)
   } catch {
-    return { _tag: "Foreign", output: notice("warning", "acp.non_json", line.slice(0, 2048)) }
+    return on.foreign(notice("warning", "acp.non_json", line.slice(0, 2048)))
   }
   if (!isRecord(message)) {
-    return { _tag: "Foreign", output: notice("warning", "acp.unknown", "a JSON line that is not an object", message) }
+    return on.foreign(notice("warning", "acp.unknown", "a JSON line that is not an object", message))
   }
-  if (message["method"] === "session/update" && !("id" in message)) return { _tag: "Update", params: message["params"] }
-  return { _tag: "Message", message }
+  if (message["method"] === "session/update" && !("id" in message)) return on.update(message["params"])
+  return on.message(message)
 }
 
 /**
@@ -385,48 +409,44 @@ export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
   Driver.parseFromLines((context) => {
     const mapper = makeMapper(context.hostedKey, naming)
     const resumed = context.session._tag === "Resume" ? context.session.id : undefined
-    return (line) => {
-      const classified = classify(line)
-      switch (classified._tag) {
-        case "Blank":
-          return []
-        case "Foreign":
-          return [classified.output]
-        case "Update":
-          // Before the session is known the updates are not a turn's (a load replays history).
-          return mapper.session === undefined ? [] : mapper.update(classified.params)
-      }
-      const message = classified.message
-      if ("method" in message) return []
-      const result = message["result"]
-      if (isRecord(result)) {
-        const sessionId = str(result["sessionId"])
-        if (sessionId !== undefined && mapper.session === undefined) {
-          mapper.session = sessionId
-          mapper.model = currentModel(result)
-          return [{ _tag: "SessionStarted", sessionId, model: mapper.model }]
+    const on: LineHandlers<Driver.LineOutputs> = {
+      blank: () => none,
+      foreign: (output) => output,
+      // Before the session is known the updates are not a turn's (a load replays history).
+      update: (params) => mapper.session === undefined ? none : mapper.update(params),
+      message: (message) => {
+        if ("method" in message) return none
+        const result = message["result"]
+        if (isRecord(result)) {
+          const sessionId = str(result["sessionId"])
+          if (sessionId !== undefined && mapper.session === undefined) {
+            mapper.session = sessionId
+            mapper.model = currentModel(result)
+            return { _tag: "SessionStarted", sessionId, model: mapper.model }
+          }
+          // A resume: `session/load`'s result (neither `initialize`'s nor a prompt's) starts it.
+          if (
+            resumed !== undefined && mapper.session === undefined && result["protocolVersion"] === undefined &&
+            result["stopReason"] === undefined
+          ) {
+            mapper.session = resumed
+            mapper.model = currentModel(result)
+            return { _tag: "SessionStarted", sessionId: resumed, model: mapper.model }
+          }
+          if (typeof result["stopReason"] === "string") {
+            const out = mapper.finish(result)
+            mapper.begin()
+            return out
+          }
+          return none
         }
-        // A resume: `session/load`'s result (neither `initialize`'s nor a prompt's) starts it.
-        if (
-          resumed !== undefined && mapper.session === undefined && result["protocolVersion"] === undefined &&
-          result["stopReason"] === undefined
-        ) {
-          mapper.session = resumed
-          mapper.model = currentModel(result)
-          return [{ _tag: "SessionStarted", sessionId: resumed, model: mapper.model }]
+        if (isRecord(message["error"])) {
+          return notice("error", "acp.error", textOf(message["error"]["message"], "an error response"), message)
         }
-        if (typeof result["stopReason"] === "string") {
-          const out = mapper.finish(result)
-          mapper.begin()
-          return out
-        }
-        return []
+        return "result" in message ? none : notice("info", "acp.unknown", "a JSON object that is not ACP", message)
       }
-      if (isRecord(message["error"])) {
-        return [notice("error", "acp.error", textOf(message["error"]["message"], "an error response"), message)]
-      }
-      return "result" in message ? [] : [notice("info", "acp.unknown", "a JSON object that is not ACP", message)]
     }
+    return (line) => classify(line, on)
   })
 
 /** `parseWith(naming)` applied to `lines`. @internal */

@@ -7,7 +7,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineOutputs, type LineResult, makeUsage, notice, textOf } from "./lines.js"
+import { isBlank, type LineOutputs, type LineResult, notice, textOf, usageFrom } from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -75,21 +75,14 @@ const usageOf = (record: Json): Usage | undefined => {
   const usage = isRecord(record["usage"]) ? record["usage"] : undefined
   const cost = num(record["total_cost_usd"])
   if (usage === undefined && cost === undefined) return undefined
-  const fields: {
-    inputTokens?: number
-    outputTokens?: number
-    cachedInputTokens?: number
-    costUsd?: number
-  } = {}
-  const input = num(usage?.["input_tokens"])
-  const output = num(usage?.["output_tokens"])
-  const cached = num(usage?.["cache_read_input_tokens"])
-  if (input !== undefined) fields.inputTokens = input
-  if (output !== undefined) fields.outputTokens = output
-  if (cached !== undefined) fields.cachedInputTokens = cached
-  if (cost !== undefined) fields.costUsd = cost
   // Every field comes from `num` (a finite number).
-  return makeUsage(fields)
+  return usageFrom(
+    num(usage?.["input_tokens"]),
+    num(usage?.["output_tokens"]),
+    num(usage?.["cache_read_input_tokens"]),
+    undefined,
+    cost
+  )
 }
 
 /** The text parts of a message content (a string as it is). @internal */
@@ -171,23 +164,45 @@ const onStreamEvent = (record: Json, state: State): ReadonlyArray<Output> => {
   return output === undefined ? none : [output]
 }
 
-const onAssistant = (record: Json, state: State, context: Driver.ParseContext): Array<Output> => {
+/**
+ * Outputs gathered one by one: the first kept as it is, an array made only for a second (most
+ * records have one block, and `push` onto an empty array allocates room for 16).
+ */
+class Gathered {
+  first: Output | undefined = undefined
+  all: Array<Output> | undefined = undefined
+  add(output: Output): void {
+    if (this.first === undefined) this.first = output
+    else if (this.all === undefined) this.all = [this.first, output]
+    else this.all.push(output)
+  }
+  get outputs(): LineOutputs<Output> {
+    return this.all ?? this.first ?? none
+  }
+}
+
+const onAssistant = (record: Json, state: State, context: Driver.ParseContext): LineOutputs<Output> => {
   const message = isRecord(record["message"]) ? record["message"] : {}
   // An API failure is reported as a synthetic assistant message carrying `error`.
   if (record["error"] !== undefined && message["model"] === "<synthetic>") {
-    return [notice("error", "api_error", textOfContent(message["content"]), record)]
+    return notice("error", "api_error", textOfContent(message["content"]), record)
   }
-  const out: Array<Output> = []
-  for (const block of blocks(message["content"])) {
+  const out = new Gathered()
+  const content = message["content"]
+  // The blocks read in place (no filtered copy of them per record).
+  const count = Array.isArray(content) ? content.length : 0
+  for (let i = 0; i < count; i++) {
+    const block: unknown = (content as ReadonlyArray<unknown>)[i]
+    if (!isRecord(block)) continue
     if (block["type"] === "text" && typeof block["text"] === "string") {
-      out.push({ _tag: "Message", role: "assistant", text: block["text"] })
+      out.add({ _tag: "Message", role: "assistant", text: block["text"] })
     } else if (block["type"] === "thinking" && typeof block["thinking"] === "string" && !state.sawPartial) {
-      out.push({ _tag: "ReasoningDelta", text: block["thinking"] })
+      out.add({ _tag: "ReasoningDelta", text: block["thinking"] })
     } else if (block["type"] === "tool_use") {
       const callId = str(block["id"]) ?? ""
       const tool = toolOf(str(block["name"]) ?? "", context.hostedKey)
       state.tools.set(callId, tool)
-      out.push({
+      out.add({
         _tag: "ToolCall",
         phase: "start",
         callId,
@@ -197,22 +212,30 @@ const onAssistant = (record: Json, state: State, context: Driver.ParseContext): 
       })
     }
   }
-  return out
+  return out.outputs
 }
 
-const onUser = (record: Json, state: State, dialect: Dialect): Array<Output> => {
+const isToolResult = (block: unknown): block is Json => isRecord(block) && block["type"] === "tool_result"
+
+const onUser = (record: Json, state: State, dialect: Dialect): LineOutputs<Output> => {
   const message = isRecord(record["message"]) ? record["message"] : {}
-  if (typeof message["content"] === "string") return [{ _tag: "Message", role: "user", text: message["content"] }]
+  if (typeof message["content"] === "string") return { _tag: "Message", role: "user", text: message["content"] }
   const extra = isRecord(record["tool_use_result"]) ? record["tool_use_result"] : undefined
-  const out: Array<Output> = []
-  const results = blocks(message["content"]).filter((b) => b["type"] === "tool_result")
-  for (const block of results) {
+  const out = new Gathered()
+  const content = message["content"]
+  // The blocks read in place (no filtered copies of them per record).
+  const count = Array.isArray(content) ? content.length : 0
+  let results = 0
+  for (let i = 0; i < count; i++) if (isToolResult((content as ReadonlyArray<unknown>)[i])) results++
+  for (let i = 0; i < count; i++) {
+    const block: unknown = (content as ReadonlyArray<unknown>)[i]
+    if (!isToolResult(block)) continue
     const callId = str(block["tool_use_id"]) ?? ""
     const tool = state.tools.get(callId) ?? { name: "", source: "builtin" as const }
-    const structured = results.length === 1 && extra !== undefined && isRecord(extra["structuredContent"])
+    const structured = results === 1 && extra !== undefined && isRecord(extra["structuredContent"])
       ? extra["structuredContent"]
       : undefined
-    out.push({
+    out.add({
       _tag: "ToolCall",
       phase: "end",
       callId,
@@ -225,7 +248,7 @@ const onUser = (record: Json, state: State, dialect: Dialect): Array<Output> => 
       isError: block["is_error"] === true
     })
   }
-  return out
+  return out.outputs
 }
 
 const missingSession = /No conversation found with session ID/
@@ -307,7 +330,7 @@ const lineOutputs = (
   if (own !== undefined) return own
   // The bulk of a turn, read as `onRecord` reads it, its one output without an array around it.
   if (record["type"] === "stream_event") return streamEventOf(record, state) ?? none
-  return onRecord(record, state, context, dialect)
+  return recordOutputs(record, state, context, dialect)
 }
 
 /**
@@ -334,6 +357,17 @@ export const onRecord = (
   context: Driver.ParseContext,
   dialect: Dialect = claude
 ): LineResult<Output> => {
+  const result = recordOutputs(record, state, context, dialect)
+  return Array.isArray(result) || result instanceof Driver.ProtocolError ? result : [result as Output]
+}
+
+/** `onRecord`'s outputs, one output as it is (no array around it). */
+const recordOutputs = (
+  record: Json,
+  state: State,
+  context: Driver.ParseContext,
+  dialect: Dialect
+): LineOutputs<Output> => {
   switch (record["type"]) {
     case "system":
       return onSystem(record, state, context, dialect)

@@ -21,10 +21,10 @@ import type { Config } from "../Codex.js"
 import { type Materialized, sandboxMode } from "./codex.js"
 import * as live from "./codexLiveParse.js"
 import type { Frame } from "./codexLiveParse.js"
-import type { ParseOptions } from "./codexParse.js"
+import type { Outputs, ParseOptions } from "./codexParse.js"
 import type * as Protocol from "./codexProtocol/index.js"
 import type { JsonValue } from "./codexProtocol/serde_json/JsonValue.js"
-import { notice } from "./lines.js"
+import { isProtocolError, none, notice } from "./lines.js"
 import * as StrictSchema from "./strictSchema.js"
 
 /**
@@ -275,7 +275,7 @@ const outputsOf = (
   turn: live.TurnState,
   context: Driver.ParseContext,
   options: ParseOptions
-): ReadonlyArray<Driver.Output> | Driver.ProtocolError => {
+): Outputs | Driver.ProtocolError => {
   switch (item._tag) {
     case "Exited":
       return gone("during the turn")
@@ -284,12 +284,12 @@ const outputsOf = (
     case "Notification":
       return live.onNotification(item.method, item.params, turn, context, options)
     case "Malformed":
-      return [notice("warning", "malformed", item.reason, item.raw)]
+      return notice("warning", "malformed", item.reason, item.raw)
     case "Failure":
-      return [notice("error", "error", item.message, item.raw)]
+      return notice("error", "error", item.message, item.raw)
     case "Response":
     case "Request":
-      return []
+      return none
   }
 }
 
@@ -577,12 +577,17 @@ export const attach = (
           const out: Array<Driver.Output> = []
           for (const item of items) {
             const outputs = outputsOf(item, current.state, turnContext, options)
-            if (!Array.isArray(outputs)) {
+            if (Array.isArray(outputs)) {
+              for (const output of outputs as ReadonlyArray<Driver.Output>) {
+                out.push(output)
+                if (output._tag === "Terminal") finished = true
+              }
+            } else if (isProtocolError(outputs)) {
               // The outputs before the failure are emitted first; the next pull fails.
-              failure = outputs as Driver.ProtocolError
+              failure = outputs
               break
-            }
-            for (const output of outputs as ReadonlyArray<Driver.Output>) {
+            } else {
+              const output = outputs as Driver.Output
               out.push(output)
               if (output._tag === "Terminal") finished = true
             }

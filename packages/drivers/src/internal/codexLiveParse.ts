@@ -12,7 +12,7 @@ import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
 import * as parser from "./codexParse.js"
 import type * as Protocol from "./codexProtocol/index.js"
-import { isBlank, makeUsage, notice, parseLines } from "./lines.js"
+import { isBlank, none, notice, parseLines } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Output = Driver.Output
@@ -53,6 +53,11 @@ export const decode = (line: string): Frame | undefined => {
   } catch {
     return { _tag: "Malformed", reason: "a stdout line is not JSON", raw: line.slice(0, 4096) }
   }
+  return frameOf(value)
+}
+
+/** Classifies one parsed stdout line. */
+const frameOf = (value: unknown): Frame => {
   if (!isRecord(value)) return { _tag: "Malformed", reason: "a stdout line is not a JSON object", raw: value }
   const method = str(value["method"])
   const id = value["id"]
@@ -132,21 +137,9 @@ export const makeTurn = (thread: string): TurnState => {
  * Codex reports the thread's running totals (`exec --json` prints the same totals in
  * `turn.completed`), so the usage of a turn is the total after it.
  */
-const usageOf = (breakdown: unknown): Usage | undefined => {
-  if (!isRecord(breakdown)) return undefined
-  const fields: { inputTokens?: number; outputTokens?: number; cachedInputTokens?: number; reasoningTokens?: number } =
-    {}
-  const input = num(breakdown["inputTokens"])
-  const output = num(breakdown["outputTokens"])
-  const cached = num(breakdown["cachedInputTokens"])
-  const reasoning = num(breakdown["reasoningOutputTokens"])
-  if (input !== undefined) fields.inputTokens = input
-  if (output !== undefined) fields.outputTokens = output
-  if (cached !== undefined) fields.cachedInputTokens = cached
-  if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  // Every field comes from `num` (a finite number).
-  return makeUsage(fields)
-}
+const usageOf = (breakdown: unknown): Usage | undefined => parser.usageOf(breakdown, liveUsageKeys)
+
+const liveUsageKeys: parser.UsageKeys = ["inputTokens", "outputTokens", "cachedInputTokens", "reasoningOutputTokens"]
 
 const joined = (parts: unknown): string | undefined => {
   if (!Array.isArray(parts)) return undefined
@@ -211,6 +204,12 @@ const execItem = (item: Json): Json | undefined => {
   }
 }
 
+/** Whether a notification's outputs end the turn (hold its `Terminal`). */
+const endsTurn = (outputs: parser.Outputs | Driver.ProtocolError): boolean =>
+  Array.isArray(outputs)
+    ? outputs.some((output: Output) => output._tag === "Terminal")
+    : (outputs as { readonly _tag: string })._tag === "Terminal"
+
 /** Notifications that carry nothing a turn reports (status, read state, progress, rate limits). */
 const silent = new Set([
   "thread/started",
@@ -259,22 +258,29 @@ export const onNotification = (
   turn: TurnState,
   context: Driver.ParseContext,
   options: parser.ParseOptions
-): ReadonlyArray<Output> | Driver.ProtocolError => {
-  if (silent.has(method)) return []
-  if (!isRecord(params)) return [notice("warning", "malformed", `${method} without params`, params)]
-  if (otherTurn(params, turn)) return []
+): parser.Outputs | Driver.ProtocolError => {
+  if (silent.has(method)) return none
+  if (!isRecord(params)) return notice("warning", "malformed", `${method} without params`, params)
+  if (otherTurn(params, turn)) return none
   switch (method) {
     case "item/started":
     case "item/completed": {
-      const item = isRecord(params["item"]) ? execItem(params["item"]) : undefined
-      if (item === undefined) {
-        return isRecord(params["item"]) ? [] : [notice("warning", "malformed", `${method} without an item`, params)]
+      const raw = params["item"]
+      if (!isRecord(raw)) return notice("warning", "malformed", `${method} without an item`, params)
+      const finished = method === "item/completed"
+      // Messages and reasoning go straight to their outputs: no `exec --json` item in between.
+      switch (raw["type"]) {
+        case "agentMessage":
+          return parser.onAgentMessage(str(raw["text"]), finished, turn.exec)
+        case "reasoning":
+          return parser.onReasoning(joined(raw["summary"]) ?? joined(raw["content"]), finished)
       }
-      return parser.onItem(method === "item/started" ? "started" : "completed", item, turn.exec, context)
+      const item = execItem(raw)
+      return item === undefined ? none : parser.onItem(finished ? "completed" : "started", item, turn.exec, context)
     }
     case "item/agentMessage/delta": {
       const delta = str(params["delta"])
-      return delta === undefined || delta.length === 0 ? [] : [{ _tag: "TextDelta", text: delta }]
+      return delta === undefined || delta.length === 0 ? none : { _tag: "TextDelta", text: delta }
     }
     case "turn/plan/updated": {
       const plan = Array.isArray(params["plan"]) ? params["plan"].filter(isRecord) : []
@@ -284,10 +290,10 @@ export const onNotification = (
     case "thread/tokenUsage/updated": {
       // Usage restored by a resume names an earlier turn; before `turn/start` answered no
       // request of this turn reached the model yet.
-      if (turn.turnId === undefined || str(params["turnId"]) !== turn.turnId) return []
+      if (turn.turnId === undefined || str(params["turnId"]) !== turn.turnId) return none
       const usage = isRecord(params["tokenUsage"]) ? usageOf(params["tokenUsage"]["total"]) : undefined
       if (usage !== undefined) turn.usage = usage
-      return []
+      return none
     }
     case "warning":
       // `exec --json` prints these (e.g. missing model metadata) as `error` items.
@@ -312,15 +318,15 @@ export const onNotification = (
     }
     case "mcpServer/startupStatus/updated":
       return params["status"] === "failed"
-        ? [notice(
+        ? notice(
           "warning",
           "mcp_startup",
           `the MCP server "${str(params["name"]) ?? "?"}" failed to start: ${str(params["error"]) ?? "no detail"}`,
           params
-        )]
-        : []
+        )
+        : none
     case "model/rerouted":
-      return [notice("info", "model_rerouted", "Codex rerouted the turn to another model", params)]
+      return notice("info", "model_rerouted", "Codex rerouted the turn to another model", params)
     case "turn/completed": {
       const record = isRecord(params["turn"]) ? params["turn"] : {}
       const status = str(record["status"])
@@ -344,10 +350,10 @@ export const onNotification = (
         raw: params,
         ...(structured === undefined ? {} : { structuredOutput: structured })
       }
-      return turn.usage === undefined ? [terminal] : [{ _tag: "Usage", usage: turn.usage }, terminal]
+      return turn.usage === undefined ? terminal : [{ _tag: "Usage", usage: turn.usage }, terminal]
     }
     default:
-      return [notice("info", `unknown/${method}`, "unknown Codex app-server notification", params)]
+      return notice("info", `unknown/${method}`, "unknown Codex app-server notification", params)
   }
 }
 
@@ -369,16 +375,14 @@ export const parse = (
     let thread: string | undefined
     let turn: TurnState | undefined
     let pendingTurn: TurnState | undefined
-    return (line) => {
-      const frame = decode(line)
-      if (frame === undefined) return []
+    const onFrame = (frame: Frame): parser.Outputs | Driver.ProtocolError => {
       switch (frame._tag) {
         case "Malformed":
-          return [notice("warning", "malformed", frame.reason, frame.raw)]
+          return notice("warning", "malformed", frame.reason, frame.raw)
         case "Failure":
           return failureOf("a request", frame.message, context.session)
         case "Request":
-          return [notice("warning", "approval", `Codex asked ${frame.method}`, frame.params)]
+          return notice("warning", "approval", `Codex asked ${frame.method}`, frame.params)
         case "Response": {
           const started = threadOf(frame.result)
           if (started !== undefined && thread === undefined) {
@@ -389,7 +393,7 @@ export const parse = (
               })
             }
             thread = started.id
-            return [{ _tag: "SessionStarted", sessionId: started.id, model: started.model }]
+            return { _tag: "SessionStarted", sessionId: started.id, model: started.model }
           }
           const turnId = turnIdOf(frame.result)
           if (turnId !== undefined) {
@@ -397,16 +401,33 @@ export const parse = (
             turn.turnId = turnId
             pendingTurn = undefined
           }
-          return []
+          return none
         }
-        case "Notification": {
-          // Frames of a turn may precede the `turn/start` answer (e.g. a warning).
-          const current = turn ?? (thread === undefined ? undefined : pendingTurn ??= makeTurn(thread))
-          if (current === undefined) return []
-          const outputs = onNotification(frame.method, frame.params, current, context, options)
-          if (Array.isArray(outputs) && outputs.some((output) => output._tag === "Terminal")) turn = undefined
-          return outputs
-        }
+        case "Notification":
+          return onTurnNotification(frame.method, frame.params)
       }
+    }
+    const onTurnNotification = (method: string, params: unknown): parser.Outputs | Driver.ProtocolError => {
+      // Frames of a turn may precede the `turn/start` answer (e.g. a warning).
+      const current = turn ?? (thread === undefined ? undefined : pendingTurn ??= makeTurn(thread))
+      if (current === undefined) return none
+      const outputs = onNotification(method, params, current, context, options)
+      if (endsTurn(outputs)) turn = undefined
+      return outputs
+    }
+    return (line) => {
+      if (isBlank(line)) return none
+      let value: unknown
+      try {
+        value = JSON.parse(line)
+      } catch {
+        return notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))
+      }
+      // Most lines are notifications: read straight from the record, without a frame for them.
+      if (isRecord(value)) {
+        const method = value["method"]
+        if (typeof method === "string" && !isRequestId(value["id"])) return onTurnNotification(method, value["params"])
+      }
+      return onFrame(frameOf(value))
     }
   })

@@ -5,7 +5,7 @@
  */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, makeUsage, notice, textOf } from "./lines.js"
+import { isBlank, none, notice, textOf, usageFrom } from "./lines.js"
 import * as StrictSchema from "./strictSchema.js"
 
 type Json = { readonly [key: string]: unknown }
@@ -28,26 +28,25 @@ export interface State {
   readonly started: Set<string>
 }
 
-/** @internal */
-export const usageOf = (usage: unknown): Usage | undefined => {
-  if (!isRecord(usage)) return undefined
-  const fields: {
-    inputTokens?: number
-    outputTokens?: number
-    cachedInputTokens?: number
-    reasoningTokens?: number
-  } = {}
-  const input = num(usage["input_tokens"])
-  const output = num(usage["output_tokens"])
-  const cached = num(usage["cached_input_tokens"])
-  const reasoning = num(usage["reasoning_output_tokens"])
-  if (input !== undefined) fields.inputTokens = input
-  if (output !== undefined) fields.outputTokens = output
-  if (cached !== undefined) fields.cachedInputTokens = cached
-  if (reasoning !== undefined) fields.reasoningTokens = reasoning
-  // Every field comes from `num` (a finite number).
-  return makeUsage(fields)
-}
+/**
+ * The names Codex gives a usage's four counts: `exec --json` in snake_case, the app-server in
+ * camelCase.
+ *
+ * @internal
+ */
+export type UsageKeys = readonly [input: string, output: string, cached: string, reasoning: string]
+
+const execUsageKeys: UsageKeys = ["input_tokens", "output_tokens", "cached_input_tokens", "reasoning_output_tokens"]
+
+/**
+ * A usage record's counts under `keys` (each read with `num`: a finite number, or absent).
+ *
+ * @internal
+ */
+export const usageOf = (usage: unknown, keys: UsageKeys = execUsageKeys): Usage | undefined =>
+  isRecord(usage)
+    ? usageFrom(num(usage[keys[0]]), num(usage[keys[1]]), num(usage[keys[2]]), num(usage[keys[3]]))
+    : undefined
 
 /** The text parts of an MCP result joined, or its structured content when it has one. */
 const mcpOutput = (result: unknown): unknown => {
@@ -57,12 +56,15 @@ const mcpOutput = (result: unknown): unknown => {
   return content.map((part) => isRecord(part) ? str(part["text"]) ?? "" : "").join("")
 }
 
+/** A tool call item as a `ToolCall`'s fields (one object: a run reads one per tool call line). */
 interface ToolView {
   readonly name: string
   readonly source: "host" | "mcp" | "builtin"
   readonly input: unknown
-  /** `undefined` while the item is not finished. */
-  readonly end: { readonly output: unknown; readonly isError: boolean } | undefined
+  /** Whether the item is finished: then `output` and `isError` are its end's. */
+  readonly finished: boolean
+  readonly output: unknown
+  readonly isError: boolean
 }
 
 /** Item kinds that are tool calls, as `ToolCall` views; `undefined` for every other kind. */
@@ -76,9 +78,9 @@ const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): 
         name: str(item["tool"]) ?? "",
         source: server === context.hostedKey ? "host" : "mcp",
         input: item["arguments"],
-        end: finished
-          ? { output: error ?? mcpOutput(item["result"]), isError: status === "failed" || error !== undefined }
-          : undefined
+        finished,
+        output: finished ? error ?? mcpOutput(item["result"]) : undefined,
+        isError: finished && (status === "failed" || error !== undefined)
       }
     }
     case "command_execution": {
@@ -87,12 +89,10 @@ const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): 
         name: "command_execution",
         source: "builtin",
         input: { command: item["command"] },
-        end: finished
-          ? {
-            output: { output: item["aggregated_output"], exitCode: item["exit_code"] ?? null },
-            isError: status === "failed" || status === "declined" || (exitCode !== undefined && exitCode !== 0)
-          }
-          : undefined
+        finished,
+        output: finished ? { output: item["aggregated_output"], exitCode: item["exit_code"] ?? null } : undefined,
+        isError: finished &&
+          (status === "failed" || status === "declined" || (exitCode !== undefined && exitCode !== 0))
       }
     }
     case "file_change":
@@ -100,19 +100,50 @@ const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): 
         name: "file_change",
         source: "builtin",
         input: { changes: item["changes"] },
-        end: finished ? { output: { status: item["status"] }, isError: status === "failed" } : undefined
+        finished,
+        output: finished ? { status: item["status"] } : undefined,
+        isError: finished && status === "failed"
       }
     case "web_search":
       return {
         name: "web_search",
         source: "builtin",
         input: { query: item["query"], ...(item["action"] === undefined ? {} : { action: item["action"] }) },
-        end: finished ? { output: { query: item["query"] }, isError: status === "failed" } : undefined
+        finished,
+        output: finished ? { query: item["query"] } : undefined,
+        isError: finished && status === "failed"
       }
     default:
       return undefined
   }
 }
+
+/**
+ * An item's outputs, or a protocol error: one output as it is (most lines have exactly one, and
+ * no array is allocated around it), or an array of them.
+ *
+ * @internal
+ */
+export type Outputs = Output | ReadonlyArray<Output>
+
+/**
+ * An `agent_message` item's outputs (the live driver reads app-server messages straight to it).
+ *
+ * @internal
+ */
+export const onAgentMessage = (text: string | undefined, finished: boolean, state: State): Outputs => {
+  if (!finished || text === undefined) return none
+  state.lastMessage = text
+  return { _tag: "Message", role: "assistant", text }
+}
+
+/**
+ * A `reasoning` item's outputs (the live driver reads app-server reasoning straight to it).
+ *
+ * @internal
+ */
+export const onReasoning = (text: string | undefined, finished: boolean): Outputs =>
+  finished && text !== undefined ? { _tag: "ReasoningDelta", text } : none
 
 /**
  * The outputs of one `exec --json` item (`item.started` / `.updated` / `.completed`). The live
@@ -125,58 +156,50 @@ export const onItem = (
   item: Json,
   state: State,
   context: Driver.ParseContext
-): Array<Output> => {
+): Outputs => {
   const id = str(item["id"]) ?? ""
   const kind = str(item["type"]) ?? "unknown"
   const finished = phase === "completed"
   const tool = toolView(item, finished, context)
   if (tool !== undefined) {
-    const out: Array<Output> = []
-    if (!state.started.has(id)) {
-      state.started.add(id)
-      out.push({
-        _tag: "ToolCall",
-        phase: "start",
-        callId: id,
-        name: tool.name,
-        source: tool.source,
-        input: tool.input
-      })
-    }
-    if (tool.end !== undefined) {
-      out.push({
+    const end: Output | undefined = tool.finished
+      ? {
         _tag: "ToolCall",
         phase: "end",
         callId: id,
         name: tool.name,
         source: tool.source,
-        output: tool.end.output,
-        isError: tool.end.isError
-      })
+        output: tool.output,
+        isError: tool.isError
+      }
+      : undefined
+    if (state.started.has(id)) return end ?? none
+    state.started.add(id)
+    const start: Output = {
+      _tag: "ToolCall",
+      phase: "start",
+      callId: id,
+      name: tool.name,
+      source: tool.source,
+      input: tool.input
     }
-    return out
+    return end === undefined ? start : [start, end]
   }
   switch (kind) {
-    case "agent_message": {
-      const text = str(item["text"])
-      if (!finished || text === undefined) return []
-      state.lastMessage = text
-      return [{ _tag: "Message", role: "assistant", text } satisfies Output]
-    }
-    case "reasoning": {
-      const text = str(item["text"])
-      return finished && text !== undefined ? [{ _tag: "ReasoningDelta", text } satisfies Output] : []
-    }
+    case "agent_message":
+      return onAgentMessage(str(item["text"]), finished, state)
+    case "reasoning":
+      return onReasoning(str(item["text"]), finished)
     case "todo_list": {
       const items = Array.isArray(item["items"]) ? item["items"].filter(isRecord) : []
       const done = items.filter((entry) => entry["completed"] === true).length
-      return [notice("info", "todo_list", `plan ${phase}: ${done}/${items.length} done`, item)]
+      return notice("info", "todo_list", `plan ${phase}: ${done}/${items.length} done`, item)
     }
     case "error":
       // Codex reports recoverable conditions as error items (e.g. missing model metadata).
-      return [notice("warning", "error", str(item["message"]) ?? "Codex reported an error item", item)]
+      return notice("warning", "error", str(item["message"]) ?? "Codex reported an error item", item)
     default:
-      return [notice("info", `item/${kind}`, `unknown Codex item kind "${kind}" (${phase})`, item)]
+      return notice("info", `item/${kind}`, `unknown Codex item kind "${kind}" (${phase})`, item)
   }
 }
 
@@ -220,12 +243,12 @@ export const onRecord = (
   state: State,
   context: Driver.ParseContext,
   options: ParseOptions
-): ReadonlyArray<Output> | Driver.ProtocolError => {
+): Outputs | Driver.ProtocolError => {
   switch (record["type"]) {
     case "thread.started": {
       const thread = str(record["thread_id"])
       if (thread === undefined) {
-        return [notice("warning", "malformed", "thread.started without a thread_id", record)]
+        return notice("warning", "malformed", "thread.started without a thread_id", record)
       }
       if (context.session._tag === "Resume" && thread !== context.session.id) {
         return new Driver.ProtocolError({
@@ -234,16 +257,16 @@ export const onRecord = (
         })
       }
       state.thread = thread
-      return [{ _tag: "SessionStarted", sessionId: thread, model: undefined }]
+      return { _tag: "SessionStarted", sessionId: thread, model: undefined }
     }
     case "turn.started":
-      return []
+      return none
     case "item.started":
     case "item.updated":
     case "item.completed": {
       const item = record["item"]
       if (!isRecord(item)) {
-        return [notice("warning", "malformed", `${record["type"]} without an item`, record)]
+        return notice("warning", "malformed", `${record["type"]} without an item`, record)
       }
       const phase = record["type"] === "item.started"
         ? "started"
@@ -268,11 +291,11 @@ export const onRecord = (
         raw: record,
         ...(structured === undefined ? {} : { structuredOutput: structured })
       }
-      return usage === undefined ? [terminal] : [{ _tag: "Usage", usage }, terminal]
+      return usage === undefined ? terminal : [{ _tag: "Usage", usage }, terminal]
     }
     case "turn.failed": {
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
-      return [{
+      return {
         _tag: "Terminal",
         ok: false,
         text: state.lastMessage,
@@ -281,7 +304,7 @@ export const onRecord = (
         session: state.thread,
         error: error ?? "Codex reported a failed turn",
         raw: record
-      }]
+      }
     }
     case "error": {
       // Not terminal: Codex also reports reconnection attempts this way; `turn.failed` ends the turn.
@@ -295,10 +318,10 @@ export const onRecord = (
           })
         }
       }
-      return [notice("error", "error", message, record)]
+      return notice("error", "error", message, record)
     }
     default:
-      return [notice("info", `unknown/${textOf(record["type"])}`, "unknown Codex record", record)]
+      return notice("info", `unknown/${textOf(record["type"])}`, "unknown Codex record", record)
   }
 }
 
@@ -307,16 +330,16 @@ const onLine = (
   state: State,
   context: Driver.ParseContext,
   options: ParseOptions
-): ReadonlyArray<Output> | Driver.ProtocolError => {
-  if (isBlank(line)) return []
+): Outputs | Driver.ProtocolError => {
+  if (isBlank(line)) return none
   let record: unknown
   try {
     record = JSON.parse(line)
   } catch {
-    return [notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))]
+    return notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))
   }
   if (!isRecord(record)) {
-    return [notice("warning", "malformed", "a stdout line is not a JSON object", record)]
+    return notice("warning", "malformed", "a stdout line is not a JSON object", record)
   }
   return onRecord(record, state, context, options)
 }

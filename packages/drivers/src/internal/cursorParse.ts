@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, makeUsage, notice, type UsageFields } from "./lines.js"
+import { isBlank, notice, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Source = "host" | "mcp" | "builtin"
@@ -35,11 +35,19 @@ const contentText = (message: unknown): string => {
   return text
 }
 
-/** The one `<kind>ToolCall` entry of a `tool_call` record. @internal */
+/**
+ * The `ToolCall` output of a `tool_call` record's one `<kind>ToolCall` entry (`end` with its
+ * result), built at once: no view of the entry in between (a run reads one per tool call line).
+ * `undefined` when the record has no entry.
+ *
+ * @internal
+ */
 export const toolCallOf = (
   record: Json,
-  hostedKey: string
-): { readonly name: string; readonly source: Source; readonly args: unknown; readonly result: unknown } | undefined => {
+  hostedKey: string,
+  callId: string,
+  phase: "start" | "end"
+): Driver.Output | undefined => {
   const call = record["tool_call"]
   if (!isRecord(call)) return undefined
   // The first key (as `Object.keys(call)[0]`), without listing them all.
@@ -52,41 +60,81 @@ export const toolCallOf = (
   }
   if (kind === undefined) return undefined
   const body = call[kind]
-  const args = isRecord(body) ? body["args"] : undefined
-  const result = isRecord(body) ? body["result"] : undefined
+  const bodyRecord = isRecord(body) ? body : undefined
+  let args = bodyRecord === undefined ? undefined : bodyRecord["args"]
+  let name: string
+  let source: Source = "builtin"
   if (kind === "mcpToolCall" && isRecord(args)) {
     const provider = str(args["providerIdentifier"])
     const tool = str(args["toolName"])
-    const input = args["args"]
-    if (provider === hostedKey && tool !== undefined) return { name: tool, source: "host", args: input, result }
-    return { name: str(args["name"]) ?? `${provider ?? ""}-${tool ?? ""}`, source: "mcp", args: input, result }
+    if (provider === hostedKey && tool !== undefined) {
+      name = tool
+      source = "host"
+    } else {
+      name = str(args["name"]) ?? `${provider ?? ""}-${tool ?? ""}`
+      source = "mcp"
+    }
+    args = args["args"]
+  } else if (kind === "function" && bodyRecord !== undefined) {
+    name = str(bodyRecord["name"]) ?? "function"
+    args = bodyRecord["arguments"]
+  } else {
+    name = kind.endsWith("ToolCall") ? kind.slice(0, -8) : kind
   }
-  if (kind === "function" && isRecord(body)) {
-    return { name: str(body["name"]) ?? "function", source: "builtin", args: body["arguments"], result }
+  if (phase === "start") return { _tag: "ToolCall", phase, callId, name, source, input: args }
+  const result = bodyRecord === undefined ? undefined : bodyRecord["result"]
+  return {
+    _tag: "ToolCall",
+    phase,
+    callId,
+    name,
+    source,
+    input: args,
+    output: outputOf(result),
+    isError: isErrorOf(result)
   }
-  return { name: kind.endsWith("ToolCall") ? kind.slice(0, -8) : kind, source: "builtin", args, result }
 }
 
-/** A tool result → `[output, isError]`: MCP content texts joined, else the result itself. */
-const resultOf = (result: unknown): readonly [unknown, boolean] => {
-  if (!isRecord(result)) return [result, false]
+/** A tool result's output: MCP content texts joined, the failure's message, else the result itself. */
+const outputOf = (result: unknown): unknown => {
+  if (!isRecord(result)) return result
   const success = result["success"]
   if (isRecord(success)) {
     const content = success["content"]
-    if (Array.isArray(content)) {
-      const texts = content.flatMap((c: unknown) =>
-        isRecord(c) && isRecord(c["text"]) && typeof c["text"]["text"] === "string" ? [c["text"]["text"]] : []
-      )
-      return [texts.length === content.length ? texts.join("\n") : content, success["isError"] === true]
+    if (!Array.isArray(content)) return success
+    // A loop, not flatMap + join: one result per tool call line, most with one text part.
+    let text = ""
+    for (let i = 0; i < content.length; i++) {
+      const part: unknown = content[i]
+      const inner = isRecord(part) ? part["text"] : undefined
+      const partText = isRecord(inner) ? inner["text"] : undefined
+      if (typeof partText !== "string") return content
+      text = i === 0 ? partText : `${text}\n${partText}`
     }
-    return [success, success["isError"] === true]
+    return text
   }
   const failure = result["error"] ?? result["failure"] ?? result["rejected"]
   if (failure !== undefined) {
     const message = isRecord(failure) ? str(failure["error"]) ?? str(failure["message"]) : str(failure)
-    return [message ?? failure, true]
+    return message ?? failure
   }
-  return [result, false]
+  return result
+}
+
+/** Whether a tool result is an error: a success flagged `isError`, or a failure. */
+const isErrorOf = (result: unknown): boolean => {
+  if (!isRecord(result)) return false
+  const success = result["success"]
+  if (isRecord(success)) return success["isError"] === true
+  return (result["error"] ?? result["failure"] ?? result["rejected"]) !== undefined
+}
+
+/** Whether a `tool_call` object has an entry (an own key). */
+const hasEntry = (call: Json): boolean => {
+  for (const key in call) {
+    if (Object.hasOwn(call, key)) return true
+  }
+  return false
 }
 
 const usageOf = (usage: unknown): Usage | undefined => {
@@ -95,12 +143,8 @@ const usageOf = (usage: unknown): Usage | undefined => {
   const outputTokens = num(usage["outputTokens"]) ?? num(usage["output_tokens"])
   const cachedInputTokens = num(usage["cacheReadTokens"]) ?? num(usage["cached_input_tokens"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
-  const fields: UsageFields = {}
-  if (inputTokens !== undefined) fields.inputTokens = inputTokens
-  if (outputTokens !== undefined) fields.outputTokens = outputTokens
-  if (cachedInputTokens !== undefined) fields.cachedInputTokens = cachedInputTokens
   // Every field comes from `num` (a finite number).
-  return makeUsage(fields)
+  return usageFrom(inputTokens, outputTokens, cachedInputTokens)
 }
 
 const none: Array<Driver.Output> = []
@@ -159,44 +203,24 @@ export const step = (
     }
     case "tool_call": {
       const callId = str(record["call_id"]) ?? ""
-      const call = toolCallOf(record, context.hostedKey)
-      if (call === undefined) {
+      if (subtype !== "started" && subtype !== "completed") {
+        return isRecord(record["tool_call"]) && hasEntry(record["tool_call"])
+          ? notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
+          : notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
+      }
+      const output = toolCallOf(record, context.hostedKey, callId, subtype === "started" ? "start" : "end")
+      if (output === undefined) {
         return notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
       }
-      if (subtype === "started") {
-        // A tool call closes the assistant text before it: it is not the final text.
-        state.lastText = undefined
-        return {
-          _tag: "ToolCall",
-          phase: "start",
-          callId,
-          name: call.name,
-          source: call.source,
-          input: call.args
-        }
-      }
-      if (subtype === "completed") {
-        const [output, isError] = resultOf(call.result)
-        return {
-          _tag: "ToolCall",
-          phase: "end",
-          callId,
-          name: call.name,
-          source: call.source,
-          input: call.args,
-          output,
-          isError
-        }
-      }
-      return notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
+      // A tool call closes the assistant text before it: it is not the final text.
+      if (subtype === "started") state.lastText = undefined
+      return output
     }
     case "result": {
       const ok = subtype === "success" && record["is_error"] !== true
       const usage = usageOf(record["usage"])
-      const out: Array<Driver.Output> = []
-      if (usage !== undefined) out.push({ _tag: "Usage", usage })
       const result = str(record["result"])
-      out.push({
+      const terminal: Driver.Output = {
         _tag: "Terminal",
         ok,
         text: ok ? state.lastText ?? result : state.lastText,
@@ -205,9 +229,9 @@ export const step = (
         session: str(record["session_id"]) ?? state.sessionId,
         error: ok ? undefined : str(record["error"]) ?? result ?? `the CLI reported ${subtype ?? "an error"}`,
         raw: record
-      })
+      }
       state.done = true
-      return out
+      return usage === undefined ? terminal : [{ _tag: "Usage", usage }, terminal]
     }
     default:
       return notice("info", `cursor.${type}`, "an unknown record kind", record)

@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, makeUsage, notice, textOf, type UsageFields } from "./lines.js"
+import { isBlank, notice, textOf, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -50,14 +50,17 @@ export const toolIdentity = (
   return { name: toolName, source: "builtin" }
 }
 
-/** Closes the current assistant segment: its Message goes to `out`, it becomes the final text. */
-const flush = (state: State, out: Array<Driver.Output>): Array<Driver.Output> => {
-  if (state.segment.length > 0) {
-    out.push({ _tag: "Message", role: "assistant", text: state.segment })
-    state.finalText = state.segment
-    state.segment = ""
-  }
-  return out
+/**
+ * Closes the current assistant segment: it becomes the final text, and its `Message` is returned
+ * (`undefined` when the segment is empty). The callers put it in arrays of their exact length:
+ * `push` onto an empty array allocates room for 16.
+ */
+const takeMessage = (state: State): Driver.Output | undefined => {
+  if (state.segment.length === 0) return undefined
+  const message: Driver.Output = { _tag: "Message", role: "assistant", text: state.segment }
+  state.finalText = state.segment
+  state.segment = ""
+  return message
 }
 
 /** `stats` of a `result` record → `Usage` (fields absent from the record stay undefined). */
@@ -67,12 +70,8 @@ const usageOf = (stats: unknown): Usage | undefined => {
   const outputTokens = num(stats["output_tokens"])
   const cachedInputTokens = num(stats["cached"])
   if (inputTokens === undefined && outputTokens === undefined && cachedInputTokens === undefined) return undefined
-  const fields: UsageFields = {}
-  if (inputTokens !== undefined) fields.inputTokens = inputTokens
-  if (outputTokens !== undefined) fields.outputTokens = outputTokens
-  if (cachedInputTokens !== undefined) fields.cachedInputTokens = cachedInputTokens
   // Every field comes from `num` (a finite number).
-  return makeUsage(fields)
+  return usageFrom(inputTokens, outputTokens, cachedInputTokens)
 }
 
 const modelOfStats = (stats: unknown): string | undefined => {
@@ -141,7 +140,7 @@ export const step = (
       if (record["role"] === "assistant") {
         state.segment += content
         if (record["delta"] === true) return content.length > 0 ? { _tag: "TextDelta", text: content } : none
-        return flush(state, [])
+        return takeMessage(state) ?? none
       }
       if (record["role"] === "user") return { _tag: "Message", role: "user", text: content }
       return notice("info", "gemini.message", `message with role ${textOf(record["role"])}`, record)
@@ -158,10 +157,8 @@ export const step = (
         source: identity.source,
         input: record["parameters"]
       }
-      if (state.segment.length === 0) return call
-      const out = flush(state, [])
-      out.push(call)
-      return out
+      const message = takeMessage(state)
+      return message === undefined ? call : [message, call]
     }
     case "tool_result": {
       const callId = str(record["tool_id"]) ?? ""
@@ -183,12 +180,11 @@ export const step = (
       return notice(severity, "gemini.error", str(record["message"]) ?? "", record)
     }
     case "result": {
-      const out = flush(state, [])
+      const message = takeMessage(state)
       const usage = usageOf(record["stats"])
-      if (usage !== undefined) out.push({ _tag: "Usage", usage })
       const ok = record["status"] === "success"
       const error = isRecord(record["error"]) ? str(record["error"]["message"]) : undefined
-      out.push({
+      const terminal: Driver.Output = {
         _tag: "Terminal",
         ok,
         text: state.finalText,
@@ -197,9 +193,11 @@ export const step = (
         session: state.sessionId,
         error: ok ? undefined : error ?? `the CLI reported status ${textOf(record["status"])}`,
         raw: record
-      })
+      }
       state.done = true
-      return out
+      const usageOutput: Driver.Output | undefined = usage === undefined ? undefined : { _tag: "Usage", usage }
+      if (message === undefined) return usageOutput === undefined ? terminal : [usageOutput, terminal]
+      return usageOutput === undefined ? [message, terminal] : [message, usageOutput, terminal]
     }
     default:
       return notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)

@@ -17,6 +17,23 @@ export type LineResult<O> = ReadonlyArray<O> | Driver.ProtocolError
 export type LineOutputs<O> = O | LineResult<O>
 
 /**
+ * No output: one shared empty array (nothing writes to a line's outputs), so that a line without
+ * output allocates none.
+ *
+ * @internal
+ */
+export const none: ReadonlyArray<never> = []
+
+/**
+ * Whether a line's result is the protocol error that ends the run (by its tag, as core's stream
+ * loop tells it; no output is tagged so).
+ *
+ * @internal
+ */
+export const isProtocolError = (result: unknown): result is Driver.ProtocolError =>
+  (result as { readonly _tag?: unknown })._tag === "ProtocolError"
+
+/**
  * Whether a line is empty or only whitespace: the same answer as `line.trim().length === 0`,
  * without trimming the usual JSON line (which starts with `{`).
  *
@@ -77,3 +94,27 @@ export interface UsageFields {
  * @internal
  */
 export const makeUsage = (fields: UsageFields): Usage => Object.assign(Object.create(Usage.prototype) as Usage, fields)
+
+/**
+ * The `Usage` of these fields (each a finite number, or `undefined`: absent), built as
+ * `makeUsage` builds it from an object holding only the given fields, in this order, without
+ * that object: the parsers read a usage per turn (Codex's app-server several), and the fields
+ * object was half of its cost.
+ *
+ * @internal
+ */
+export const usageFrom = (
+  inputTokens: number | undefined,
+  outputTokens: number | undefined,
+  cachedInputTokens?: number | undefined,
+  reasoningTokens?: number | undefined,
+  costUsd?: number | undefined
+): Usage => {
+  const usage = Object.create(Usage.prototype) as UsageFields
+  if (inputTokens !== undefined) usage.inputTokens = inputTokens
+  if (outputTokens !== undefined) usage.outputTokens = outputTokens
+  if (cachedInputTokens !== undefined) usage.cachedInputTokens = cachedInputTokens
+  if (reasoningTokens !== undefined) usage.reasoningTokens = reasoningTokens
+  if (costUsd !== undefined) usage.costUsd = costUsd
+  return usage as Usage
+}
