@@ -5,7 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import * as Stream from "effect/Stream"
-import { type LineResult, parseLines } from "../src/internal/lines.js"
+import { type LineResult, parseLines, RecentMap } from "../src/internal/lines.js"
 
 /**
  * A stateful per-line function: a line starting with `!` is a protocol error; any other line
@@ -115,4 +115,54 @@ describe("parseLines", () => {
       }),
     { fastCheck: { numRuns: 200 } }
   )
+})
+
+describe("RecentMap", () => {
+  // Every sequence of operations over a few keys answers as a Map does; the keys are fresh
+  // strings each time (as `JSON.parse` makes them), so the latest entry is found by content.
+  const operation = FastCheck.oneof(
+    FastCheck.record({
+      op: FastCheck.constant("set" as const),
+      key: FastCheck.integer({ min: 0, max: 4 }),
+      value: FastCheck.integer()
+    }),
+    FastCheck.record({
+      op: FastCheck.constantFrom("get" as const, "has" as const, "delete" as const),
+      key: FastCheck.integer({ min: 0, max: 4 })
+    }),
+    FastCheck.record({ op: FastCheck.constant("clear" as const) })
+  )
+  it("answers get, has and empty as a Map does after any sets, deletes and clears", () => {
+    FastCheck.assert(
+      FastCheck.property(FastCheck.array(operation, { maxLength: 60 }), (operations) => {
+        const recent = new RecentMap<number>()
+        const model = new Map<string, number>()
+        const fresh = (key: number) => JSON.parse(`"call_${key}"`) as string
+        for (const operation of operations) {
+          switch (operation.op) {
+            case "set":
+              recent.set(fresh(operation.key), operation.value)
+              model.set(fresh(operation.key), operation.value)
+              break
+            case "get":
+              expect(recent.get(fresh(operation.key))).toBe(model.get(fresh(operation.key)))
+              break
+            case "has":
+              expect(recent.has(fresh(operation.key))).toBe(model.has(fresh(operation.key)))
+              break
+            case "delete":
+              recent.delete(fresh(operation.key))
+              model.delete(fresh(operation.key))
+              break
+            case "clear":
+              recent.clear()
+              model.clear()
+          }
+          expect(recent.empty).toBe(model.size === 0)
+        }
+        for (let key = 0; key <= 4; key++) expect(recent.get(fresh(key))).toBe(model.get(fresh(key)))
+      }),
+      { numRuns: 500 }
+    )
+  })
 })

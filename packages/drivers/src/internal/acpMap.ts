@@ -10,7 +10,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
-import { isBlank, none, notice, textOf, usageFrom } from "./lines.js"
+import { isBlank, none, notice, RecentMap, textOf, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -190,7 +190,7 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
   // Per turn; mutated in place (a copy per update would cost as much as the turn so far).
   let segment = ""
   let finalText: string | undefined = undefined
-  const calls = new Map<string, ToolIdentity>()
+  const calls = new RecentMap<ToolIdentity>()
 
   /** The assistant text so far as its `Message` (then the final text so far), if there is any. */
   const takeMessage = (): Driver.Output | undefined => {
@@ -251,7 +251,7 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
       segment = ""
       finalText = undefined
       // `clear` allocates a new table even for an empty map, and most turns hold no call.
-      if (calls.size > 0) calls.clear()
+      calls.clear()
       if (held.size > 0) held.clear()
     },
     update: (params) => {
@@ -282,17 +282,18 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
         case "tool_call_update": {
           const callId = str(update["toolCallId"])
           if (callId === undefined) return notice("warning", `acp.${kind}`, "a tool call without toolCallId", update)
-          const out: Array<Driver.Output> = []
           const known = calls.get(callId)
           if (
             known === undefined && update["status"] === "pending" && isRecord(update["rawInput"]) &&
             isEmptyInput(update["rawInput"])
           ) {
             held.set(callId, { ...held.get(callId), ...update })
-            return out
+            return none
           }
-          const announced = held.get(callId)
-          held.delete(callId)
+          // Most turns hold no call back: an empty map is not asked (the lookup hashes the id).
+          const announced = held.size === 0 ? undefined : held.get(callId)
+          if (announced !== undefined) held.delete(callId)
+          const out: Array<Driver.Output> = []
           // An agent may report a call first in its final state (Gemini does after a permission).
           const identity = known ?? start(announced === undefined ? update : merged(announced, update), callId, out)
           if (update["status"] === "completed" || update["status"] === "failed") end(update, callId, identity, out)

@@ -7,7 +7,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineOutputs, type LineResult, notice, textOf, usageFrom } from "./lines.js"
+import { isBlank, type LineOutputs, type LineResult, notice, RecentMap, textOf, usageFrom } from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -27,7 +27,7 @@ export interface State {
   /** The session the CLI reported in `system/init`. */
   sessionId: string | undefined
   sawPartial: boolean
-  readonly tools: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
+  readonly tools: RecentMap<{ readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
 }
 
 /**
@@ -302,7 +302,12 @@ const onResult = (
 }
 
 /** A fresh per-run state. @internal */
-export const makeState = (): State => ({ model: undefined, sessionId: undefined, sawPartial: false, tools: new Map() })
+export const makeState = (): State => ({
+  model: undefined,
+  sessionId: undefined,
+  sawPartial: false,
+  tools: new RecentMap()
+})
 
 /**
  * The outputs of one stdout line, a single one as it is (`parseLines` takes both).

@@ -5,7 +5,7 @@
  */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, none, notice, textOf, usageFrom } from "./lines.js"
+import { isBlank, none, notice, RecentMap, textOf, usageFrom } from "./lines.js"
 import * as StrictSchema from "./strictSchema.js"
 
 type Json = { readonly [key: string]: unknown }
@@ -25,7 +25,7 @@ export interface State {
   thread: string | undefined
   lastMessage: string | undefined
   /** Item ids whose `ToolCall` start was already emitted. */
-  readonly started: Set<string>
+  readonly started: RecentMap<true>
 }
 
 /**
@@ -174,7 +174,7 @@ export const onItem = (
       }
       : undefined
     if (state.started.has(id)) return end ?? none
-    state.started.add(id)
+    state.started.set(id, true)
     const start: Output = {
       _tag: "ToolCall",
       phase: "start",
@@ -345,7 +345,12 @@ const onLine = (
 }
 
 /** A fresh per-run state. @internal */
-export const makeState = (): State => ({ reconnects: 0, thread: undefined, lastMessage: undefined, started: new Set() })
+export const makeState = (): State => ({
+  reconnects: 0,
+  thread: undefined,
+  lastMessage: undefined,
+  started: new RecentMap()
+})
 
 /** @internal */
 export const parseWith = (options: ParseOptions = {}): Driver.Driver["parse"] =>

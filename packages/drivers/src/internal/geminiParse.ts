@@ -1,9 +1,10 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, notice, textOf, usageFrom } from "./lines.js"
+import { isBlank, notice, RecentMap, textOf, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
+type Identity = { readonly name: string; readonly source: "host" | "mcp" | "builtin" }
 
 const isRecord = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 const str = (u: unknown): string | undefined => typeof u === "string" ? u : undefined
@@ -22,7 +23,10 @@ interface State {
   /** The last completed assistant segment (kept when a tool call closes a segment). */
   finalText: string | undefined
   /** Tool names by call id, to name the `end` phase. */
-  readonly calls: Map<string, { readonly name: string; readonly source: "host" | "mcp" | "builtin" }>
+  readonly calls: RecentMap<Identity>
+  /** The last tool name read and its identity (compared by `===`: a fresh string's lookup hashes it). */
+  lastToolName: string | undefined
+  lastIdentity: Identity | undefined
   done: boolean
 }
 
@@ -32,7 +36,9 @@ const initial = (): State => ({
   model: undefined,
   segment: "",
   finalText: undefined,
-  calls: new Map(),
+  calls: new RecentMap(),
+  lastToolName: undefined,
+  lastIdentity: undefined,
   done: false
 })
 
@@ -147,7 +153,13 @@ export const step = (
     }
     case "tool_use": {
       const callId = str(record["tool_id"]) ?? ""
-      const identity = identityOf(str(record["tool_name"]) ?? "", context.hostedKey)
+      const toolName = str(record["tool_name"]) ?? ""
+      let identity = state.lastIdentity
+      if (identity === undefined || toolName !== state.lastToolName) {
+        identity = identityOf(toolName, context.hostedKey)
+        state.lastToolName = toolName
+        state.lastIdentity = identity
+      }
       state.calls.set(callId, identity)
       const call: Driver.Output = {
         _tag: "ToolCall",
