@@ -119,7 +119,7 @@ const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): 
 }
 
 /**
- * An item's outputs, or a protocol error: one output as it is (most lines have exactly one, and
+ * An item's (or a line's) outputs: one output as it is (most lines have exactly one, and
  * no array is allocated around it), or an array of them.
  *
  * @internal
