@@ -10,7 +10,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
-import { isBlank, none, notice, RecentMap, textOf, usageFrom } from "./lines.js"
+import { isBlank, none, notice, RecentMap, textOf, turnEnd, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -339,17 +339,8 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
           : `the agent stopped the turn: ${stopReason ?? "no stopReason"}`,
         raw: result
       }
-      const usageOutput: Driver.Output | undefined = usage === undefined ? undefined : { _tag: "Usage", usage }
-      if (out === undefined) {
-        // The usual end (no held call) in an array of its exact length: `push` onto an empty
-        // array allocates room for 16.
-        if (message === undefined) return usageOutput === undefined ? [terminal] : [usageOutput, terminal]
-        return usageOutput === undefined ? [message, terminal] : [message, usageOutput, terminal]
-      }
-      if (message !== undefined) out.push(message)
-      if (usageOutput !== undefined) out.push(usageOutput)
-      out.push(terminal)
-      return out
+      const end = turnEnd(message, usage, terminal)
+      return out === undefined ? end : [...out, ...end]
     }
   }
   return mapper

@@ -350,10 +350,11 @@ export const onLine = (
   context: Driver.ParseContext,
   dialect: Dialect = claude,
   records?: (record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined
-): LineResult<Output> => {
-  const result = lineOutputs(line, state, context, dialect, records)
-  return Array.isArray(result) || result instanceof Driver.ProtocolError ? result : [result as Output]
-}
+): LineResult<Output> => asLineResult(lineOutputs(line, state, context, dialect, records))
+
+/** One output in an array; an array or a protocol error as it is. */
+const asLineResult = (result: LineOutputs<Output>): LineResult<Output> =>
+  Array.isArray(result) || result instanceof Driver.ProtocolError ? result : [result as Output]
 
 /** The outputs of one decoded stdout record (the live session routes records itself). @internal */
 export const onRecord = (
@@ -361,10 +362,7 @@ export const onRecord = (
   state: State,
   context: Driver.ParseContext,
   dialect: Dialect = claude
-): LineResult<Output> => {
-  const result = recordOutputs(record, state, context, dialect)
-  return Array.isArray(result) || result instanceof Driver.ProtocolError ? result : [result as Output]
-}
+): LineResult<Output> => asLineResult(recordOutputs(record, state, context, dialect))
 
 /** `onRecord`'s outputs, one output as it is (no array around it). */
 const recordOutputs = (

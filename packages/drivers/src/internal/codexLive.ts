@@ -24,7 +24,7 @@ import type { Frame } from "./codexLiveParse.js"
 import type { Outputs, ParseOptions } from "./codexParse.js"
 import type * as Protocol from "./codexProtocol/index.js"
 import type { JsonValue } from "./codexProtocol/serde_json/JsonValue.js"
-import { isProtocolError, none, notice } from "./lines.js"
+import { none, notice } from "./lines.js"
 import * as StrictSchema from "./strictSchema.js"
 
 /**
@@ -582,7 +582,7 @@ export const attach = (
                 out.push(output)
                 if (output._tag === "Terminal") finished = true
               }
-            } else if (isProtocolError(outputs)) {
+            } else if (outputs instanceof Driver.ProtocolError) {
               // The outputs before the failure are emitted first; the next pull fails.
               failure = outputs
               break

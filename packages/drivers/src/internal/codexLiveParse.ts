@@ -47,14 +47,27 @@ export type Frame =
  */
 export const decode = (line: string): Frame | undefined => {
   if (isBlank(line)) return undefined
-  let value: unknown
-  try {
-    value = JSON.parse(line)
-  } catch {
-    return { _tag: "Malformed", reason: "a stdout line is not JSON", raw: line.slice(0, 4096) }
-  }
-  return frameOf(value)
+  const value = jsonOf(line)
+  return value === notJson ? notJsonFrame(line) : frameOf(value)
 }
+
+/** What `jsonOf` answers for a line that is not JSON (no JSON value is this symbol). */
+const notJson: unique symbol = Symbol("not JSON")
+
+/** A line's JSON value, or `notJson`. */
+const jsonOf = (line: string): unknown => {
+  try {
+    return JSON.parse(line)
+  } catch {
+    return notJson
+  }
+}
+
+const notJsonFrame = (line: string): Frame => ({
+  _tag: "Malformed",
+  reason: "a stdout line is not JSON",
+  raw: line.slice(0, 4096)
+})
 
 /** Classifies one parsed stdout line. */
 const frameOf = (value: unknown): Frame => {
@@ -426,17 +439,12 @@ export const parse = (
     }
     return (line) => {
       if (isBlank(line)) return none
-      let value: unknown
-      try {
-        value = JSON.parse(line)
-      } catch {
-        return notice("warning", "malformed", "a stdout line is not JSON", line.slice(0, 4096))
-      }
+      const value = jsonOf(line)
       // Most lines are notifications: read straight from the record, without a frame for them.
       if (isRecord(value)) {
         const method = value["method"]
         if (typeof method === "string" && !isRequestId(value["id"])) return onTurnNotification(method, value["params"])
       }
-      return onFrame(frameOf(value))
+      return onFrame(value === notJson ? notJsonFrame(line) : frameOf(value))
     }
   })

@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, notice, RecentMap, textOf, usageFrom } from "./lines.js"
+import { isBlank, notice, RecentMap, textOf, turnEnd, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Identity = { readonly name: string; readonly source: "host" | "mcp" | "builtin" }
@@ -207,9 +207,7 @@ export const step = (
         raw: record
       }
       state.done = true
-      const usageOutput: Driver.Output | undefined = usage === undefined ? undefined : { _tag: "Usage", usage }
-      if (message === undefined) return usageOutput === undefined ? terminal : [usageOutput, terminal]
-      return usageOutput === undefined ? [message, terminal] : [message, usageOutput, terminal]
+      return turnEnd(message, usage, terminal)
     }
     default:
       return notice("info", `gemini.${record["type"]}`, "an unknown record kind", record)

@@ -25,13 +25,21 @@ export type LineOutputs<O> = O | LineResult<O>
 export const none: ReadonlyArray<never> = []
 
 /**
- * Whether a line's result is the protocol error that ends the run (by its tag, as core's stream
- * loop tells it; no output is tagged so).
+ * The outputs that end a turn, in order: the assistant's last `Message` and the turn's `Usage`
+ * when there are, then its `Terminal`, in an array of their exact length (`push` onto an empty
+ * array allocates room for 16).
  *
  * @internal
  */
-export const isProtocolError = (result: unknown): result is Driver.ProtocolError =>
-  (result as { readonly _tag?: unknown })._tag === "ProtocolError"
+export const turnEnd = (
+  message: Driver.Output | undefined,
+  usage: Usage | undefined,
+  terminal: Driver.Output
+): Array<Driver.Output> => {
+  if (usage === undefined) return message === undefined ? [terminal] : [message, terminal]
+  const usageOutput: Driver.Output = { _tag: "Usage", usage }
+  return message === undefined ? [usageOutput, terminal] : [message, usageOutput, terminal]
+}
 
 /**
  * Whether a line is empty or only whitespace: the same answer as `line.trim().length === 0`,
