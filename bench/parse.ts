@@ -22,6 +22,11 @@
  * through the drivers' shared stream loop (`parseLines`) with no output (the loop's own cost); the
  * driver; and the garbage collection inside each (V8's `gc` performance entries whose start falls
  * in the timed window, summed over the rounds and divided by them).
+ *
+ * `--alloc` prints what the same three paths allocate per 10,000 lines instead (young-generation
+ * bytes, a full collection before each of 7 runs, the median). It needs a young generation no run
+ * fills: node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 --import tsx
+ * --import ./bench/compiled.mjs bench/parse.ts --alloc
  */
 import type * as Driver from "@tether/core/Driver"
 import { Claude, CodeBuddy, Codex, Cursor, Gemini } from "@tether/drivers"
@@ -33,6 +38,7 @@ import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 // The live protocols' parsers are internal: their drivers hand them a warm process's stdout.
 import { PerformanceObserver } from "node:perf_hooks"
+import * as v8 from "node:v8"
 import * as AcpMap from "../packages/drivers/src/internal/acpMap.js"
 import * as CodexLiveParse from "../packages/drivers/src/internal/codexLiveParse.js"
 import { parseLines } from "../packages/drivers/src/internal/lines.js"
@@ -334,9 +340,81 @@ export const format = (rows: ReadonlyArray<ParseRow>, judge = true): string =>
     )
   ].join("\n")
 
+export interface AllocationRow {
+  readonly driver: string
+  /** KiB allocated per 10,000 lines: the raw loop, the stream loop with no output, the driver. */
+  readonly rawKiB: number
+  readonly loopKiB: number
+  readonly driverKiB: number
+}
+
+/**
+ * What each path allocates, per 10,000 lines (`--alloc`): young-generation bytes used after a
+ * run less before it, with a full collection before each run (the median of `runs`). Needs
+ * `--expose-gc` and a young generation large enough that no collection runs inside a run (256
+ * MiB holds a 50,000-line run): a collection inside would hide what it freed.
+ */
+export const allocation = (
+  gc: () => void,
+  options: { readonly lines?: number; readonly runs?: number } = {}
+): Effect.Effect<ReadonlyArray<AllocationRow>> =>
+  Effect.gen(function*() {
+    const target = options.lines ?? 50_000
+    const runs = options.runs ?? 7
+    const young = () => v8.getHeapSpaceStatistics().find((space) => space.space_name === "new_space")!.space_used_size
+    const rows: Array<AllocationRow> = []
+    for (const source of sources) {
+      const text = transcript(source.fixture, target)
+      const reads = readsOf(text)
+      const lines = text.split("\n").length - 1
+      const bytes = (run: Effect.Effect<unknown>) =>
+        Effect.gen(function*() {
+          yield* run // warm-up
+          const sizes: Array<number> = []
+          for (let i = 0; i < runs; i++) {
+            gc()
+            const before = young()
+            yield* run
+            sizes.push(young() - before)
+          }
+          return median(sizes) / lines * 10_000 / 1024
+        })
+      rows.push({
+        driver: source.driver,
+        rawKiB: yield* bytes(Effect.sync(() => rawLoop(text))),
+        loopKiB: yield* bytes(loopRun(text, reads)),
+        driverKiB: yield* bytes(driverRun(source.parse, text, reads))
+      })
+    }
+    return rows
+  })
+
+/** The allocation table. */
+export const formatAllocation = (rows: ReadonlyArray<AllocationRow>): string =>
+  [
+    "KiB allocated per 10,000 lines  raw loop   parseLines, no output   driver",
+    ...rows.map((r) =>
+      `${r.driver.padEnd(31)}${r.rawKiB.toFixed(0).padStart(8)}${r.loopKiB.toFixed(0).padStart(24)}${
+        r.driverKiB.toFixed(0).padStart(9)
+      }`
+    )
+  ].join("\n")
+
 const isMain = process.argv[1] !== undefined && import.meta.url.endsWith(NodePath.basename(process.argv[1]))
 if (isMain) {
-  if (process.argv.includes("--breakdown")) {
+  const gc = (globalThis as { readonly gc?: () => void }).gc
+  if (process.argv.includes("--alloc")) {
+    if (
+      gc === undefined || v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space")!.space_size < 2 ** 27
+    ) {
+      process.stderr.write(
+        "--alloc needs: node --expose-gc --min-semi-space-size=256 --max-semi-space-size=256 --import tsx --import ./bench/compiled.mjs bench/parse.ts --alloc\n"
+      )
+      process.exitCode = 1
+    } else {
+      Effect.runPromise(allocation(gc)).then((rows) => process.stdout.write(`${formatAllocation(rows)}\n`))
+    }
+  } else if (process.argv.includes("--breakdown")) {
     Effect.runPromise(breakdown()).then((rows) => process.stdout.write(`${formatBreakdown(rows)}\n`))
   } else {
     Effect.runPromise(measure()).then((rows) => process.stdout.write(`${format(rows)}\n`))
