@@ -15,9 +15,15 @@
  *   against a bare `readdirSync` + `lstatSync` loop over the same directory; medians of 7
  *   alternating rounds.
  *
- * Run: node --import tsx --import ./bench/compiled.mjs bench/core.ts [--events <n>]
+ * Run: node --import tsx --import ./bench/compiled.mjs bench/core.ts [--events <n>] [--phases [pairs]]
  * `--events <n>` (alone only; the suite's P4 is 10,000) sets the run's events: with `--events 10`
  * the same figures show the overhead a run costs whatever its output.
+ * `--phases [pairs]` (alone only) prints instead where each path's time goes, phase by phase, in
+ * P4's alternated pairs (default 40): from the call to the spawn, the synchronous `spawn` itself,
+ * from the spawn to the first stdout line handled, from there to the terminal record, and from the
+ * terminal record to the run's return; the medians of each path and of the paired differences.
+ * It times `child_process.spawn` by wrapping it, and the lines through the fake CLI driver's own
+ * line function, wrapped (each line also reads the clock, as the raw loop's does then).
  * (`--gc-child agent|raw <runs>` is the child process of the collection figure.)
  */
 import { Agent } from "@tether/core"
@@ -27,11 +33,14 @@ import * as Effect from "effect/Effect"
 import * as ChildProcess from "node:child_process"
 import * as FsSync from "node:fs"
 import * as Fs from "node:fs/promises"
+import { createRequire, syncBuiltinESMExports } from "node:module"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
 import { PerformanceObserver } from "node:perf_hooks"
 import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
+// The line function a driver's parse was built from (the phases time each line through it).
+import * as LineParser from "../packages/core/src/internal/lineParser.js"
 // The scrub is internal: every run's end calls it on the agent's clone.
 import * as ScrubFiles from "../packages/core/src/internal/scrubFiles.js"
 import { quartiles } from "./stats.js"
@@ -71,7 +80,13 @@ const median = (values: ReadonlyArray<number>): number => {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
-const rawRun = (input: string, home: string, cwd: string): Promise<number> =>
+/** When a run's first stdout line and its terminal record were handled (`--phases`). */
+interface LineMarks {
+  first: number
+  terminal: number
+}
+
+const rawRun = (input: string, home: string, cwd: string, marks?: LineMarks): Promise<number> =>
   new Promise((resolve, reject) => {
     const child = ChildProcess.spawn(process.execPath, [FakeCli.programPath], {
       cwd,
@@ -85,9 +100,11 @@ const rawRun = (input: string, home: string, cwd: string): Promise<number> =>
     let done = false
     const lines = Readline.createInterface({ input: child.stdout })
     lines.on("line", (line) => {
+      if (marks !== undefined && count === 0) marks.first = performance.now()
       const record = JSON.parse(line)
       count++
       if (record.type === "result") {
+        if (marks !== undefined) marks.terminal = performance.now()
         done = true
         lines.close()
         resolve(count)
@@ -175,6 +192,130 @@ const paths = Effect.gen(function*() {
   }
 })
 
+/** Pair `i` of the two paths: the agent's run first in even pairs, the raw run first in odd ones. */
+const pair = <A, E1, E2>(agent: Effect.Effect<A, E1>, raw: Effect.Effect<A, E2>, i: number) =>
+  i % 2 === 0
+    ? Effect.all([agent, raw])
+    : Effect.map(Effect.all([raw, agent]), ([r, a]): readonly [A, A] => [a, r])
+
+/** One phase of a run, for `--phases`: each path's median and the median of the paired differences. */
+export interface Phase {
+  readonly name: string
+  readonly agentMs: number
+  readonly rawMs: number
+  readonly differenceMs: number
+}
+
+const phaseNames = [
+  "call → spawn",
+  "spawn (synchronous)",
+  "spawned → first line",
+  "first line → terminal record",
+  "terminal record → returned",
+  "whole run"
+] as const
+
+/**
+ * Where each path's time goes (`--phases`): `pairs` alternated pairs of P4's two paths, each run's
+ * phases read from the clock at its call, around `child_process.spawn`, at its first line and its
+ * terminal record, and at its return.
+ */
+const measurePhases = (pairs: number) =>
+  Effect.gen(function*() {
+    const marks: LineMarks & { spawnCalled: number; spawnReturned: number } = {
+      first: 0,
+      terminal: 0,
+      spawnCalled: 0,
+      spawnReturned: 0
+    }
+    // The builtin module's `spawn` wrapped, and the ESM bindings (what the runner imports) synced.
+    const childProcess = createRequire(import.meta.url)("node:child_process") as typeof ChildProcess
+    const spawnBefore = childProcess.spawn
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        childProcess.spawn = function(this: unknown, ...args: Parameters<typeof ChildProcess.spawn>) {
+          marks.spawnCalled = performance.now()
+          try {
+            return spawnBefore.apply(this, args)
+          } finally {
+            marks.spawnReturned = performance.now()
+          }
+        } as typeof ChildProcess.spawn
+        syncBuiltinESMExports()
+      }),
+      () =>
+        Effect.sync(() => {
+          childProcess.spawn = spawnBefore
+          syncBuiltinESMExports()
+        })
+    )
+    const fake = FakeCli.driver()
+    const lineFunction = LineParser.lineFunctionOf(fake.parse)
+    if (lineFunction === undefined) return yield* Effect.dieMessage("the fake CLI driver has no line function")
+    let seen = 0
+    const driver = {
+      ...fake,
+      parse: LineParser.fromLines((context) => {
+        const onLine = lineFunction(context)
+        return (line) => {
+          if (seen++ === 0) marks.first = performance.now()
+          const outputs = onLine(line)
+          if ((outputs as { readonly _tag?: string })._tag === "Terminal") marks.terminal = performance.now()
+          else if (Array.isArray(outputs) && outputs.some((output) => output._tag === "Terminal")) {
+            marks.terminal = performance.now()
+          }
+          return outputs
+        }
+      })
+    }
+    const sandbox = yield* Harness.sandbox
+    const input = FakeCli.script({ op: "deltas", count: events - 2 })
+    const home = yield* Effect.acquireRelease(
+      Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    )
+    const agent = yield* Agent.make({
+      driver,
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    })
+    /** The run's phases, in `phaseNames`' order. */
+    const timed = (run: Effect.Effect<unknown, unknown>) =>
+      Effect.suspend(() => {
+        seen = 0
+        const start = performance.now()
+        return Effect.map(run, (): ReadonlyArray<number> => {
+          const end = performance.now()
+          return [
+            marks.spawnCalled - start,
+            marks.spawnReturned - marks.spawnCalled,
+            marks.first - marks.spawnReturned,
+            marks.terminal - marks.first,
+            end - marks.terminal,
+            end - start
+          ]
+        })
+      }).pipe(Effect.timeout("60 seconds"))
+    const agentRun = timed(agent.run(input))
+    const raw = timed(Effect.tryPromise(() => rawRun(input, home, sandbox.workspace, marks)))
+    yield* agentRun
+    yield* raw
+    const agentPhases: Array<ReadonlyArray<number>> = []
+    const rawPhases: Array<ReadonlyArray<number>> = []
+    for (let i = 0; i < pairs; i++) {
+      const [a, r] = yield* pair(agentRun, raw, i)
+      agentPhases.push(a)
+      rawPhases.push(r)
+    }
+    return phaseNames.map((name, k): Phase => ({
+      name,
+      agentMs: median(agentPhases.map((phases) => phases[k]!)),
+      rawMs: median(rawPhases.map((phases) => phases[k]!)),
+      differenceMs: median(agentPhases.map((phases, i) => phases[k]! - rawPhases[i]![k]!))
+    }))
+  }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+
 /**
  * Measures the figures above; `runs` pairs / `makeCloses` iterations / `scrubFiles` files in the
  * scrubbed clone / `gcRuns` runs per path for the collection figure (defaults 20 / 30 / 5,000 / 40).
@@ -210,9 +351,7 @@ export const measure = (
       return Effect.map(raw, () => performance.now() - start)
     })
     for (let i = 0; i < runs; i++) {
-      const [agentTime, rawTime] = i % 2 === 0
-        ? yield* Effect.all([timeAgent, timeRaw])
-        : yield* Effect.map(Effect.all([timeRaw, timeAgent]), ([r, a]) => [a, r] as const)
+      const [agentTime, rawTime] = yield* pair(timeAgent, timeRaw, i)
       agentTimes.push(agentTime)
       rawTimes.push(rawTime)
       ratios.push(agentTime / rawTime)
@@ -316,7 +455,20 @@ export const formatScrub = (scrub: CoreFigures["scrub"]): string =>
   } ms = ${(scrub.walkMs / scrub.bareMs).toFixed(2)}× (medians of 7)`
 
 const child = process.argv.indexOf("--gc-child")
-if (isMain && child !== -1) {
+const phasesFlag = process.argv.indexOf("--phases")
+if (isMain && phasesFlag !== -1) {
+  const pairs = /^\d+$/.test(process.argv[phasesFlag + 1] ?? "") ? Number(process.argv[phasesFlag + 1]) : 40
+  const phases = await Effect.runPromise(measurePhases(pairs))
+  console.log(`run of ${events} events, ${pairs} alternated pairs: medians (ms)`)
+  console.log(`${"phase".padEnd(30)} ${"agent".padStart(8)} ${"raw".padStart(8)} ${"paired difference".padStart(18)}`)
+  for (const phase of phases) {
+    console.log(
+      `${phase.name.padEnd(30)} ${phase.agentMs.toFixed(2).padStart(8)} ${phase.rawMs.toFixed(2).padStart(8)} ${
+        phase.differenceMs.toFixed(2).padStart(18)
+      }`
+    )
+  }
+} else if (isMain && child !== -1) {
   const path = process.argv[child + 1] === "raw" ? "raw" : "agent"
   const figures = await Effect.runPromise(gcChild(path, Number(process.argv[child + 2] ?? 40)))
   console.log(JSON.stringify(figures))
