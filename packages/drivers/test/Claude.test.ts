@@ -260,6 +260,8 @@ describe("Claude.driver prepare", () => {
     expect(Claude.layout.siblings).toEqual(["home", "tmp"])
     expect(Claude.layout.nativeDefault({ HOME: "/home/u" })).toBe("/home/u/.claude")
     expect(Claude.layout.classes.auth).toEqual([".credentials.json"])
+    // Per-process files, removed once the agent is idle: the MCP logs, the running-process registry.
+    expect(Claude.layout.logs).toEqual({ home: [".cache/claude-cli-nodejs/**"], profile: ["sessions/*.json"] })
     expect(driver.capabilities).toMatchObject({ resume: true, fork: true, instructions: true, toolAllowList: true })
     expect(driver.sessionConfig).toEqual({ profileMcpServers: false })
     const configured = Claude.driver({

@@ -304,6 +304,26 @@ describe("CodeBuddy layout, capabilities and session config", () => {
       expect(ProfileLayout.sessionOwner(layout, entry)).toBe(id)
     }
     expect(ProfileLayout.sessionOwner(layout, "projects/srv-repo/memory/MEMORY.md")).toBeUndefined()
+    // What one process writes for itself alone leaves the clone once the agent is idle; settings,
+    // sessions and the key-value store stay.
+    const logs = layout.logs?.["profile"] ?? []
+    for (
+      const entry of [
+        "sessions/15298.json",
+        "shell-snapshots/snapshot-sh-1796393325622-wq1y64.sh",
+        "traces/10137/trace_6f40a9d931474c079aee28d3831d6fcd.json.tmp.10137",
+        "logs/2026-12-04/workspace__0b1167ea6e6a9c624fd6eaa9be8793ed.log"
+      ]
+    ) expect(ProfileLayout.matches(logs, entry)).toBe(true)
+    for (
+      const entry of [
+        "settings.json",
+        `projects/srv-repo/${id}.jsonl`,
+        "local_storage/entry_1.info",
+        "plugins/known_marketplaces.json",
+        "user-state.json"
+      ]
+    ) expect(ProfileLayout.matches(logs, entry)).toBe(false)
   })
 
   it("capabilities say what the CLI honours", () => {

@@ -52,8 +52,10 @@ export const layout: ProfileLayout = {
   reserved: [mcpConfigFile, instructionsFile],
   siblings: ["home", "tmp"],
   // Claude Code's log of each MCP server, one file per process (named by the time it started):
-  // its cache directory (`$HOME/.cache/claude-cli-nodejs`) holds nothing but such logs.
-  logs: { home: [".cache/claude-cli-nodejs/**"] }
+  // its cache directory (`$HOME/.cache/claude-cli-nodejs`) holds nothing but such logs. And each
+  // process's entry in the registry of running ones (`sessions/<pid>.json`), which it removes when
+  // it exits on its own and a killed one leaves.
+  logs: { home: [".cache/claude-cli-nodejs/**"], profile: ["sessions/*.json"] }
 }
 
 /** Host variables always passed through when set. */

@@ -68,7 +68,13 @@ export const layout: ProfileLayout = {
     /^projects\/[^/]+\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.jsonl$|\.meta\.json$|\/)/
       .exec(path)?.[1],
   reserved: [mcpConfigFile],
-  siblings: ["home", "tmp"]
+  siblings: ["home", "tmp"],
+  // What a process writes for itself alone, which nothing of a later run reads: its registry
+  // entry (`sessions/<pid>.json`), its shell snapshot (`shell-snapshots/snapshot-<shell>-<time>-<random>.sh`),
+  // its traces (`traces/<pid>/`) and the day's log (`logs/<date>/workspace__<hash>.log`, appended
+  // by each process). The CLI removes the first two when it exits on its own; one killed (by the
+  // exit grace, a cancel, a close) leaves them.
+  logs: { profile: ["sessions/*.json", "shell-snapshots/**", "traces/**", "logs/**"] }
 }
 
 /** Variables the driver owns: configuration cannot override them. */
