@@ -23,10 +23,12 @@
  * from the spawn to the first stdout line handled, from there to the terminal record, and from the
  * terminal record to the run's return; the medians of each path and of the paired differences.
  * It times `child_process.spawn` by wrapping it, and the lines through the fake CLI driver's own
- * line function, wrapped (each line also reads the clock, as the raw loop's does then).
+ * line function, wrapped (a count and a check per line; the clock is read at the first line and at
+ * the terminal record, as the raw loop then reads it at its first line and its result).
  * (`--gc-child agent|raw <runs>` is the child process of the collection figure.)
  */
 import { Agent } from "@tether/core"
+import type * as Driver from "@tether/core/Driver"
 import { FakeCli, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
@@ -168,29 +170,33 @@ if (!Number.isInteger(events) || events < 2) {
 }
 
 /**
- * The two paths P4 compares over the same program and script: an agent's run and the raw loop.
+ * The two paths P4 compares over the same program and script: an agent's run (of `driver`, the
+ * fake CLI's) and the raw loop (marking its first line and result in `marks`, for `--phases`).
  * Every run is bounded: a stuck one fails the benchmark instead of hanging it.
  */
-const paths = Effect.gen(function*() {
-  const sandbox = yield* Harness.sandbox
-  const input = FakeCli.script({ op: "deltas", count: events - 2 })
-  const home = yield* Effect.acquireRelease(
-    Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
-    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-  )
-  const agentOptions = {
-    driver: FakeCli.driver(),
-    definition: { instructions: "", skills: [], tools: Toolkit.empty },
-    workspace: sandbox.workspace,
-    profile: sandbox.selection
-  }
-  const agent = yield* Agent.make(agentOptions)
-  return {
-    agentOptions,
-    agentRun: agent.run(input).pipe(Effect.timeout("60 seconds")),
-    raw: Effect.tryPromise(() => rawRun(input, home, sandbox.workspace)).pipe(Effect.timeout("60 seconds"))
-  }
-})
+const pathsOf = (driver: Driver.Driver = FakeCli.driver(), marks?: LineMarks) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const input = FakeCli.script({ op: "deltas", count: events - 2 })
+    const home = yield* Effect.acquireRelease(
+      Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    )
+    const agentOptions = {
+      driver,
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    }
+    const agent = yield* Agent.make(agentOptions)
+    return {
+      agentOptions,
+      agentRun: agent.run(input).pipe(Effect.timeout("60 seconds")),
+      raw: Effect.tryPromise(() => rawRun(input, home, sandbox.workspace, marks)).pipe(Effect.timeout("60 seconds"))
+    }
+  })
+
+const paths = pathsOf()
 
 /** Pair `i` of the two paths: the agent's run first in even pairs, the raw run first in odd ones. */
 const pair = <A, E1, E2>(agent: Effect.Effect<A, E1>, raw: Effect.Effect<A, E2>, i: number) =>
@@ -268,18 +274,7 @@ const measurePhases = (pairs: number) =>
         }
       })
     }
-    const sandbox = yield* Harness.sandbox
-    const input = FakeCli.script({ op: "deltas", count: events - 2 })
-    const home = yield* Effect.acquireRelease(
-      Effect.promise(() => Fs.mkdtemp(NodePath.join(Os.tmpdir(), "tether-bench-"))),
-      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-    )
-    const agent = yield* Agent.make({
-      driver,
-      definition: { instructions: "", skills: [], tools: Toolkit.empty },
-      workspace: sandbox.workspace,
-      profile: sandbox.selection
-    })
+    const { agentRun: agentPath, raw: rawPath } = yield* pathsOf(driver, marks)
     /** The run's phases, in `phaseNames`' order. */
     const timed = (run: Effect.Effect<unknown, unknown>) =>
       Effect.suspend(() => {
@@ -296,9 +291,9 @@ const measurePhases = (pairs: number) =>
             end - start
           ]
         })
-      }).pipe(Effect.timeout("60 seconds"))
-    const agentRun = timed(agent.run(input))
-    const raw = timed(Effect.tryPromise(() => rawRun(input, home, sandbox.workspace, marks)))
+      })
+    const agentRun = timed(agentPath)
+    const raw = timed(rawPath)
     yield* agentRun
     yield* raw
     const agentPhases: Array<ReadonlyArray<number>> = []

@@ -7,7 +7,7 @@
 import type * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import * as Effect from "effect/Effect"
-import { makeUsage } from "./lines.js"
+import { usageFrom } from "./lines.js"
 
 /**
  * A control request the CLI sent (`can_use_tool` with `--permission-prompt-tool stdio`,
@@ -98,18 +98,22 @@ export const controlResponseFrame = (requestId: string, reply: ControlReply): st
 /** Input the CLI may run as a slash command (`/compact`), which it takes without a replay. @internal */
 export const isCommand = (text: string): boolean => text.trimStart().startsWith("/")
 
-const usageKeys = ["inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens", "costUsd"] as const
+/** The sum of two counts; absent when both are. */
+const sum = (a: number | undefined, b: number | undefined): number | undefined =>
+  a === undefined && b === undefined ? undefined : (a ?? 0) + (b ?? 0)
 
 /** Field-wise sum; a field absent on both sides stays absent. @internal */
-export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | undefined => {
-  if (a === undefined || b === undefined) return a ?? b
-  const fields: { [key: string]: number } = {}
-  for (const key of usageKeys) {
-    if (a[key] !== undefined || b[key] !== undefined) fields[key] = (a[key] ?? 0) + (b[key] ?? 0)
-  }
-  // Sums of two `Usage` values' fields (finite numbers).
-  return makeUsage(fields)
-}
+export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | undefined =>
+  a === undefined || b === undefined
+    ? a ?? b
+    // Sums of two `Usage` values' fields (finite numbers).
+    : usageFrom(
+      sum(a.inputTokens, b.inputTokens),
+      sum(a.outputTokens, b.outputTokens),
+      sum(a.cachedInputTokens, b.cachedInputTokens),
+      sum(a.reasoningTokens, b.reasoningTokens),
+      sum(a.costUsd, b.costUsd)
+    )
 
 /**
  * A result's usage with `costUsd` replaced by this CLI turn's share: the CLI reports
@@ -119,4 +123,10 @@ export const addUsage = (a: Usage | undefined, b: Usage | undefined): Usage | un
  * @internal
  */
 export const withCost = (usage: Usage, cost: number): Usage =>
-  makeUsage({ ...usage, costUsd: Math.round(cost * 1e12) / 1e12 })
+  usageFrom(
+    usage.inputTokens,
+    usage.outputTokens,
+    usage.cachedInputTokens,
+    usage.reasoningTokens,
+    Math.round(cost * 1e12) / 1e12
+  )

@@ -7,7 +7,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineOutputs, type LineResult, notice, RecentMap, textOf, usageFrom } from "./lines.js"
+import { isBlank, type LineOutputs, type LineResult, none, notice, RecentMap, textOf, usageFrom } from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -139,9 +139,6 @@ const onSystem = (
   }
   return [notice("info", `system/${subtype}`, str(record["status"]) ?? subtype, record)]
 }
-
-/** No outputs (shared: a result is only read). */
-const none: ReadonlyArray<Output> = []
 
 /** The delta a `stream_event` record carries, if any (most records of a turn are these). */
 const streamEventOf = (record: Json, state: State): Output | undefined => {

@@ -575,22 +575,19 @@ export const attach = (
           if (finished) return yield* Effect.fail(Option.none())
           const items = yield* Queue.takeBetween(current.queue, 1, Number.MAX_SAFE_INTEGER)
           const out: Array<Driver.Output> = []
+          const take = (output: Driver.Output) => {
+            out.push(output)
+            if (output._tag === "Terminal") finished = true
+          }
           for (const item of items) {
             const outputs = outputsOf(item, current.state, turnContext, options)
-            if (Array.isArray(outputs)) {
-              for (const output of outputs as ReadonlyArray<Driver.Output>) {
-                out.push(output)
-                if (output._tag === "Terminal") finished = true
-              }
-            } else if (outputs instanceof Driver.ProtocolError) {
+            if (outputs instanceof Driver.ProtocolError) {
               // The outputs before the failure are emitted first; the next pull fails.
               failure = outputs
               break
-            } else {
-              const output = outputs as Driver.Output
-              out.push(output)
-              if (output._tag === "Terminal") finished = true
             }
+            if (Array.isArray(outputs)) { for (const output of outputs as ReadonlyArray<Driver.Output>) take(output) }
+            else take(outputs as Driver.Output)
             if (finished) break
           }
           if (finished || failure !== undefined) current.detached = true

@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, notice, usageFrom } from "./lines.js"
+import { isBlank, none, notice, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Source = "host" | "mcp" | "builtin"
@@ -35,6 +35,14 @@ const contentText = (message: unknown): string => {
   return text
 }
 
+/** An object's first own key (as `Object.keys(json)[0]`), without listing them all. */
+const firstKey = (json: Json): string | undefined => {
+  for (const key in json) {
+    if (Object.hasOwn(json, key)) return key
+  }
+  return undefined
+}
+
 /**
  * The `ToolCall` output of a `tool_call` record's one `<kind>ToolCall` entry (`end` with its
  * result), built at once: no view of the entry in between (a run reads one per tool call line).
@@ -50,14 +58,7 @@ export const toolCallOf = (
 ): Driver.Output | undefined => {
   const call = record["tool_call"]
   if (!isRecord(call)) return undefined
-  // The first key (as `Object.keys(call)[0]`), without listing them all.
-  let kind: string | undefined
-  for (const key in call) {
-    if (Object.hasOwn(call, key)) {
-      kind = key
-      break
-    }
-  }
+  const kind = firstKey(call)
   if (kind === undefined) return undefined
   const body = call[kind]
   const bodyRecord = isRecord(body) ? body : undefined
@@ -129,14 +130,6 @@ const isErrorOf = (result: unknown): boolean => {
   return (result["error"] ?? result["failure"] ?? result["rejected"]) !== undefined
 }
 
-/** Whether a `tool_call` object has an entry (an own key). */
-const hasEntry = (call: Json): boolean => {
-  for (const key in call) {
-    if (Object.hasOwn(call, key)) return true
-  }
-  return false
-}
-
 const usageOf = (usage: unknown): Usage | undefined => {
   if (!isRecord(usage)) return undefined
   const inputTokens = num(usage["inputTokens"]) ?? num(usage["input_tokens"])
@@ -147,14 +140,12 @@ const usageOf = (usage: unknown): Usage | undefined => {
   return usageFrom(inputTokens, outputTokens, cachedInputTokens)
 }
 
-const none: Array<Driver.Output> = []
-
 /** One stdout line → outputs (the state is updated in place). @internal */
 export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): Driver.Output | Array<Driver.Output> | Driver.ProtocolError => {
+): Driver.Output | ReadonlyArray<Driver.Output> | Driver.ProtocolError => {
   if (isBlank(line)) return none
   let record: unknown
   try {
@@ -204,7 +195,7 @@ export const step = (
     case "tool_call": {
       const callId = str(record["call_id"]) ?? ""
       if (subtype !== "started" && subtype !== "completed") {
-        return isRecord(record["tool_call"]) && hasEntry(record["tool_call"])
+        return isRecord(record["tool_call"]) && firstKey(record["tool_call"]) !== undefined
           ? notice("info", `cursor.tool_call.${subtype ?? "unknown"}`, "a tool_call record", record)
           : notice("warning", "cursor.tool_call", "a tool_call record without a tool", record)
       }

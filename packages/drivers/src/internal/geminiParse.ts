@@ -1,7 +1,7 @@
 /** @internal */
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
-import { isBlank, notice, RecentMap, textOf, turnEnd, usageFrom } from "./lines.js"
+import { isBlank, none, notice, RecentMap, textOf, turnEnd, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 type Identity = { readonly name: string; readonly source: "host" | "mcp" | "builtin" }
@@ -104,14 +104,12 @@ const identityOf = (toolName: string, hostedKey: string): ReturnType<typeof tool
   return identity
 }
 
-const none: Array<Driver.Output> = []
-
 /** One stdout line → outputs (the state is updated in place); fails only on a protocol violation. @internal */
 export const step = (
   state: State,
   line: string,
   context: Driver.ParseContext
-): Driver.Output | Array<Driver.Output> | Driver.ProtocolError => {
+): Driver.Output | ReadonlyArray<Driver.Output> | Driver.ProtocolError => {
   if (isBlank(line)) return none
   let record: unknown
   try {

@@ -83,31 +83,13 @@ export const notice = (
 ): Driver.Output =>
   raw === undefined ? { _tag: "Notice", level, kind, message } : { _tag: "Notice", level, kind, message, raw }
 
-/** The fields of a `Usage`, each a finite number or absent (not reported), as a parser fills them in. @internal */
-export interface UsageFields {
-  inputTokens?: number | undefined
-  outputTokens?: number | undefined
-  cachedInputTokens?: number | undefined
-  reasoningTokens?: number | undefined
-  costUsd?: number | undefined
-}
-
 /**
- * The `Usage` that `new Usage(fields, true)` builds, the same instance field for field (its
- * prototype, its own fields as given: equal, encoded alike), without the class constructor's
- * copy of the fields and its pass over the schema for defaults (`Usage` has none), which a
- * protocol that reports usage every turn (ACP) pays once per turn. Every field must already be a
- * finite number (the parsers read them with their `num`), since nothing is checked here.
- *
- * @internal
- */
-export const makeUsage = (fields: UsageFields): Usage => Object.assign(Object.create(Usage.prototype) as Usage, fields)
-
-/**
- * The `Usage` of these fields (each a finite number, or `undefined`: absent), built as
- * `makeUsage` builds it from an object holding only the given fields, in this order, without
- * that object: the parsers read a usage per turn (Codex's app-server several), and the fields
- * object was half of its cost.
+ * The `Usage` that `new Usage(fields, true)` builds from the fields given here (each a finite
+ * number, or `undefined`: absent, not reported), the same instance field for field (its
+ * prototype, its own fields in this order: equal, encoded alike), without the class
+ * constructor's copy of a fields object and its pass over the schema for defaults (`Usage` has
+ * none): the parsers read a usage per turn (Codex's app-server several). Nothing is checked here:
+ * the parsers read every count with their `num`.
  *
  * @internal
  */
@@ -118,7 +100,13 @@ export const usageFrom = (
   reasoningTokens?: number | undefined,
   costUsd?: number | undefined
 ): Usage => {
-  const usage = Object.create(Usage.prototype) as UsageFields
+  const usage = Object.create(Usage.prototype) as {
+    inputTokens?: number
+    outputTokens?: number
+    cachedInputTokens?: number
+    reasoningTokens?: number
+    costUsd?: number
+  }
   if (inputTokens !== undefined) usage.inputTokens = inputTokens
   if (outputTokens !== undefined) usage.outputTokens = outputTokens
   if (cachedInputTokens !== undefined) usage.cachedInputTokens = cachedInputTokens
