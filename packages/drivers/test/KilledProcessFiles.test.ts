@@ -74,10 +74,22 @@ const until = (what: string, condition: () => boolean) =>
     }
   })
 
-/** The files under `dir`, relative to it. */
-const filesUnder = (dir: string): ReadonlyArray<string> =>
-  (Fs.readdirSync(dir, { recursive: true }) as Array<string>)
-    .filter((entry) => Fs.statSync(Path.join(dir, entry)).isFile())
+/**
+ * The files under `dir`, relative to it. The CLI and the agent's scrub add and remove files while
+ * this reads (Claude Code writes `.claude.json` through a temporary file), so the entries' types
+ * come with the listing, and a directory that goes while the walk reads it means reading again.
+ */
+const filesUnder = (dir: string): ReadonlyArray<string> => {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return (Fs.readdirSync(dir, { recursive: true, withFileTypes: true }) as Array<Fs.Dirent>)
+        .filter((entry) => entry.isFile())
+        .map((entry) => Path.relative(dir, Path.join(entry.parentPath, entry.name)))
+    } catch (error) {
+      if (attempt === 5 || (error as NodeJS.ErrnoException).code !== "ENOENT") throw error
+    }
+  }
+}
 
 describe("a CLI killed mid-turn leaves none of its per-process files in the clone (real CLIs)", () => {
   for (const subject of cases) {
