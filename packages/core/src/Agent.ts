@@ -284,7 +284,8 @@ export interface CloseOptions {
  * - `stream(turn)`: the run's events; exactly one `RunStarted` first and one `RunFinished`
  *   last (it carries the `Result`); fails with `RunError` (after `RunFinished`) or, before
  *   admission, `AgentClosed`. A consumer that stops early cancels the run.
- * - `run(turn)`: `stream` drained; returns the `RunFinished` result.
+ * - `run(turn)`: the same run as `stream`'s without its events (none is built); returns the
+ *   result its `RunFinished` would carry, and fails as `stream` does.
  * - `runAs(schema, turn)` / `streamAs(schema, turn)`: a turn whose answer is a value of
  *   `schema`, decoded and validated (see `StructuredOutput`).
  * - `close(options?)`: the ordered close of DESIGN §6; idempotent and safe to call concurrently

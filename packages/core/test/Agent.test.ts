@@ -3,6 +3,7 @@ import { Agent, AgentError, type Event } from "@tether/core"
 import { Gateway } from "@tether/gateway"
 import { FakeCli, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
+import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -257,6 +258,69 @@ describe("Agent through the fake CLI", () => {
         expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
         // The agent stays open: the next turn runs.
         expect((yield* agent.run(FakeCli.script({ op: "result", text: "next" }))).text).toBe("next")
+      }), { processes: { killGrace: "200 millis" } }))
+
+  // `run` reads no events: its end is its fiber's. Cancel, close and its caller leaving still end it.
+  /** Waits until the fake CLI called the host tool (its output before the call was written first). */
+  const called = (key: string) =>
+    Effect.gen(function*() {
+      while (!seen.includes(key)) yield* Effect.sleep("20 millis")
+      // The text line before the call went through the pipe before the call's request was sent.
+      yield* Effect.sleep("200 millis")
+    })
+
+  it.live("run: a turn's cancel ends it in RunError Canceled with the partial result; the process is gone", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        const cancel = yield* Deferred.make<void>()
+        const run = yield* agent.run({
+          input: FakeCli.script({ op: "text", text: "before" }, {
+            op: "call",
+            tool: "lookup_issue",
+            input: { key: "CANCEL-1" }
+          }, { op: "hang" }),
+          cancel: Deferred.await(cancel)
+        }).pipe(Effect.flip, Effect.fork)
+        yield* called("CANCEL-1")
+        yield* Deferred.succeed(cancel, undefined)
+        const error = yield* Fiber.join(run)
+        expect(error._tag === "RunError" && error.reason).toBe("Canceled")
+        expect(error._tag === "RunError" && error.result.text).toBe("before")
+        expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+        // The agent runs on.
+        expect((yield* agent.run(FakeCli.script({ op: "result", text: "after" }))).text).toBe("after")
+      }), { processes: { killGrace: "200 millis" } }))
+
+  it.live("run: close cancels it (RunError Canceled with the partial result), then runs are refused", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        const run = yield* agent.run(
+          FakeCli.script({ op: "text", text: "before" }, {
+            op: "call",
+            tool: "lookup_issue",
+            input: { key: "CLOSE-1" }
+          }, { op: "hang" })
+        ).pipe(Effect.flip, Effect.fork)
+        yield* called("CLOSE-1")
+        yield* agent.close()
+        const error = yield* Fiber.join(run)
+        expect(error._tag === "RunError" && error.reason).toBe("Canceled")
+        expect(error._tag === "RunError" && error.result.text).toBe("before")
+        expect((yield* Effect.flip(agent.run("late")))._tag).toBe("AgentClosed")
+      }), { processes: { killGrace: "200 millis" } }))
+
+  it.live("run: a caller that leaves interrupts it; its process is gone when the interruption returns", () =>
+    withAgent((agent) =>
+      Effect.gen(function*() {
+        const run = yield* agent.run(
+          FakeCli.script({ op: "call", tool: "lookup_issue", input: { key: "LEAVE-1" } }, { op: "hang" })
+        ).pipe(Effect.fork)
+        yield* called("LEAVE-1")
+        expect(yield* Harness.markedProcesses(agent.marker)).toHaveLength(1)
+        const exit = yield* Fiber.interrupt(run)
+        expect(exit._tag === "Failure" && Cause.isInterruptedOnly(exit.cause)).toBe(true)
+        expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+        expect((yield* agent.run(FakeCli.script({ op: "result", text: "after" }))).text).toBe("after")
       }), { processes: { killGrace: "200 millis" } }))
 
   it.live("a consumer that stops early cancels the run and its process", () =>

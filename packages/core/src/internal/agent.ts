@@ -416,13 +416,19 @@ export const assemble = (
     const defaultModel = options.model
     const sessionFailure = (error: { readonly message: string }) => ({ message: `session store: ${error.message}` })
     /**
-     * Starts a run in the caller's scope (whose close interrupts it) and gives its events' buffer:
-     * `stream` reads it as a `Stream`, `run` drains it directly.
+     * Checks a turn and admits its run: the run's fiber (in the agent's runs) and the turn's
+     * `cancel`. The run publishes its events into `queue`; without one (`Agent.run`: nobody reads
+     * them) none is built, and the fiber's end is the run's result or the `RunError` its
+     * `RunFinished` would carry. The caller owns the fiber from here: it interrupts it when it leaves.
      */
-    const start = (
+    const admit = (
       input: Agent.Input,
-      hooks?: Thread.Hooks
-    ): Effect.Effect<Handoff.Handoff<Event.Event, RunError>, RunError | AgentClosed | InvalidTurn, Scope.Scope> =>
+      hooks: Thread.Hooks | undefined,
+      queue: Handoff.Handoff<Event.Event, RunError> | undefined
+    ): Effect.Effect<
+      { readonly fiber: Fiber.RuntimeFiber<Result, RunError>; readonly cancel: Effect.Effect<unknown> | undefined },
+      RunError | AgentClosed | InvalidTurn
+    > =>
       Effect.gen(function*() {
         const turn: Agent.Turn = typeof input === "string" ? { input } : input
         // A structured-output attempt (`runAs`): its JSON Schema, and on an agent's repair turn
@@ -432,9 +438,10 @@ export const assemble = (
         // structured-output repair turn, wait for it.
         const reaped = hooks?.reaped ?? attempt?.reaped
         const neverSpawned = reaped === undefined ? Effect.void : Deferred.succeed(reaped, undefined)
-        const queue = Handoff.make<Event.Event, RunError>(capacity)
         const runId = randomUUID()
-        const emitter = Emitter.make(runId, queue, capacity, blocking, hooks?.observe)
+        const emitter = queue === undefined
+          ? Emitter.discarding
+          : Emitter.make(runId, queue, capacity, blocking, hooks?.observe)
         const model = turn.model ?? defaultModel
         if (turn.toolPolicy !== undefined) {
           const unknown = ToolPolicy.unknownNames(tools, turn.toolPolicy)
@@ -549,12 +556,24 @@ export const assemble = (
               )
             )
         )
+        return { fiber, cancel: turn.cancel }
+      })
+
+    /**
+     * Starts a run in the caller's scope (whose close interrupts it) and gives its events' buffer:
+     * `stream` reads it as a `Stream`, a thread's `run` drains it directly.
+     */
+    const start = (
+      input: Agent.Input,
+      hooks?: Thread.Hooks
+    ): Effect.Effect<Handoff.Handoff<Event.Event, RunError>, RunError | AgentClosed | InvalidTurn, Scope.Scope> =>
+      Effect.gen(function*() {
+        const queue = Handoff.make<Event.Event, RunError>(capacity)
+        const { cancel, fiber } = yield* admit(input, hooks, queue)
         yield* Effect.addFinalizer(() => Effect.zipRight(queue.shutdown, Fiber.interrupt(fiber)))
         if (hooks !== undefined) yield* hooks.admitted(fiber)
         // The run's fiber is interrupted, not the consumer: its RunFinished(canceled) still arrives.
-        if (turn.cancel !== undefined) {
-          yield* Effect.forkScoped(Effect.zipRight(turn.cancel, Fiber.interruptFork(fiber)))
-        }
+        if (cancel !== undefined) yield* Effect.forkScoped(Effect.zipRight(cancel, Fiber.interruptFork(fiber)))
         return queue
       })
 
@@ -566,11 +585,11 @@ export const assemble = (
         Stream.withSpan("Agent.stream", { captureStackTrace: false })
       )
 
-    // The run's buffer drained by a plain loop of pulls: the same events and end as `stream`'s,
-    // without a `Stream` around it (a stream's channel machinery costs about half a millisecond a
-    // run, all of it between the run's end and its result). Each chunk is read when it arrives,
-    // not in an effect that holds it (such an effect kept the run's events through V8's
-    // young-generation collections). A thread's `run` drains its turn the same way.
+    // A thread's `run`, whose turn's events its thread observes: the run's buffer drained by a
+    // plain loop of pulls, the same events and end as `stream`'s, without a `Stream` around it (a
+    // stream's channel machinery costs about half a millisecond a run, all of it between the run's
+    // end and its result). Each chunk is read when it arrives, not in an effect that holds it (such
+    // an effect kept the run's events through V8's young-generation collections).
     const runDirect = (
       input: Agent.Input,
       hooks?: Thread.Hooks,
@@ -642,8 +661,20 @@ export const assemble = (
           : broker.approve(approvalId, decision, key)
     }
 
+    // Nobody reads a plain run's events: none is built, and its result is its fiber's end. No
+    // scope: the caller that leaves interrupts the run (and waits for it), as `start`'s finalizer does.
     const run = (input: Agent.Input): Effect.Effect<Result, RunError | AgentClosed | InvalidTurn> =>
-      runDirect(input).pipe(Effect.withSpan("Agent.run", { captureStackTrace: false }))
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(restore(admit(input, undefined, undefined)), ({ cancel, fiber }) => {
+          const ended = restore(Effect.flatten(Fiber.await(fiber))).pipe(
+            Effect.onInterrupt(() => Fiber.interrupt(fiber))
+          )
+          return cancel === undefined ? ended : Effect.flatMap(
+            Effect.forkDaemon(Effect.interruptible(Effect.zipRight(cancel, Fiber.interruptFork(fiber)))),
+            (canceler) => Effect.ensuring(ended, Fiber.interrupt(canceler))
+          )
+        })
+      ).pipe(Effect.withSpan("Agent.run", { captureStackTrace: false }))
 
     // An agent's attempts run as plain runs; a repair turn resumes the previous attempt's session.
     const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {

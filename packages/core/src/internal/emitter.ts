@@ -82,6 +82,19 @@ export const reasoningDelta: (runId: string, sequence: number, time: number, tex
 /** @internal */
 export const critical = (build: (base: Base) => Event.Event): Pending => ({ build })
 
+/**
+ * The emitter of a run whose events nobody reads (`Agent.run` without a thread: its caller gets
+ * the run's result or error from the run's own exit). Nothing is built, stamped or buffered.
+ *
+ * @internal
+ */
+export const discarding: Emitter = {
+  emit: () => Effect.void,
+  emitNow: () => Effect.void,
+  end: () => Effect.void,
+  failCause: () => Effect.void
+}
+
 /** @internal */
 export const make = (
   runId: string,

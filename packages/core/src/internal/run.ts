@@ -382,6 +382,9 @@ export const execute = (
     ...(outputSchema === undefined ? {} : { outputSchema })
   }
   const scrubber = Redaction.makeOutputScrubber(ctx.redactor)
+  // A run whose events nobody reads (`Agent.run`): its content deltas reach neither an event nor
+  // the result (whose text is the terminal record's or the last message's), so they are skipped.
+  const quiet = emitter === Emitter.discarding
 
   // The process runs on its own credential. It is revoked (401) as soon as the turn's terminal
   // record arrives or the process ends, and released (forgotten by the redactor) only once the
@@ -550,6 +553,7 @@ export const execute = (
         const emitted = emitScrubbedNow((sink) => {
           for (let i = 0; i < outputs.length; i++) {
             const output = outputs[i]!
+            if (quiet && (output._tag === "TextDelta" || output._tag === "ReasoningDelta")) continue
             scrubber.push(output, sink)
             if (output._tag === "Terminal") {
               open = false
@@ -580,6 +584,7 @@ export const execute = (
         let open = true
         let failure: Driver.ProtocolError | undefined
         const take = (output: Driver.Output, sink: (output: Driver.Output) => void) => {
+          if (quiet && (output._tag === "TextDelta" || output._tag === "ReasoningDelta")) return
           scrubber.push(output, sink)
           if (output._tag === "Terminal") open = false
         }
