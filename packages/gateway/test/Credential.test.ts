@@ -55,6 +55,25 @@ describe("Credentials", () => {
       expect(recorder.calls.map((c) => c.name)).toEqual(["echo", "echo"])
     }).pipe(Effect.scoped, Effect.provide(logLayer)))
 
+  it.live("credentials minted past one draw of tokens are each new, 43 base64url characters, and each its own", () =>
+    Effect.gen(function*() {
+      const gateway = yield* Gateway.make()
+      const registration = yield* gateway.register((yield* makeExecutor("a")).executor)
+      // Tokens are drawn from the random source 64 at a time: 150 credentials span three draws.
+      const credentials = yield* Effect.forEach(Array.from({ length: 150 }), () => registration.credential())
+      const tokens = credentials.map((credential) => Redacted.value(credential.token))
+      expect(new Set([...tokens, Redacted.value(registration.token)]).size).toBe(151)
+      for (const token of tokens) expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+      // Each authenticates its own calls, and revoking one leaves the one drawn with it working.
+      const [first, second] = [credentials[0]!, credentials[1]!]
+      yield* first.revoke
+      expect((yield* post(registration.url, tokens[0]!, callBody("echo"))).status).toBe(401)
+      expect((yield* post(registration.url, tokens[1]!, callBody("echo"))).status).toBe(200)
+      expect((yield* post(registration.url, tokens[149]!, callBody("echo"))).status).toBe(200)
+      yield* second.revoke
+      expect((yield* post(registration.url, tokens[1]!, callBody("echo"))).status).toBe(401)
+    }).pipe(Effect.scoped, Effect.provide(logLayer)))
+
   it.live("listed completes on the first tools/list made with that credential's token, not another's", () =>
     Effect.gen(function*() {
       const gateway = yield* Gateway.make()
