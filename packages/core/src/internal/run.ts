@@ -245,18 +245,19 @@ const outputToEvents = (
 }
 
 /**
- * A `Raw` whose `stdout` is the text of `tail`, decoded when it is first read and kept from then
- * on as an ordinary field (equal, encoded and printed alike: each reads the field). Only for a
- * tail that `Redaction.windowKeeps`: its text needs no scrubbing.
+ * A `Raw` whose `stdout` is the text of `tail`, decoded and scrubbed by `redactor` (the tokens
+ * live at the run's end, kept by a snapshot: the credential is released soon after) when it is
+ * first read, and kept from then on as an ordinary field (equal, encoded and printed alike: each
+ * reads the field).
  */
-const rawDecodedOnRead = (fields: Omit<Raw, "stdout">, tail: Process.RawTail): Raw => {
+const rawDecodedOnRead = (fields: Omit<Raw, "stdout">, tail: Process.RawTail, redactor: Gateway.Redactor): Raw => {
   const raw = new Raw({ ...fields, stdout: "" }, true)
   const settle = (stdout: string): string => {
     Object.defineProperty(raw, "stdout", { value: stdout, writable: true, enumerable: true, configurable: true })
     return stdout
   }
   Object.defineProperty(raw, "stdout", {
-    get: () => settle(Process.decodeTail(tail)),
+    get: () => settle(redactor.window(Process.decodeTail(tail))),
     set: settle,
     enumerable: true,
     configurable: true
@@ -279,11 +280,9 @@ const rawOf = (ctx: Context, state: State): Raw => {
     stderrBytes: stderr.total,
     ...terminal
   }
-  // Decoding the tail of a large output is most of what a run's end costs: a tail with nothing
-  // to scrub is decoded only if someone reads it.
-  return Redaction.windowKeeps(ctx.redactor, stdout)
-    ? rawDecodedOnRead(fields, stdout)
-    : new Raw({ ...fields, stdout: ctx.redactor.window(Process.decodeTail(stdout)) }, true)
+  // Reading (scanning, decoding, scrubbing) the tail of a large output is most of what a run's
+  // end costs: it is done only if someone reads it.
+  return rawDecodedOnRead(fields, stdout, ctx.redactor.snapshot())
 }
 
 const resultOf = (ctx: Context, request: Request, state: State): Result => {
