@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
@@ -454,43 +455,48 @@ export const execute = (
       running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
     ).pipe(Effect.zipRight(running.close(ctx.killGrace)))
 
-  // Runs in the finalizer of the run's scope, often of an interrupted fiber: the termination
-  // runs in a fiber of its own, which no later interruption of the run (a second close, a
-  // consumer leaving) can cut between SIGTERM and SIGKILL.
-  const release = (running: Process.Running) => {
-    const done = Effect.sync(() => {
-      ctx.processes.delete(running)
-      ctx.logs.exited()
-    }).pipe(
-      Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)),
-      Effect.zipRight(processDone)
-    )
-    if (state.terminal !== undefined) {
-      // The CLI delivered its terminal record: however the run ends, it may still be writing its
-      // session, so it gets its exit grace (stdout drained so it never blocks) before any signal.
-      // Nothing waits for this here; the agent's close does (and signals no such CLI itself).
-      // Once it is gone its credential is dead and what it wrote in the clone is scrubbed. (A
-      // thread turn saves its session itself, scrubbed, before its commit.)
-      const reap = settle(running).pipe(
+  // The process's reaper, forked (into the agent's reapers) as soon as the process runs, while
+  // the CLI starts: the run's end only wakes it. Woken `true` (the CLI delivered its terminal
+  // record), it lets the CLI finish (exit grace, stdout drained) before any signal; woken `false`,
+  // it closes the process group at once. Either way, once the process is gone its credential is
+  // dead and what it wrote in the clone is scrubbed (a thread turn saves its session itself,
+  // scrubbed, before its commit). Interruptible: forked in the acquisition, it must not inherit
+  // its uninterruptibility, or its timeouts could not cut the waits.
+  const reaperOf = (running: Process.Running, wake: Deferred.Deferred<boolean>) =>
+    Effect.interruptible(
+      Deferred.await(wake).pipe(
+        Effect.flatMap((graceful) => graceful ? settle(running) : running.close(ctx.killGrace)),
         Effect.zipRight(revoke),
         Effect.zipRight(scrubClone),
-        Effect.ensuring(done)
-      )
-      // Forked from a finalizer: the reaper must not inherit its uninterruptibility, or its
-      // timeouts could not cut the waits.
-      return Effect.asVoid(FiberSet.run(ctx.reapers, Effect.interruptible(reap)))
-    }
-    return FiberSet.run(
-      ctx.reapers,
-      Effect.interruptible(
-        running.close(ctx.killGrace).pipe(
-          Effect.zipRight(revoke),
-          Effect.zipRight(scrubClone),
-          Effect.ensuring(done)
+        Effect.ensuring(
+          Effect.sync(() => {
+            ctx.processes.delete(running)
+            ctx.logs.exited()
+          }).pipe(
+            Effect.zipRight(request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)),
+            Effect.zipRight(processDone)
+          )
         )
       )
-    ).pipe(Effect.flatMap(Fiber.await), Effect.asVoid)
-  }
+    )
+
+  // Runs in the finalizer of the run's scope, often of an interrupted fiber: the termination
+  // runs in the reaper's fiber, which no later interruption of the run (a second close, a
+  // consumer leaving) can cut between SIGTERM and SIGKILL.
+  const release = (
+    { reaper, wake }: { readonly reaper: Fiber.RuntimeFiber<void>; readonly wake: Deferred.Deferred<boolean> }
+  ) =>
+    Effect.suspend(() => {
+      if (state.terminal !== undefined) {
+        // However the run ends, the CLI may still be writing its session. Nothing waits for its
+        // reaper here (the agent's close does, and signals no such CLI itself), which is woken
+        // once the run's result was handed over: its set-up is not on the way to the result.
+        setImmediate(() => Deferred.unsafeDone(wake, Exit.succeed(true)))
+        return Effect.void
+      }
+      Deferred.unsafeDone(wake, Exit.succeed(false))
+      return Effect.asVoid(Fiber.await(reaper))
+    })
 
   /** The events of `outputs`, scrubbed, published when called (see `Emitter.emitNow`). */
   const emitScrubbedNow = (outputs: (sink: (output: Driver.Output) => void) => void): Effect.Effect<void> => {
@@ -701,10 +707,12 @@ export const execute = (
         )
         held.spawned = true
         ctx.processes.add(running)
-        return running
+        const wake = Deferred.unsafeMake<boolean>(FiberId.none)
+        const reaper = yield* FiberSet.run(ctx.reapers, reaperOf(running, wake))
+        return { running, reaper, wake }
       }),
       release
-    )
+    ).pipe(Effect.map(({ running }) => running))
     state.running = running
     yield* emitter.emit([
       Emitter.critical((base) =>
