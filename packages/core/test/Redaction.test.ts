@@ -160,9 +160,6 @@ describe("Redaction of live tokens", () => {
     return Effect.gen(function*() {
       const { value: { result: cutResult, token } } = yield* cut
       expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
-      // Read after the agent closed (its tokens released): decoded now, scrubbed by the tokens
-      // live at the run's end.
-      expect(Object.getOwnPropertyDescriptor(cutResult.raw, "stdout")?.get).toBeDefined()
       expect(cutResult.raw.stdout.startsWith(marker)).toBe(true)
       expect(cutResult.raw.stdout.includes(token.slice(-20, -4))).toBe(false)
       expect(cutResult.raw.stdout.endsWith(`${terminal}\n`)).toBe(true)
@@ -173,7 +170,7 @@ describe("Redaction of live tokens", () => {
 
       const { value: cleanResult } = yield* clean
       const written = `{"_tag":"TextDelta","text":"héllo 😀"}\n${terminal}\n`
-      // The tail is decoded when it is first read, and reads as any field does.
+      // Nothing to scrub: the tail is decoded when it is first read, and reads as any field does.
       expect(Object.getOwnPropertyDescriptor(cleanResult.raw, "stdout")?.get).toBeDefined()
       expect(cleanResult.raw.stdout).toBe(written)
       expect(Object.getOwnPropertyDescriptor(cleanResult.raw, "stdout")?.value).toBe(written)

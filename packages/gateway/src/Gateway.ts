@@ -128,14 +128,6 @@ export interface Redactor {
    * before they reach the host's loggers (a cause holding a token is logged as its scrubbed text).
    */
   readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /**
-   * A redactor over the tokens live now, which later mints and releases do not change: for text
-   * read once its tokens are gone (a run's stdout tail, decoded when first read). It keeps the
-   * values of those tokens for as long as it is referenced; a snapshot of it is itself.
-   *
-   * @since 0.3.0
-   */
-  readonly snapshot: () => Redactor
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import type * as Gateway from "@tether/gateway/Gateway"
 import type * as Driver from "../Driver.js"
+import type * as Process from "./process.js"
 
 /** @internal */
 export interface OutputScrubber {
@@ -80,4 +81,61 @@ export const stderrExcerpt = (
   const kept = stderr.split(/\r?\n/).map((line) => line.trimEnd()).filter((line) => line !== "").slice(-lines)
   const text = kept.join("\n")
   return redactor.window(text.length > chars ? text.slice(text.length - chars) : text)
+}
+
+/**
+ * A token's length less one: an occurrence that crosses the edge between two reads lies within
+ * this many bytes on either side of it.
+ */
+const reach = 42
+
+/** The bytes `[from, to)` of the tail (clamped to it), copied out of its reads. */
+const bytesOf = (tail: Process.RawTail, from: number, to: number): Buffer => {
+  const start = Math.max(0, from)
+  const end = Math.min(tail.length, to)
+  const out = Buffer.allocUnsafe(Math.max(0, end - start))
+  let offset = 0
+  for (const chunk of tail.chunks) {
+    const next = offset + chunk.length
+    if (next > start && offset < end) {
+      out.set(
+        chunk.subarray(Math.max(0, start - offset), Math.min(chunk.length, end - offset)),
+        Math.max(0, offset - start)
+      )
+    }
+    if (next >= end) break
+    offset = next
+  }
+  return out
+}
+
+/**
+ * Whether `redactor.window` leaves the tail's text as it is: no live token in its bytes, and none
+ * cut by either of its edges. Read in the bytes as they came (a token is ASCII: its bytes occur
+ * in the bytes exactly where it occurs in the text, since UTF-8 decoding never alters an ASCII
+ * byte, and no other byte decodes to a token character), so a run's result leaves the text of a
+ * clean tail to be decoded when someone reads it. A token minted later cannot be in output
+ * written before it: 256 random bits. `false` whenever the redactor changes a piece, also where
+ * the piece's own end is no edge of the tail: the text is then decoded and scrubbed at once.
+ *
+ * @internal
+ */
+export const windowKeeps = (redactor: Gateway.Redactor, tail: Process.RawTail): boolean => {
+  if (tail.length === 0) return true
+  // Many small reads are searched as one buffer rather than edge by edge.
+  const whole: Process.RawTail = tail.chunks.length > 64
+    ? { chunks: [Buffer.concat(tail.chunks)], length: tail.length, total: tail.total }
+    : tail
+  for (const chunk of whole.chunks) if (redactor.bytes(chunk) !== chunk) return false
+  let offset = 0
+  for (let i = 0; i < whole.chunks.length - 1; i++) {
+    offset += whole.chunks[i]!.length
+    const seam = bytesOf(whole, offset - reach, offset + reach)
+    if (redactor.bytes(seam) !== seam) return false
+  }
+  // One character per byte: the bytes of a token are its characters, and any other byte is a
+  // character no token holds, as its decoded character (U+FFFD or beyond ASCII) is too.
+  const head = bytesOf(whole, 0, reach).toString("latin1")
+  const end = bytesOf(whole, whole.length - reach, whole.length).toString("latin1")
+  return redactor.window(head) === head && redactor.window(end) === end
 }

@@ -246,19 +246,18 @@ const outputToEvents = (
 }
 
 /**
- * A `Raw` whose `stdout` is the text of `tail`, decoded and scrubbed by `redactor` (the tokens
- * live at the run's end, kept by a snapshot: the credential is released soon after) when it is
- * first read, and kept from then on as an ordinary field (equal, encoded and printed alike: each
- * reads the field).
+ * A `Raw` whose `stdout` is the text of `tail`, decoded when it is first read and kept from then
+ * on as an ordinary field (equal, encoded and printed alike: each reads the field). Only for a
+ * tail that `Redaction.windowKeeps`: its text needs no scrubbing.
  */
-const rawDecodedOnRead = (fields: Omit<Raw, "stdout">, tail: Process.RawTail, redactor: Gateway.Redactor): Raw => {
+const rawDecodedOnRead = (fields: Omit<Raw, "stdout">, tail: Process.RawTail): Raw => {
   const raw = new Raw({ ...fields, stdout: "" }, true)
   const settle = (stdout: string): string => {
     Object.defineProperty(raw, "stdout", { value: stdout, writable: true, enumerable: true, configurable: true })
     return stdout
   }
   Object.defineProperty(raw, "stdout", {
-    get: () => settle(redactor.window(Process.decodeTail(tail))),
+    get: () => settle(Process.decodeTail(tail)),
     set: settle,
     enumerable: true,
     configurable: true
@@ -281,9 +280,11 @@ const rawOf = (ctx: Context, state: State): Raw => {
     stderrBytes: stderr.total,
     ...terminal
   }
-  // Reading (scanning, decoding, scrubbing) the tail of a large output is most of what a run's
-  // end costs: it is done only if someone reads it.
-  return rawDecodedOnRead(fields, stdout, ctx.redactor.snapshot())
+  // Decoding the tail of a large output is most of what a run's end costs: a tail with nothing
+  // to scrub is decoded only if someone reads it.
+  return Redaction.windowKeeps(ctx.redactor, stdout)
+    ? rawDecodedOnRead(fields, stdout)
+    : new Raw({ ...fields, stdout: ctx.redactor.window(Process.decodeTail(stdout)) }, true)
 }
 
 const resultOf = (ctx: Context, request: Request, state: State): Result => {

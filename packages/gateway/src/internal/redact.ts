@@ -40,7 +40,6 @@ export interface Redactor {
   readonly heldBack: (text: string) => number
   readonly window: (text: string) => string
   readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  readonly snapshot: () => Redactor
 }
 
 /** The base64url alphabet, by character code: what a gateway's tokens are written in. */
@@ -404,28 +403,5 @@ export const make = (tokens: Tokens): Redactor => {
       }
       return out
     })
-  // The tokens' list is replaced, never changed, when a token comes or goes: holding it is the
-  // snapshot, and its index is built only if the snapshot is used.
-  const snapshot = (): Redactor => {
-    const values = tokens.values()
-    let frozen: Redactor | undefined
-    const get = (): Redactor => {
-      if (frozen === undefined) {
-        const own = new Tokens()
-        for (const value of values) own.add(value)
-        frozen = make(own)
-      }
-      return frozen
-    }
-    return {
-      text: (input) => get().text(input),
-      bytes: (input) => get().bytes(input),
-      value: (input) => get().value(input),
-      heldBack: (input) => get().heldBack(input),
-      window: (input) => get().window(input),
-      logs: (effect) => get().logs(effect),
-      snapshot: () => get()
-    }
-  }
-  return { text, bytes, value, heldBack, window, logs, snapshot }
+  return { text, bytes, value, heldBack, window, logs }
 }
