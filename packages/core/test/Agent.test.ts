@@ -261,6 +261,9 @@ describe("Agent through the fake CLI", () => {
       }), { processes: { killGrace: "200 millis" } }))
 
   // `run` reads no events: its end is its fiber's. Cancel, close and its caller leaving still end it.
+  /** Writes "before", calls the host tool with `key`, then hangs. */
+  const hanging = (key: string) =>
+    FakeCli.script({ op: "text", text: "before" }, { op: "call", tool: "lookup_issue", input: { key } }, { op: "hang" })
   /** Waits until the fake CLI called the host tool (its output before the call was written first). */
   const called = (key: string) =>
     Effect.gen(function*() {
@@ -274,11 +277,7 @@ describe("Agent through the fake CLI", () => {
       Effect.gen(function*() {
         const cancel = yield* Deferred.make<void>()
         const run = yield* agent.run({
-          input: FakeCli.script({ op: "text", text: "before" }, {
-            op: "call",
-            tool: "lookup_issue",
-            input: { key: "CANCEL-1" }
-          }, { op: "hang" }),
+          input: hanging("CANCEL-1"),
           cancel: Deferred.await(cancel)
         }).pipe(Effect.flip, Effect.fork)
         yield* called("CANCEL-1")
@@ -294,13 +293,7 @@ describe("Agent through the fake CLI", () => {
   it.live("run: close cancels it (RunError Canceled with the partial result), then runs are refused", () =>
     withAgent((agent) =>
       Effect.gen(function*() {
-        const run = yield* agent.run(
-          FakeCli.script({ op: "text", text: "before" }, {
-            op: "call",
-            tool: "lookup_issue",
-            input: { key: "CLOSE-1" }
-          }, { op: "hang" })
-        ).pipe(Effect.flip, Effect.fork)
+        const run = yield* agent.run(hanging("CLOSE-1")).pipe(Effect.flip, Effect.fork)
         yield* called("CLOSE-1")
         yield* agent.close()
         const error = yield* Fiber.join(run)
@@ -312,9 +305,7 @@ describe("Agent through the fake CLI", () => {
   it.live("run: a caller that leaves interrupts it; its process is gone when the interruption returns", () =>
     withAgent((agent) =>
       Effect.gen(function*() {
-        const run = yield* agent.run(
-          FakeCli.script({ op: "call", tool: "lookup_issue", input: { key: "LEAVE-1" } }, { op: "hang" })
-        ).pipe(Effect.fork)
+        const run = yield* agent.run(hanging("LEAVE-1")).pipe(Effect.fork)
         yield* called("LEAVE-1")
         expect(yield* Harness.markedProcesses(agent.marker)).toHaveLength(1)
         const exit = yield* Fiber.interrupt(run)
