@@ -346,8 +346,9 @@ interface Held {
   spawnedAt: number
   /** The files the driver materialized for this run (absolute): never scrubbed. */
   materialized: ReadonlySet<string>
-  /** The run's approver registration (one-shot approvals through the gateway). */
+  /** The run's approver registration (one-shot approvals through the gateway), and its scope. */
   approver: Gateway.Registration | undefined
+  approverScope: Scope.CloseableScope | undefined
   approverCredential: Gateway.Credential | undefined
 }
 
@@ -400,6 +401,7 @@ export const execute = (
     spawnedAt: 0,
     materialized: new Set(),
     approver: undefined,
+    approverScope: undefined,
     approverCredential: undefined
   }
   const releaseCredential = Effect.suspend(() =>
@@ -618,17 +620,117 @@ export const execute = (
     return step
   }
 
+  // The run with its process started (in `oneShot`'s acquisition, released by `release`).
+  const afterSpawn = (running: Process.Running) =>
+    Effect.gen(function*() {
+      state.running = running
+      yield* emitter.emit([
+        Emitter.critical((base) =>
+          new Event.ProcessStarted({ ...base, pid: running.pid, command: running.command }, true)
+        )
+      ])
+      // A driver whose parse was built from a line function is read with it directly.
+      const lineFunction = LineParser.lineFunctionOf(ctx.driver.parse)
+      yield* (lineFunction === undefined ? parseStream(running) : readLines(running, lineFunction(parseContext))).pipe(
+        // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
+        Effect.zipRight(emitScrubbed(scrubber.flush)),
+        Effect.catchAll((error) =>
+          emitScrubbed(scrubber.flush).pipe(
+            Effect.zipRight(fail({ reason: "ProtocolError", detail: error.message, cause: error }))
+          )
+        )
+      )
+      if (state.terminal !== undefined) {
+        // The turn is over: the credential is dead before the result leaves the run.
+        yield* revoke
+        if (state.terminal.ok) {
+          const result = resultOf(ctx, request, state)
+          if (request.commit !== undefined) {
+            // The checkpoint points at the provider's session files, which the CLI may still be
+            // writing after its terminal record: the commit (which saves them first) waits for its
+            // exit, bounded by the exit grace. Both stay interruptible, so a store that never
+            // answers cannot hold the agent's close past its deadline: the store's commit is one
+            // transaction guarded by the lease, so an interruption leaves either the new record or
+            // the previous one, never half of one.
+            // What it wrote is scrubbed before the commit copies its session to the store.
+            yield* settle(running)
+            yield* scrubClone
+            yield* request.commit(result).pipe(
+              Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
+            )
+          }
+          return result
+        }
+        // A thread turn's result, a failure too, comes once its CLI has exited (bounded by the exit
+        // grace), as the thread's next turn waits for it anyway; a plain run's does not wait.
+        if (request.commit !== undefined) yield* settle(running)
+        return yield* fail({
+          reason: "ProviderFailed",
+          detail: state.terminal.error ?? "the provider reported a failure"
+        })
+      }
+      // No terminal record: the output ended (crash, exit before output) or a line was too long.
+      if (state.overflow) {
+        yield* running.close(ctx.killGrace)
+      }
+      const exit = yield* running.exit.pipe(
+        Effect.timeout(ctx.killGrace),
+        Effect.catchAll(() => running.close(ctx.killGrace).pipe(Effect.zipRight(running.exit)))
+      )
+      yield* emitter.emit([Emitter.critical((base) =>
+        new Event.ProcessExited({
+          ...base,
+          pid: running.pid,
+          ...(exit.exitCode === undefined ? {} : { exitCode: exit.exitCode }),
+          ...(exit.signal === undefined ? {} : { signal: exit.signal })
+        }, true)
+      )])
+      if (state.overflow) {
+        return yield* fail({
+          reason: "OutputLimit",
+          detail: `a stdout line exceeded ${ctx.limits.maxLineBytes} bytes`,
+          exit
+        })
+      }
+      // The CLI's last words on stderr may still be in the pipe when it exited (bounded: a
+      // descendant may hold the pipe open).
+      yield* running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
+      const classified = ctx.driver.classifyExit?.({
+        exitCode: exit.exitCode,
+        stderr: Process.decodeTail(running.stderrTail()),
+        terminal: undefined,
+        session: request.session
+      })
+      if (classified !== undefined) {
+        return yield* fail({ reason: "ProtocolError", detail: classified.message, cause: classified, exit })
+      }
+      const excerpt = Redaction.stderrExcerpt(ctx.redactor, Process.decodeTail(running.stderrTail()))
+      return yield* fail({
+        reason: "ExitedWithoutResult",
+        detail: (exit.exitCode === undefined
+          ? `the provider process was killed by ${exit.signal} before its terminal record`
+          : `the provider process exited with code ${exit.exitCode} before its terminal record`) +
+          (excerpt === "" ? "" : `; the end of its stderr:\n${excerpt}`),
+        exit
+      })
+    })
+
   const oneShot = Effect.gen(function*() {
     const approverTool = ctx.driver.approvals?.tool
     if (ctx.approvals !== undefined && approverTool !== undefined) {
       const { broker } = ctx.approvals
+      // Its registration lives as long as the run's body (closed before the run's end is published).
+      held.approverScope = yield* Scope.make()
       held.approver = yield* ctx.approvals.register(
         Approvals.approverExecutor(
           approverTool,
           // What the provider sent is scrubbed of live tokens before anyone sees it.
           (fields) => broker.ask(request.runId, request.threadKey, ctx.redactor.value(fields), approvalSink)
         )
-      ).pipe(Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error })))
+      ).pipe(
+        Scope.extend(held.approverScope),
+        Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error }))
+      )
     }
     const approver = held.approver
     const invocation = yield* ctx.driver.prepare({
@@ -668,7 +770,7 @@ export const execute = (
       Effect.catchAll((error) => fail({ reason: "PrepareFailed", detail: error.message, cause: error }))
     )
     held.materialized = new Set(invocation.files.map((file) => `${ctx.profile.dir}/${file.path}`))
-    const running = yield* Effect.acquireRelease(
+    return yield* Effect.acquireUseRelease(
       Effect.gen(function*() {
         held.scope = yield* Scope.make()
         const credential = yield* ctx.registration.credential({
@@ -712,99 +814,10 @@ export const execute = (
         const reaper = yield* FiberSet.run(ctx.reapers, reaperOf(running, wake))
         return { running, reaper, wake }
       }),
+      ({ running }) => afterSpawn(running),
       release
-    ).pipe(Effect.map(({ running }) => running))
-    state.running = running
-    yield* emitter.emit([
-      Emitter.critical((base) =>
-        new Event.ProcessStarted({ ...base, pid: running.pid, command: running.command }, true)
-      )
-    ])
-    // A driver whose parse was built from a line function is read with it directly.
-    const lineFunction = LineParser.lineFunctionOf(ctx.driver.parse)
-    yield* (lineFunction === undefined ? parseStream(running) : readLines(running, lineFunction(parseContext))).pipe(
-      // Deltas held back at the end (or before a protocol failure) are published, scrubbed.
-      Effect.zipRight(emitScrubbed(scrubber.flush)),
-      Effect.catchAll((error) =>
-        emitScrubbed(scrubber.flush).pipe(
-          Effect.zipRight(fail({ reason: "ProtocolError", detail: error.message, cause: error }))
-        )
-      )
     )
-    if (state.terminal !== undefined) {
-      // The turn is over: the credential is dead before the result leaves the run.
-      yield* revoke
-      if (state.terminal.ok) {
-        const result = resultOf(ctx, request, state)
-        if (request.commit !== undefined) {
-          // The checkpoint points at the provider's session files, which the CLI may still be
-          // writing after its terminal record: the commit (which saves them first) waits for its
-          // exit, bounded by the exit grace. Both stay interruptible, so a store that never
-          // answers cannot hold the agent's close past its deadline: the store's commit is one
-          // transaction guarded by the lease, so an interruption leaves either the new record or
-          // the previous one, never half of one.
-          // What it wrote is scrubbed before the commit copies its session to the store.
-          yield* settle(running)
-          yield* scrubClone
-          yield* request.commit(result).pipe(
-            Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
-          )
-        }
-        return result
-      }
-      // A thread turn's result, a failure too, comes once its CLI has exited (bounded by the exit
-      // grace), as the thread's next turn waits for it anyway; a plain run's does not wait.
-      if (request.commit !== undefined) yield* settle(running)
-      return yield* fail({
-        reason: "ProviderFailed",
-        detail: state.terminal.error ?? "the provider reported a failure"
-      })
-    }
-    // No terminal record: the output ended (crash, exit before output) or a line was too long.
-    if (state.overflow) {
-      yield* running.close(ctx.killGrace)
-    }
-    const exit = yield* running.exit.pipe(
-      Effect.timeout(ctx.killGrace),
-      Effect.catchAll(() => running.close(ctx.killGrace).pipe(Effect.zipRight(running.exit)))
-    )
-    yield* emitter.emit([Emitter.critical((base) =>
-      new Event.ProcessExited({
-        ...base,
-        pid: running.pid,
-        ...(exit.exitCode === undefined ? {} : { exitCode: exit.exitCode }),
-        ...(exit.signal === undefined ? {} : { signal: exit.signal })
-      }, true)
-    )])
-    if (state.overflow) {
-      return yield* fail({
-        reason: "OutputLimit",
-        detail: `a stdout line exceeded ${ctx.limits.maxLineBytes} bytes`,
-        exit
-      })
-    }
-    // The CLI's last words on stderr may still be in the pipe when it exited (bounded: a
-    // descendant may hold the pipe open).
-    yield* running.stderrEnded.pipe(Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)), Effect.ignore)
-    const classified = ctx.driver.classifyExit?.({
-      exitCode: exit.exitCode,
-      stderr: Process.decodeTail(running.stderrTail()),
-      terminal: undefined,
-      session: request.session
-    })
-    if (classified !== undefined) {
-      return yield* fail({ reason: "ProtocolError", detail: classified.message, cause: classified, exit })
-    }
-    const excerpt = Redaction.stderrExcerpt(ctx.redactor, Process.decodeTail(running.stderrTail()))
-    return yield* fail({
-      reason: "ExitedWithoutResult",
-      detail: (exit.exitCode === undefined
-        ? `the provider process was killed by ${exit.signal} before its terminal record`
-        : `the provider process exited with code ${exit.exitCode} before its terminal record`) +
-        (excerpt === "" ? "" : `; the end of its stderr:\n${excerpt}`),
-      exit
-    })
-  }).pipe(Effect.scoped)
+  })
 
   // A live thread turn (DESIGN §12): on the thread's warm process, serialized by the thread's
   // lease. The process outlives the turn: an interrupted turn asks the provider to stop it, and
@@ -1087,7 +1100,11 @@ export const execute = (
     ]).pipe(
       Effect.zipRight(restore(body)),
       Effect.exit,
-      Effect.flatMap((exit) => finish(exit)),
+      Effect.flatMap((exit) =>
+        held.approverScope === undefined
+          ? finish(exit)
+          : Effect.zipRight(Scope.close(held.approverScope, exit), finish(exit))
+      ),
       Effect.ensuring(runDone)
     )
   ).pipe(ctx.redactor.logs)
