@@ -314,6 +314,27 @@ describe("Agent through the fake CLI", () => {
         expect((yield* agent.run(FakeCli.script({ op: "result", text: "after" }))).text).toBe("after")
       }), { processes: { killGrace: "200 millis" } }))
 
+  it.live("a driver's prepare runs in its run's span, not in the span Agent.make ran in", () =>
+    Effect.gen(function*() {
+      const fake = FakeCli.driver()
+      const spans: Array<string> = []
+      const driver: typeof fake = {
+        ...fake,
+        prepare: (request) =>
+          Effect.currentSpan.pipe(
+            Effect.map((span) => span.name),
+            Effect.orElseSucceed(() => "no span"),
+            Effect.flatMap((name) => {
+              spans.push(name)
+              return fake.prepare(request)
+            })
+          )
+      }
+      const result = yield* withAgent((agent) => agent.run(FakeCli.script({ op: "result", text: "done" })), { driver })
+      expect(result.text).toBe("done")
+      expect(spans).toEqual(["Run.execute"])
+    }))
+
   it.live("a consumer that stops early cancels the run and its process", () =>
     withAgent((agent) =>
       Effect.gen(function*() {

@@ -11,6 +11,7 @@ import * as Profile from "@tether/profile/Profile"
 import type * as Catalog from "@tether/tool/Catalog"
 import type { ToolDefinitionError } from "@tether/tool/Tool"
 import * as Chunk from "effect/Chunk"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -278,7 +279,11 @@ export const assemble = (
             for (const file of changed) materialized.set(file.path, `${file.mode ?? ""}:${file.content}`)
           }))
       }))
-    const services = yield* Effect.context<FileSystem.FileSystem | Path.Path>()
+    // The two services a driver's `prepare` and `open` may use, and nothing else of the context
+    // `make` ran in (a run's own context, its span among it, stays the run's).
+    const services = Context.make(FileSystem.FileSystem, yield* FileSystem.FileSystem).pipe(
+      Context.add(Path.Path, yield* Path.Path)
+    )
     const runs = yield* FiberSet.make<Result, RunError>().pipe(Scope.extend(workScope))
     const reapers = yield* FiberSet.make<void, never>().pipe(Scope.extend(workScope))
     const processes = new Set<Process.Running>()

@@ -174,17 +174,14 @@ export const open = (
         // Counted before it starts: no log is removed while it might be writing one.
         counted = true
         ctx.logs.spawned()
-        const spawned = yield* Effect.provide(
-          Process.spawn(
-            invocation,
-            {
-              [ctx.registration.tokenVariable]: Redacted.value(environment.token),
-              [Process.markerVariable]: ctx.marker
-            },
-            ctx.limits,
-            { input: "open" }
-          ),
-          ctx.services
+        const spawned = yield* Process.spawn(
+          invocation,
+          {
+            [ctx.registration.tokenVariable]: Redacted.value(environment.token),
+            [Process.markerVariable]: ctx.marker
+          },
+          ctx.limits,
+          { input: "open" }
         ).pipe(
           Effect.tapErrorCause(() => Effect.sync(exited)),
           Effect.mapError((error): OpenFailure => ({

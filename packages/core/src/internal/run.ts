@@ -793,7 +793,6 @@ export const execute = (
             : { [approver.tokenVariable]: Redacted.value(approverCredential.token) }),
           [Process.markerVariable]: ctx.marker
         }, ctx.limits).pipe(
-          Effect.provide(ctx.services),
           Effect.tapErrorCause(() => Effect.sync(ctx.logs.exited)),
           Effect.catchAll((error) =>
             fail({
