@@ -313,7 +313,7 @@ const measurePhases = (pairs: number) =>
 
 /**
  * Measures the figures above; `runs` pairs / `makeCloses` iterations / `scrubFiles` files in the
- * scrubbed clone / `gcRuns` runs per path for the collection figure (defaults 20 / 30 / 5,000 / 40).
+ * scrubbed clone / `gcRuns` runs per path for the collection figure (defaults 60 / 30 / 5,000 / 40).
  */
 export const measure = (
   options: {
@@ -324,7 +324,7 @@ export const measure = (
   } = {}
 ) =>
   Effect.gen(function*() {
-    const runs = options.runs ?? 20
+    const runs = options.runs ?? 60
     const makeCloses = options.makeCloses ?? 30
     const { agentOptions, agentRun, raw } = yield* paths
     const agentTimes: Array<number> = []
