@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Agent, AgentError, type Event } from "@tether/core"
+import { Agent, AgentError, Approval, type Event } from "@tether/core"
 import { Gateway } from "@tether/gateway"
 import { FakeCli, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
@@ -334,6 +334,55 @@ describe("Agent through the fake CLI", () => {
       expect(result.text).toBe("done")
       expect(spans).toEqual(["Run.execute"])
     }))
+
+  it.live("a one-shot run's approver registration closes with its run: gone when its RunFinished is read", () =>
+    Effect.gen(function*() {
+      const observed: Array<Harness.Observed> = []
+      const sandbox = yield* Harness.sandbox
+      yield* Effect.gen(function*() {
+        // Another registration keeps the listener up, so a closed registration is seen to get 401.
+        const gateway = yield* Gateway.Gateway
+        yield* gateway.register(yield* Toolkit.executor(Toolkit.empty))
+        const fake = FakeCli.driver()
+        const driver: typeof fake = {
+          ...fake,
+          approvals: {
+            tool: {
+              name: "approve",
+              description: "Asks the host.",
+              inputSchema: { type: "object" },
+              ask: () => "not asked here",
+              answer: () => ({ behavior: "deny" })
+            }
+          }
+        }
+        const agent = yield* Agent.make({
+          driver,
+          definition: { instructions: "", skills: [], tools: Toolkit.empty },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection,
+          approvals: { handler: () => Effect.succeed(Approval.allow) }
+        })
+        expect(observed).toHaveLength(2)
+        // Each run registers its approver on the gateway; once its RunFinished is read, that registration is closed.
+        const atFinish: Array<number> = []
+        yield* agent.stream(FakeCli.script({ op: "result", text: "streamed" })).pipe(
+          Stream.runForEach((event) =>
+            event._tag === "RunFinished"
+              ? Effect.flatMap(Harness.probe(observed[2]!), (status) => Effect.sync(() => atFinish.push(status)))
+              : Effect.void
+          )
+        )
+        expect(observed).toHaveLength(3)
+        expect(atFinish).toEqual([401])
+        expect((yield* agent.run(FakeCli.script({ op: "result", text: "ran" }))).text).toBe("ran")
+        expect(observed).toHaveLength(4)
+        expect(yield* Harness.probe(observed[3]!)).toBe(401)
+        // The agent's own registration is still open.
+        expect(yield* Harness.probe(observed[1]!)).toBe(200)
+      }).pipe(Effect.scoped, Effect.provide(Harness.recordingLayer(observed)))
+      expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    }).pipe(Effect.scoped))
 
   it.live("a consumer that stops early cancels the run and its process", () =>
     withAgent((agent) =>
