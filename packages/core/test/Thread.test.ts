@@ -233,6 +233,24 @@ for (const [name, storeLayer] of stores) {
           expect((yield* record(thread)).turns).toBe(2)
         })))
 
+    it.live("a turn that outlasts its lease's time to live keeps renewing it: no takeover, the turn commits", () =>
+      withThreads(storeLayer, ({ agent }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          // A first turn: its events are not held back until a resume is accepted.
+          const fiber = yield* startTurn(
+            thread.stream(FakeCli.script({ op: "sleep", ms: 2_500 }, { op: "text", text: "x" }))
+          )
+          // Three times the lease's time to live: only its renewals keep another host out.
+          yield* Effect.sleep("1800 millis")
+          const store = yield* ThreadStore.ThreadStore
+          expect(yield* Effect.flip(store.acquire("k", "1 minute"))).toMatchObject({ _tag: "ThreadBusy", key: "k" })
+          expect((yield* Fiber.join(fiber))._tag).toBe("Right")
+          expect((yield* record(thread)).turns).toBe(1)
+          // Released with the turn: another host may take the thread now.
+          yield* store.release(yield* store.acquire("k", "1 minute"))
+        }), { threads: { leaseTtl: "600 millis" } }))
+
     it.live("a lost lease persists nothing: the run fails with CheckpointFailed", () =>
       Effect.gen(function*() {
         const paused = { renewals: false }
