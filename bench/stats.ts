@@ -9,3 +9,7 @@ export const quartiles = (values: ReadonlyArray<number>): readonly [number, numb
   const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
   return [at(0.25), at(0.75)]
 }
+
+/** The median (the upper one of an even count). */
+export const median = (values: ReadonlyArray<number>): number =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!

@@ -11,15 +11,14 @@
  * Run: node --import tsx --import ./bench/compiled.mjs bench/threads.ts [turns=5]
  */
 import { Agent, type Event } from "@tether/core"
-import { Claude, Codex, Gemini } from "@tether/drivers"
 import { AnthropicServer, Harness, ResponsesServer } from "@tether/testing"
 import * as GeminiServer from "@tether/testing/GeminiServer"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
-import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"
+import * as Offline from "./offline.js"
 
 export interface ThreadFigures {
   readonly driver: string
@@ -93,36 +92,17 @@ export const measure = (
     return yield* Effect.all([
       measureDriver(
         "claude",
-        Claude.driver({
-          env: {
-            ANTHROPIC_BASE_URL: anthropic.url,
-            ANTHROPIC_API_KEY: Redacted.make("sk-ant-bench"),
-            CLAUDE_CODE_MAX_RETRIES: "0"
-          }
-        }),
+        Offline.claude(anthropic.url),
         turns
       ),
       measureDriver(
         "codex",
-        Codex.driver({
-          model: "fake-model",
-          modelProvider: {
-            id: "fake",
-            baseUrl: responses.baseUrl,
-            apiKey: Redacted.make("sk-bench"),
-            requestMaxRetries: 0,
-            streamMaxRetries: 0
-          },
-          settings: Codex.offlineSettings
-        }),
+        Offline.codex(responses.baseUrl),
         turns
       ),
       measureDriver(
         "gemini",
-        Gemini.driver({
-          model: "gemini-2.5-flash",
-          env: { GOOGLE_GEMINI_BASE_URL: gemini.url, GEMINI_API_KEY: Redacted.make("bench") }
-        }),
+        Offline.gemini(gemini.url),
         turns
       )
     ], { concurrency: options.concurrent === true ? "unbounded" : 1 })
