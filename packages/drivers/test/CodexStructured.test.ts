@@ -31,6 +31,16 @@ const textFormat = (request: ResponsesServer.RecordedRequest) => {
 
 const driverFor = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
+/** A one-shot Codex agent with no tools, on the test's sandbox. */
+const agentFor = (server: ResponsesServer.ResponsesServer) =>
+  Effect.flatMap(Harness.sandbox, (sandbox) =>
+    Agent.make({
+      driver: driverFor(server),
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    }))
+
 describe("Codex runAs (real CLI, --output-schema)", () => {
   it.live(
     "the strict form of the JSON Schema is the text.format; a reply violating it is caught by Tether and repaired",
@@ -43,13 +53,7 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
             ResponsesServer.text(JSON.stringify(strictReply))
           )
         })
-        const sandbox = yield* Harness.sandbox
-        const agent = yield* Agent.make({
-          driver: driverFor(server),
-          definition: { instructions: "", skills: [], tools: Toolkit.empty },
-          workspace: sandbox.workspace,
-          profile: sandbox.selection
-        })
+        const agent = yield* agentFor(server)
         const decoded = yield* agent.runAs(Triage, "Triage ISSUE-3.")
         expect(decoded.value).toEqual(valid)
         expect(decoded.attempts).toBe(2)
@@ -78,17 +82,45 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
   )
 
   it.live(
+    "a union of structs: the strict reply's nulls are read back in the branch the reply is, at the first attempt",
+    () =>
+      Effect.gen(function*() {
+        const Step = Schema.Union(
+          Schema.TaggedStruct("Edit", { path: Schema.String, note: Schema.optional(Schema.String) }),
+          Schema.TaggedStruct("Done", { summary: Schema.optional(Schema.String) })
+        )
+        const Plan = Schema.Struct({ next: Step, later: Schema.Array(Step) })
+        // What a strict model answers: every branch property present, the ones it leaves out null.
+        const reply = { next: { _tag: "Edit", path: "a.ts", note: null }, later: [{ _tag: "Done", summary: null }] }
+        const server = yield* ResponsesServer.make({ script: () => ResponsesServer.text(JSON.stringify(reply)) })
+        const agent = yield* agentFor(server)
+        const decoded = yield* agent.runAs(Plan, "Plan the change.", { repairs: 0 })
+        expect(decoded.value).toEqual({ next: { _tag: "Edit", path: "a.ts" }, later: [{ _tag: "Done" }] })
+        expect(decoded.attempts).toBe(1)
+        const format = textFormat((yield* server.requests)[0]!)
+        expect(format?.["schema"]).toMatchObject({
+          properties: {
+            next: {
+              anyOf: [
+                {
+                  required: ["_tag", "path", "note"],
+                  properties: { note: { anyOf: [{ type: "string" }, { type: "null" }] } }
+                },
+                { required: ["_tag", "summary"] }
+              ]
+            }
+          }
+        })
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    90_000
+  )
+
+  it.live(
     "a reply that is not JSON, without repair: StructuredOutputError with the raw text",
     () =>
       Effect.gen(function*() {
         const server = yield* ResponsesServer.make({ script: () => ResponsesServer.text("Severity: low.") })
-        const sandbox = yield* Harness.sandbox
-        const agent = yield* Agent.make({
-          driver: driverFor(server),
-          definition: { instructions: "", skills: [], tools: Toolkit.empty },
-          workspace: sandbox.workspace,
-          profile: sandbox.selection
-        })
+        const agent = yield* agentFor(server)
         const error = yield* Effect.flip(agent.runAs(Triage, "Triage.", { repairs: 0 }))
         expect(error).toMatchObject({ _tag: "StructuredOutputError", reason: "Missing", text: "Severity: low." })
       }).pipe(Effect.scoped, Effect.provide(Harness.layer)),

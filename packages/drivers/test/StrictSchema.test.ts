@@ -60,4 +60,55 @@ describe("the strict form of a published schema (Codex --output-schema)", () => 
     expect(unstrict(published, { severity: null, links: [] })).toEqual({ severity: null, links: [] })
     expect(unstrict(published, "not an object")).toBe("not an object")
   })
+
+  // A union of structs (a tagged union among them): `strict` makes each branch's optional
+  // properties required and nullable, so the reading back has to find the branch the answer is.
+  const Step = Schema.Union(
+    Schema.Struct({ kind: Schema.Literal("edit"), path: Schema.String, note: Schema.optional(Schema.String) }),
+    Schema.Struct({ kind: Schema.Literal("done"), summary: Schema.optional(Schema.String) }),
+    Schema.Struct({ count: Schema.Number, label: Schema.optional(Schema.String) })
+  )
+  const Plan = Schema.Struct({
+    step: Step,
+    steps: Schema.Array(Step),
+    byFile: Schema.Record({
+      key: Schema.String,
+      value: Schema.Struct({ line: Schema.Number, why: Schema.optional(Schema.String) })
+    }),
+    pair: Schema.Tuple(Schema.String, Schema.Struct({ at: Schema.Number, by: Schema.optional(Schema.String) }))
+  })
+  const plan = Either.getOrThrow(Catalog.outputSchema(Plan)).jsonSchema
+
+  it("reads the nulls of a union's branch, a record's values and a tuple's elements back", () => {
+    const strictPlan = strict(plan) as { readonly [key: string]: any }
+    const branches = strictPlan["properties"]["step"]["anyOf"] as ReadonlyArray<any>
+    expect(branches.map((branch) => branch["required"])).toEqual([
+      ["kind", "path", "note"],
+      ["kind", "summary"],
+      ["count", "label"]
+    ])
+    const answer = {
+      step: { kind: "edit", path: "a.ts", note: null },
+      steps: [{ kind: "done", summary: null }, { count: 2, label: null }, { kind: "edit", path: "b.ts", note: "n" }],
+      byFile: { "a.ts": { line: 3, why: null }, "b.ts": { line: 4, why: "w" } },
+      pair: ["x", { at: 1, by: null }]
+    }
+    const value = unstrict(plan, answer)
+    expect(value).toEqual({
+      step: { kind: "edit", path: "a.ts" },
+      steps: [{ kind: "done" }, { count: 2 }, { kind: "edit", path: "b.ts", note: "n" }],
+      byFile: { "a.ts": { line: 3 }, "b.ts": { line: 4, why: "w" } },
+      pair: ["x", { at: 1 }]
+    })
+    expect(Schema.decodeUnknownEither(Plan, { onExcessProperty: "error" })(value)._tag).toBe("Right")
+  })
+
+  it("leaves a union's answer that fits no branch as it is, for the Schema to reject", () => {
+    // `kind` is neither literal, and a null for a required property fits no branch either.
+    for (const step of [{ kind: "other", summary: null }, { kind: "edit", path: null, note: null }]) {
+      const answer = { step, steps: [], byFile: {}, pair: ["x", { at: 1, by: "b" }] }
+      expect(unstrict(plan, answer)).toEqual(answer)
+      expect(Schema.decodeUnknownEither(Plan)(unstrict(plan, answer))._tag).toBe("Left")
+    }
+  })
 })

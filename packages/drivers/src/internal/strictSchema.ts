@@ -70,9 +70,24 @@ export const strict = (schema: unknown): unknown => {
   return out
 }
 
+/** The JSON type of a value, as a schema's `type` names it. */
+const jsonType = (v: unknown): string =>
+  v === null
+    ? "null"
+    : Array.isArray(v)
+    ? "array"
+    : typeof v === "number"
+    ? Number.isInteger(v) ? "integer" : "number"
+    : typeof v
+
 /**
  * A value answered for `strict(schema)` as a value of `schema`: only the `null`s `strict`
- * introduced are removed; anything else is left for the Schema's own validation. @internal
+ * introduced are removed; anything else is left for the Schema's own validation. Under a union
+ * (`anyOf`, `oneOf`) the value is read as the first branch it fits, its `null`s included: a
+ * branch fits when the value has its JSON type, its `const` and `enum`, the branch's required
+ * properties and no property the branch closes out, each property of the type the branch gives
+ * it, and a `null` only where the branch left the property optional or admits it. A value that
+ * fits no branch is left as it is. @internal
  */
 export const unstrict = (schema: unknown, value: unknown): unknown => {
   const root = isRecord(schema) ? schema : {}
@@ -82,22 +97,82 @@ export const unstrict = (schema: unknown, value: unknown): unknown => {
     const defs = match === null ? undefined : root[match[1]!]
     return resolve(isRecord(defs) ? defs[match![2]!.replace(/~1/g, "/").replace(/~0/g, "~")] : undefined, depth + 1)
   }
+  const branchesOf = (s: Json): ReadonlyArray<unknown> | undefined =>
+    Array.isArray(s["anyOf"]) ? s["anyOf"] : Array.isArray(s["oneOf"]) ? s["oneOf"] : undefined
+  /** Whether `v` has the type, `const` and `enum` of `node` (shallow: an object's properties are not looked at). */
+  const typeFits = (node: unknown, v: unknown, depth: number): boolean => {
+    const s = resolve(node, 0)
+    if (!isRecord(s) || depth > 64) return true
+    const primitive = v === null || typeof v !== "object"
+    if ("const" in s && primitive && s["const"] !== v) return false
+    if (Array.isArray(s["enum"]) && primitive && !s["enum"].includes(v)) return false
+    const type = s["type"]
+    if (typeof type === "string" || Array.isArray(type)) {
+      const actual = jsonType(v)
+      const types: ReadonlyArray<unknown> = Array.isArray(type) ? type : [type]
+      if (!types.some((t) => t === actual || (t === "number" && actual === "integer"))) return false
+    }
+    const branches = branchesOf(s)
+    return branches === undefined || branches.some((branch) => typeFits(branch, v, depth + 1))
+  }
+  /** Whether `v` can be the strict answer for the (resolved) branch `s`. */
+  const fits = (s: Json, v: unknown): boolean => {
+    if (!typeFits(s, v, 0)) return false
+    const properties = s["properties"]
+    if (!isRecord(v) || !isRecord(properties)) return true
+    const required = requiredOf(s)
+    for (const key of required) if (!Object.hasOwn(v, key)) return false
+    for (const [key, item] of Object.entries(v)) {
+      const property = properties[key]
+      if (property === undefined) {
+        if (s["additionalProperties"] === false) return false
+        continue
+      }
+      if (item === null) {
+        if (required.includes(key) && !admitsNull(resolve(property, 0))) return false
+        continue
+      }
+      if (!typeFits(property, item, 0)) return false
+    }
+    return true
+  }
   const walk = (node: unknown, v: unknown, depth: number): unknown => {
     const s = resolve(node, 0)
     if (!isRecord(s) || depth > 256) return v
+    const branches = branchesOf(s)
+    if (branches !== undefined) {
+      const branch = branches.find((b) => {
+        const resolved = resolve(b, 0)
+        return isRecord(resolved) && fits(resolved, v)
+      })
+      return branch === undefined ? v : walk(branch, v, depth + 1)
+    }
+    if (Array.isArray(s["allOf"])) {
+      for (const part of s["allOf"]) v = walk(part, v, depth + 1)
+    }
     if (Array.isArray(v)) {
+      const prefix = Array.isArray(s["prefixItems"]) ? s["prefixItems"] : []
       const items = s["items"]
-      return isRecord(items) ? v.map((item) => walk(items, item, depth + 1)) : v
+      return v.map((item, i) =>
+        i < prefix.length
+          ? walk(prefix[i], item, depth + 1)
+          : Array.isArray(items)
+          ? (i < items.length ? walk(items[i], item, depth + 1) : item)
+          : isRecord(items)
+          ? walk(items, item, depth + 1)
+          : item
+      )
     }
     if (!isRecord(v)) return v
-    const properties = s["properties"]
-    if (!isRecord(properties)) return v
+    const properties = isRecord(s["properties"]) ? s["properties"] : {}
+    const additional = isRecord(s["additionalProperties"]) ? s["additionalProperties"] : undefined
+    if (!isRecord(s["properties"]) && additional === undefined) return v
     const required = requiredOf(s)
     const out: { [key: string]: unknown } = {}
     for (const [key, item] of Object.entries(v)) {
       const property = properties[key]
       if (property === undefined) {
-        out[key] = item
+        out[key] = additional === undefined ? item : walk(additional, item, depth + 1)
         continue
       }
       if (item === null && !required.includes(key) && !admitsNull(resolve(property, 0))) continue
