@@ -61,6 +61,23 @@ describe("ACP permission decisions", () => {
     expect(selected(AcpApproval.denied, options(["once", "allow_once"]))).toBe("cancelled")
   })
 
+  it("of several session-wide allows, the one for the call: never all of an MCP server's tools", () => {
+    // Gemini CLI 0.61's options for an MCP tool, as recorded (provider-samples/live/F-mcp.txt).
+    const geminiMcp: ReadonlyArray<AcpSdk.PermissionOption> = [
+      { optionId: "proceed_always_server", name: "Allow all server tools for this session", kind: "allow_always" },
+      { optionId: "proceed_always_tool", name: "Allow tool for this session", kind: "allow_always" },
+      { optionId: "proceed_once", name: "Allow", kind: "allow_once" },
+      { optionId: "cancel", name: "Reject", kind: "reject_once" }
+    ]
+    const session = { _tag: "AllowForSession" } as const
+    expect(selected(session, geminiMcp)).toBe("proceed_always_tool")
+    expect(selected(session, [...geminiMcp].reverse())).toBe("proceed_always_tool")
+    // Several that cannot be told apart: this call only.
+    const twoAlways = options(["always_a", "allow_always"], ["always_b", "allow_always"], ["once", "allow_once"])
+    expect(selected(session, twoAlways)).toBe("once")
+    expect(selected(session, options(["all_a", "allow_always"], ["server_b", "allow_always"]))).toBe("cancelled")
+  })
+
   it("the request reads as an approval: kind, input, the diff and paths, the options", () => {
     const ask = AcpApproval.askOf({
       sessionId: "s",

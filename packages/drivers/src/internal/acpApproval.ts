@@ -85,6 +85,12 @@ export const askOf = (request: Acp.RequestPermissionRequest): Ask => {
  * `reject_once`, else `reject_always`. When no option fits, the request is answered `cancelled`,
  * which every agent treats as a refusal: an allow never turns into a broader permission.
  *
+ * An agent may offer several `allow_always` options of different reach, and ACP does not say
+ * which is narrower: Gemini CLI offers, for an MCP tool, "Allow all server tools for this session"
+ * (`proceed_always_server`) before "Allow tool for this session" (`proceed_always_tool`). Of
+ * several, the one whose id and label name neither a server nor "all" is taken when it is the only
+ * such; otherwise `allow_once`.
+ *
  * @internal
  */
 export const outcomeOf = (
@@ -97,10 +103,21 @@ export const outcomeOf = (
     ? ["allow_always", "allow_once"]
     : ["reject_once", "reject_always"]
   for (const kind of preference) {
-    const option = options.find((o) => o.kind === kind)
+    const option = kind === "allow_always" ? narrowestAlways(options) : options.find((o) => o.kind === kind)
     if (option !== undefined) return { outcome: { outcome: "selected", optionId: option.optionId } }
   }
   return { outcome: { outcome: "cancelled" } }
+}
+
+/** Words of an option that widen it past the call asked about (`proceed_always_server`, "Allow all …"). */
+const wide = /(?:^|[^a-z])(?:all|server|servers)(?:[^a-z]|$)/i
+
+/** The one `allow_always` option, or of several the only one that names no wider reach (see `outcomeOf`). */
+const narrowestAlways = (options: ReadonlyArray<Acp.PermissionOption>): Acp.PermissionOption | undefined => {
+  const always = options.filter((o) => o.kind === "allow_always")
+  if (always.length <= 1) return always[0]
+  const narrow = always.filter((o) => !wide.test(o.optionId) && !wide.test(o.name))
+  return narrow.length === 1 ? narrow[0] : undefined
 }
 
 /** The approver tool's input: an {@link Ask}, as the turn runner read it from the agent's request. */
