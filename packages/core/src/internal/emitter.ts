@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as Cause from "effect/Cause"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Take from "effect/Take"
@@ -49,7 +49,11 @@ export type Pending =
 
 /** @internal */
 export interface Emitter {
-  /** Publishes the events in order (backpressure on critical events). */
+  /**
+   * Publishes the events in order (backpressure on critical events). Nothing is published after
+   * the run's `RunFinished`: an input acknowledged by the provider once the run has ended (its
+   * `InputDelivered`) is not the run's any more.
+   */
   readonly emit: (pending: ReadonlyArray<Pending>) => Effect.Effect<void>
   /**
    * The same, stamped and (when the queue has room) published when called rather than when the
@@ -108,11 +112,13 @@ export const make = (
   let dropped = 0
   const droppedKinds = new Set<string>()
   let time = 0
+  /** A run's `RunFinished` is its last event: what is emitted after it is dropped (see `emit`). */
+  let finished = false
   const stamp = (build: (base: Base) => Event.Event): Event.Event => build({ runId, sequence: sequence++, time })
   const full = () => queue.size() >= capacity
   /** Stamps the batch (dropping deltas when the queue is full and the run does not block). */
   const build = (pending: ReadonlyArray<Pending>): Array<Event.Event> | undefined => {
-    if (pending.length === 0) return undefined
+    if (pending.length === 0 || finished) return undefined
     time = Date.now()
     // Sized once (a dropped delta or an added `Dropped` changes the count: the length is set at the end).
     const events: Array<Event.Event> = new Array(pending.length)
@@ -139,17 +145,34 @@ export const make = (
         droppedKinds.clear()
         events[count++] = stamp((base) => new Event.Dropped({ ...base, count: lost, kinds }, true))
       }
-      events[count++] = stamp(item.build)
+      const event = stamp(item.build)
+      events[count++] = event
+      if (event._tag === "RunFinished") {
+        finished = true
+        break
+      }
     }
     if (count === 0) return undefined
     events.length = count
     return events
   }
+  /**
+   * Offers a take. Once the buffer is shut down (the run's consumer left) the take is dropped
+   * instead of interrupting the caller: the observer has seen its events, and what publishes
+   * after that is not always the run's own fiber (the caller of `send` publishing its
+   * `InputDelivered`, a pending approval settled at the run's end before its `RunFinished`). The
+   * run's fiber is interrupted by its consumer's leaving, not by this.
+   */
+  const deliver = (take: Take.Take<Event.Event, RunError>): Effect.Effect<void> =>
+    Effect.catchAllCause(
+      queue.offer(take),
+      (cause) => queue.isShutdown() && Cause.isInterruptedOnly(cause) ? Effect.void : Effect.failCause(cause)
+    )
   const emit = (pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
     Effect.suspend(() => {
       const events = build(pending)
       if (events === undefined) return Effect.void
-      const offer = queue.offer(Take.chunk(Chunk.unsafeFromArray(events)))
+      const offer = deliver(Take.chunk(Chunk.unsafeFromArray(events)))
       return observe === undefined ? offer : Effect.zipRight(observe(events), offer)
     })
   const emitNow = (pending: ReadonlyArray<Pending>): Effect.Effect<void> => {
@@ -157,9 +180,10 @@ export const make = (
     if (observe !== undefined || (blocking && full())) return emit(pending)
     const events = build(pending)
     if (events === undefined) return Effect.void
-    return queue.offerNow(Take.chunk(Chunk.unsafeFromArray(events)))
+    const take = Take.chunk(Chunk.unsafeFromArray(events))
+    return queue.unsafeOffer(take) ? Effect.void : deliver(take)
   }
-  const end = (error: RunError | undefined) => queue.offer(error === undefined ? Take.end : Take.fail(error))
-  const failCause = (cause: Cause.Cause<never>) => queue.offer(Take.failCause(cause))
+  const end = (error: RunError | undefined) => deliver(error === undefined ? Take.end : Take.fail(error))
+  const failCause = (cause: Cause.Cause<never>) => deliver(Take.failCause(cause))
   return { emit, emitNow, end, failCause }
 }

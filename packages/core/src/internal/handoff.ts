@@ -47,6 +47,8 @@ export interface Handoff<A, E> {
   readonly shutdown: Effect.Effect<void>
   /** The takes offered and not yet read. */
   readonly size: () => number
+  /** Whether `shutdown` has run. */
+  readonly isShutdown: () => boolean
 }
 
 /** @internal */
@@ -99,6 +101,7 @@ export const make = <A, E>(capacity: number): Handoff<A, E> => {
     pull,
     stream: Stream.repeatEffectChunkOption(pull),
     size: () => items.length - head,
+    isShutdown: () => closed,
     shutdown: Effect.sync(() => {
       closed = true
       items.length = 0
