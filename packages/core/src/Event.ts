@@ -196,7 +196,9 @@ export class ProcessExited extends Schema.TaggedClass<ProcessExited>()("ProcessE
 }) {}
 
 /**
- * Content deltas or raw output dropped under backpressure since the previous critical event.
+ * Content deltas or raw output dropped under backpressure since the previous critical event. On a
+ * thread's `events`, also what a subscriber that stopped reading had no room for once a close
+ * started (any kind, named in `kinds`), before the end of its stream.
  *
  * @since 0.1.0
  * @category events

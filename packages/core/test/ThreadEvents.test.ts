@@ -110,4 +110,40 @@ describe("Thread events", () => {
         expect(events.filter((event) => event._tag === "TextDelta")).toHaveLength(1_000)
         expect(events.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
       }), { events: { buffer: 2, blocking: true } }))
+
+  // Critical events wait for a subscriber's room, but not past the start of a close: a subscriber
+  // that stopped reading (here: until `hold` opens) holds up neither the run's end nor the close,
+  // and reads, when it comes back, a `Dropped` counting what had no room, then its end.
+  for (const closing of ["agent.close", "thread.close"] as const) {
+    it.live(
+      `a subscriber that stopped reading cannot hold up ${closing}; it is told what it lost`,
+      () =>
+        withThreads(() => ThreadStore.layerMemory, ({ agent }) =>
+          Effect.gen(function*() {
+            const thread = yield* agent.thread("k")
+            const hold = yield* Deferred.make<void>()
+            const watching = yield* subscribe(thread.events, hold)
+            // Its buffer of 1 holds RunStarted: the run waits for room at its ProcessStarted.
+            const turn = yield* Effect.fork(thread.run(FakeCli.script({ op: "text", text: "a" })))
+            yield* Effect.sleep("500 millis")
+            expect(turn.unsafePoll()).toBeNull()
+            if (closing === "agent.close") yield* agent.close({ timeout: "10 seconds" })
+            else {yield* Effect.timeoutFail(thread.close, {
+                duration: "10 seconds",
+                onTimeout: () => "thread.close hung"
+              })}
+            const outcome = yield* Fiber.await(turn)
+            expect(outcome._tag).toBe("Failure")
+            yield* Deferred.succeed(hold, undefined)
+            if (closing === "thread.close") yield* agent.close({ timeout: "10 seconds" })
+            const events = yield* Fiber.join(watching)
+            expect(events[0]).toMatchObject({ _tag: "RunStarted" })
+            const dropped = events.filter((event): event is Event.Dropped => event._tag === "Dropped")
+            expect(dropped).toHaveLength(1)
+            expect(dropped[0]!.kinds).toContain("RunFinished")
+            expect(events.at(-1)).toBe(dropped[0])
+          }), { events: { buffer: 1 } }),
+      60_000
+    )
+  }
 })

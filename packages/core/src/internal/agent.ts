@@ -264,6 +264,7 @@ export const assemble = (
       Effect.flatMap(Option.match({ onNone: () => makeMemory, onSome: Effect.succeed }))
     )
     const agentClosed = yield* Deferred.make<void>()
+    const agentClosing = yield* Deferred.make<void>()
     const exiting = new Map<string, Deferred.Deferred<void>>()
 
     // A driver prepares the same files for every run of the agent (per-turn state goes in its
@@ -357,6 +358,8 @@ export const assemble = (
     // (A closed FiberSet cannot be iterated on Effect 3.22: once drained, there is nothing to cancel.)
     let drained = false
     const fence = admission.withPermits(1)(Effect.sync(() => (fenced = true))).pipe(
+      // Thread events stop waiting for subscribers that do not read: no run's end waits on them.
+      Effect.zipRight(Deferred.succeed(agentClosing, undefined)),
       // Approvals the cancellation cuts short are answered by `close`.
       Effect.zipRight(broker === undefined ? Effect.void : broker.closing),
       Effect.zipRight(Effect.suspend(() =>
@@ -639,6 +642,7 @@ export const assemble = (
       stream,
       run: runDirect,
       closed: Deferred.await(agentClosed),
+      closing: Deferred.await(agentClosing),
       exiting,
       send: (key, input) =>
         Effect.gen(function*() {

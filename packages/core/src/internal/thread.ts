@@ -94,6 +94,8 @@ export interface Host {
   ) => Effect.Effect<Result, RunError | AgentClosed | InvalidTurn>
   /** Completes once the agent's close has drained its runs (each RunFinished published): every thread's `events` end. */
   readonly closed: Effect.Effect<void>
+  /** Completes when the agent's close starts (its admission fence): thread events stop waiting for slow subscribers. */
+  readonly closing: Effect.Effect<void>
   /** Per key: completed once the last turn's provider process is gone (any handle of the key). */
   readonly exiting: Map<string, Deferred.Deferred<void>>
   /** Delivers input into the key's running live turn (`thread.send`). */
@@ -280,8 +282,12 @@ export const open = (
         if (incompatible !== undefined) return yield* new Thread.ThreadIncompatible({ key, ...incompatible })
       }
     }
-    const hub = ThreadEvents.make({ ...host.events, agentClosed: host.closed })
     const closedSignal = yield* Deferred.make<void>()
+    const hub = ThreadEvents.make({
+      ...host.events,
+      agentClosed: host.closed,
+      closing: Effect.raceFirst(host.closing, Deferred.await(closedSignal))
+    })
     const running = new Set<Fiber.RuntimeFiber<Result, RunError>>()
     let closed = false
     let pendingFork = forkOf

@@ -4,10 +4,14 @@
  * reaches them), under the agent's event policy: each subscriber has a bounded buffer; content
  * deltas are dropped for a subscriber whose buffer is full and counted in a `Dropped` before
  * the next event it gets, every other event waits for room (in blocking mode every event waits).
+ * Once the agent or the thread handle starts closing no event waits any more: a subscriber with no
+ * room loses what does not fit, counted in a `Dropped` before the end of its stream, so that a
+ * subscriber that stopped reading can hold up neither a run's end nor the close.
  *
  * @internal
  */
 import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -23,6 +27,8 @@ interface Subscriber {
   readonly kinds: Set<string>
   /** The last dropped event: its stamp is the `Dropped`'s (sequences stay strictly increasing). */
   last: Event.Event | undefined
+  /** Completed when the agent or the thread handle starts closing: deliveries stop waiting for room. */
+  readonly closing: Deferred.Deferred<void>
 }
 
 /** @internal */
@@ -39,6 +45,8 @@ export const make = (options: {
   readonly blocking: boolean
   /** Completes when the agent has closed: every subscription ends then too. */
   readonly agentClosed: Effect.Effect<void>
+  /** Completes when the agent or the thread handle starts closing. */
+  readonly closing: Effect.Effect<void>
 }): Hub => {
   const subscribers = new Set<Subscriber>()
   let ended = false
@@ -53,26 +61,52 @@ export const make = (options: {
         subscriber.last = event
         continue
       }
-      if (subscriber.dropped > 0 && subscriber.last !== undefined) {
-        const { runId, sequence, time } = subscriber.last
-        out.push(
-          new Event.Dropped({
-            runId,
-            sequence,
-            time,
-            count: subscriber.dropped,
-            kinds: Array.from(subscriber.kinds).sort()
-          })
-        )
-        subscriber.dropped = 0
-        subscriber.kinds.clear()
-      }
+      const dropped = takeDropped(subscriber)
+      if (dropped !== undefined) out.push(dropped)
       out.push(event)
     }
-    // A subscriber that went away (its queue shut down) never fails the run that publishes.
-    return out.length === 0
-      ? Effect.void
-      : Effect.catchAllCause(subscriber.queue.offer(Take.chunk(Chunk.unsafeFromArray(out))), () => Effect.void)
+    if (out.length === 0) return Effect.void
+    const take = Take.chunk(Chunk.unsafeFromArray(out))
+    if (subscriber.queue.unsafeOffer(take)) return Effect.void
+    // No room: wait for it, until closing starts; then what did not fit is counted as dropped.
+    const lose = Effect.sync(() => {
+      for (const event of out) {
+        if (event._tag === "Dropped") {
+          subscriber.dropped += event.count
+          for (const kind of event.kinds) subscriber.kinds.add(kind)
+        } else {
+          subscriber.dropped++
+          subscriber.kinds.add(event._tag)
+          subscriber.last = event
+        }
+      }
+    })
+    // Interruptible even from a run's uninterruptible end (its RunFinished): the wait that loses
+    // the race is interrupted, never left blocked under the run's fiber.
+    return Effect.raceFirst(
+      Effect.interruptible(Effect.as(subscriber.queue.offer(take), true)),
+      Effect.interruptible(Effect.as(Deferred.await(subscriber.closing), false))
+    ).pipe(
+      Effect.flatMap((delivered) => delivered ? Effect.void : lose),
+      // A subscriber that went away (its queue shut down) never fails the run that publishes.
+      Effect.catchAllCause(() => Effect.void)
+    )
+  }
+
+  /** The `Dropped` for what the subscriber lost since its last event, if it lost anything. */
+  const takeDropped = (subscriber: Subscriber): Event.Dropped | undefined => {
+    if (subscriber.dropped === 0 || subscriber.last === undefined) return undefined
+    const { runId, sequence, time } = subscriber.last
+    const dropped = new Event.Dropped({
+      runId,
+      sequence,
+      time,
+      count: subscriber.dropped,
+      kinds: Array.from(subscriber.kinds).sort()
+    })
+    subscriber.dropped = 0
+    subscriber.kinds.clear()
+    return dropped
   }
 
   const publish = (events: ReadonlyArray<Event.Event>) =>
@@ -90,19 +124,30 @@ export const make = (options: {
     const subscriber: Subscriber = {
       queue,
       // Forked into the subscription's scope: it may wait for room, never past the subscription.
+      // What the subscriber lost at the close is counted before its end.
       end: Effect.suspend(() => {
         if (ending) return Effect.void
         ending = true
-        return Effect.asVoid(Effect.forkIn(queue.offer(Take.end), scope))
+        return Effect.asVoid(Effect.forkIn(
+          Effect.suspend(() => {
+            const dropped = takeDropped(subscriber)
+            return dropped === undefined
+              ? queue.offer(Take.end)
+              : Effect.zipRight(queue.offer(Take.chunk(Chunk.of<Event.Event>(dropped))), queue.offer(Take.end))
+          }),
+          scope
+        ))
       }),
       dropped: 0,
       kinds: new Set(),
-      last: undefined
+      last: undefined,
+      closing: yield* Deferred.make<void>()
     }
     subscribers.add(subscriber)
     yield* Effect.addFinalizer(() =>
       Effect.zipRight(Effect.sync(() => subscribers.delete(subscriber)), Queue.shutdown(queue))
     )
+    yield* Effect.forkScoped(Effect.zipRight(options.closing, Deferred.succeed(subscriber.closing, undefined)))
     yield* Effect.forkScoped(Effect.zipRight(options.agentClosed, subscriber.end))
     return Stream.fromQueue(queue).pipe(Stream.flattenTake)
   }))
