@@ -111,6 +111,11 @@ for (const [name, storeLayer] of stores) {
           expect(crashed).toMatchObject({ _tag: "RunError", reason: "ExitedWithoutResult", exitCode: 3 })
           const failed = yield* Effect.flip(thread.run(FakeCli.script({ op: "result", ok: false, error: "boom" })))
           expect(failed).toMatchObject({ _tag: "RunError", reason: "ProviderFailed" })
+          // A non-zero exit after an ok terminal record (a crash while the CLI wrote its session).
+          const late = yield* Effect.flip(
+            thread.run(FakeCli.script({ op: "text", text: "x" }, { op: "result", ok: true }, { op: "crash", code: 7 }))
+          )
+          expect(late).toMatchObject({ _tag: "RunError", reason: "CheckpointFailed", exitCode: 7 })
           // Cancellation: the consumer stops at the provider's first answer (a resuming turn's
           // events are shown from there on).
           yield* thread.stream(FakeCli.script({ op: "text", text: "x" }, { op: "sleep", ms: 5_000 })).pipe(
@@ -119,7 +124,12 @@ for (const [name, storeLayer] of stores) {
           )
           expect(yield* record(thread)).toEqual(healthy)
           // Each of them resumed the healthy session, and it still resumes.
-          expect(control.prepared.slice(1).map((session) => session._tag)).toEqual(["Resume", "Resume", "Resume"])
+          expect(control.prepared.slice(1).map((session) => session._tag)).toEqual([
+            "Resume",
+            "Resume",
+            "Resume",
+            "Resume"
+          ])
           yield* thread.run(text("still"))
           expect(yield* record(thread)).toMatchObject({ session: healthy.session, turns: 2 })
         })))

@@ -20,6 +20,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as FiberSet from "effect/FiberSet"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
@@ -452,11 +453,13 @@ export const execute = (
 
   // Lets the CLI finish on its own after its terminal record (draining stdout so it never
   // blocks), bounded by the exit grace, then closes its process group.
-  const settle = (running: Process.Running) =>
+  /** `settle`, telling how the process ended on its own within the exit grace (none: it was stopped). */
+  const settleExit = (running: Process.Running) =>
     Effect.raceFirst(
       running.drain.pipe(Effect.zipRight(running.exit), Effect.timeout(ctx.exitGrace), Effect.ignore),
       running.exit.pipe(Effect.timeout(ctx.exitGrace), Effect.ignore)
-    ).pipe(Effect.zipRight(running.close(ctx.killGrace)))
+    ).pipe(Effect.zipRight(running.poll), Effect.zipLeft(running.close(ctx.killGrace)))
+  const settle = (running: Process.Running) => Effect.asVoid(settleExit(running))
 
   // The process's reaper, forked (into the agent's reapers) as soon as the process runs, while
   // the CLI starts: the run's end only wakes it. Woken `true` (the CLI delivered its terminal
@@ -653,7 +656,19 @@ export const execute = (
             // transaction guarded by the lease, so an interruption leaves either the new record or
             // the previous one, never half of one.
             // What it wrote is scrubbed before the commit copies its session to the store.
-            yield* settle(running)
+            const exited = yield* settleExit(running)
+            // A CLI that failed after its terminal record (a crash while it wrote its session)
+            // never overwrites the thread's healthy record.
+            if (Option.isSome(exited) && (exited.value.exitCode !== 0 || exited.value.signal !== undefined)) {
+              const { exitCode, signal } = exited.value
+              return yield* fail({
+                reason: "CheckpointFailed",
+                detail: `the provider process ${
+                  exitCode === undefined ? `was killed by ${signal}` : `exited with code ${exitCode}`
+                } after its terminal record: its session may be incomplete, so the thread keeps its last checkpoint`,
+                exit: exited.value
+              })
+            }
             yield* scrubClone
             yield* request.commit(result).pipe(
               Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
