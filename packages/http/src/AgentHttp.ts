@@ -2,7 +2,9 @@
  * An agent served over HTTP: an `@effect/platform` `HttpRouter` the host mounts in its own
  * router (e.g. `HttpRouter.mount("/agent", router)`), with the host's authorization first.
  *
- * Routes (relative to where the router is mounted; `:key` is the host's thread key, URL-encoded):
+ * Routes (relative to where the router is mounted; `:key` is the host's thread key, not empty,
+ * percent-encoded as one path segment, e.g. with `encodeURIComponent`; the router sets no length
+ * limit on it, only the server's limit on a request's head applies):
  *
  * - `POST /threads/:key/turns`, body `{ "input": string, "resumeOnly"?: boolean }` as
  *   `application/json`: runs a turn on the thread and answers `200 text/event-stream`, one SSE
@@ -11,7 +13,10 @@
  *   the run's `RunFinished` (a rejected resume retried fresh carries two runs; the second's ids
  *   continue after the first's). The run belongs to the router, not to the connection: a client
  *   that disconnects may reconnect within the grace; once no client has been reading for
- *   `reconnectGrace`, the run is canceled (its process stopped, nothing left).
+ *   `reconnectGrace`, the run is canceled as by `DELETE`. The client that started the run counts
+ *   as its reader from the start: the grace begins only when its response stops being read (or
+ *   the request ends before it was), so even a grace of `0` never cancels a turn its requester
+ *   reads.
  * - `GET /threads/:key/runs/:run/events` with `Last-Event-ID`: the same stream again, replaying
  *   the events after that id from the run's bounded buffer (`replay` events), then live.
  *   Answers `410` when some of the missed events were already evicted; works until `retention`
@@ -28,10 +33,15 @@
  *   with `@ag-ui/encoder`); `threadId` is the thread key, the last message (the user's) is the
  *   turn's input. See `AgUi` for the mapping.
  *
+ * The turns of a thread key run on one thread handle the router keeps open while the key is in
+ * use and for `threads.idleTimeout` after (see `Options.threads`): with a live driver, the
+ * thread's warm process serves its next turn. Snapshots and approvals use the same handle.
+ *
  * Every route runs `authorize` first. Failures are JSON `{ "error": { "code", "message" } }` with
  * fixed texts (never an echo of the request): `401 unauthorized`; `404 not_found` for a thread the
- * principal may not use, exactly as for a missing thread or run; `400 invalid_json` /
- * `invalid_request` / `invalid_last_event_id`; `413 body_too_large`; `415 unsupported_media_type`
+ * principal may not use, exactly as for a missing thread or run, and for a path under `/threads`
+ * that is no route; `400 invalid_json` / `invalid_request` / `invalid_last_event_id` /
+ * `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large`; `415 unsupported_media_type`
  * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
  * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible` or `approval_resolved`; `410
  * events_expired`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
@@ -113,16 +123,35 @@ export interface Options<Principal, R> {
   readonly heartbeat?: Duration.DurationInput
   /** Events kept per run for reconnects (default 1024). */
   readonly replay?: number
-  /** How long a run outlives its last reader before it is canceled (default 5 seconds). */
+  /**
+   * How long a run outlives its last reader before it is canceled (default 5 seconds). The client
+   * that started the run is its reader from the start (until its response stream ends).
+   */
   readonly reconnectGrace?: Duration.DurationInput
   /** How long a finished run's events stay available for a reconnect (default 30 seconds). */
   readonly retention?: Duration.DurationInput
+  /**
+   * The thread handles the router keeps open: one per thread key, shared by that key's requests
+   * and runs, so that a thread's warm live process (the agent's `live` option) serves its next
+   * turns (closing a handle shuts the thread's warm process down). A key's handle is closed once
+   * no request or run has used it for `idleTimeout` (default 5 minutes, the agent's default
+   * `live.idleTimeout`: keep it at least as long as the agent's, else warm processes end sooner;
+   * `0` closes a key's handle as soon as it is unused, so that every turn starts a fresh process),
+   * when more than `max` keys are open (default 1024: the least recently used idle keys are closed
+   * first; a key in use is never closed for room, so while every key is in use the count may
+   * exceed `max`), and when the router's scope closes.
+   */
+  readonly threads?: {
+    readonly idleTimeout?: Duration.DurationInput
+    readonly max?: number
+  }
 }
 
 /**
- * Builds the router. Its runs belong to the current scope: closing the scope cancels them and
- * ends their event streams. Build it inside the HTTP server's lifetime (after the server is
- * acquired), so the server's graceful close does not wait for streams of runs still going.
+ * Builds the router. Its runs and thread handles belong to the current scope: closing the scope
+ * closes the handles (shutting their warm processes down), cancels the runs and ends their event
+ * streams. Build it inside the HTTP server's lifetime (after the server is acquired), so the
+ * server's graceful close does not wait for streams of runs still going.
  *
  * @since 0.1.0
  * @category constructors

@@ -48,15 +48,43 @@ const raw = (options: Http.RequestOptions, body: Buffer) =>
       req.end(body)
     }))
 
-/** Polls until no process of the agent is left (a canceled run's CLI is stopped in the background). */
+/**
+ * Polls until no process of the agent is left: a canceled run's CLI is stopped in the background,
+ * and a thread's warm process once the router closed the thread's idle handle (1 s after its last
+ * use in the fixture).
+ */
 const noProcessLeft = Effect.gen(function*() {
   const { agent } = yield* Fixture
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 200; i++) {
     if ((yield* Harness.markedProcesses(agent.marker)).length === 0) return true
     yield* Effect.sleep("50 millis")
   }
   return false
 })
+
+/** A router of the fixture's agent in a server of its own on 127.0.0.1, both in the current scope. */
+const serve = (options: Omit<AgentHttp.Options<string, never>, "agent" | "authorize">) =>
+  Effect.gen(function*() {
+    const { agent } = yield* Fixture
+    // The router inside the server's lifetime, as the fixture's.
+    const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
+    yield* server.serve(yield* AgentHttp.router({ ...options, agent, authorize }))
+    return `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
+  })
+
+/** The `ProcessStarted` of a turn's frames. */
+const processOf = (frames: ReadonlyArray<{ readonly event: string | undefined; readonly data: any }>) =>
+  frames.find((frame) => frame.event === "ProcessStarted")!.data as { readonly pid: number; readonly reused?: boolean }
+
+/** Polls until the process is gone. */
+const gone = (pid: number) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 200; i++) {
+      if (!(yield* Harness.isAlive(pid))) return true
+      yield* Effect.sleep("50 millis")
+    }
+    return false
+  })
 
 /** Polls a thread until no run of it is going on (its snapshot has no `run`, or there is none). */
 const runEnded = (path: string) =>
@@ -400,6 +428,94 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         expect(frames.at(-1)!.data.result.text).toMatch(/^TOOL OK/)
         expect(Fs.existsSync(file)).toBe(true)
         Fs.rmSync(sandbox, { recursive: true, force: true })
+      }))
+
+    it.effect("a reconnect grace of 0 still lets the client that started a turn read all of it", () =>
+      Effect.gen(function*() {
+        // The requester is the run's reader from the start, not from its response's first read.
+        const origin = yield* serve({ reconnectGrace: 0 })
+        const response = yield* Effect.promise(() =>
+          fetch(`${origin}/threads/alice%2Fgrace0/turns`, {
+            method: "POST",
+            headers: { ...json, ...alice },
+            body: JSON.stringify({ input: "Is ISSUE-42 open?" })
+          })
+        )
+        expect(response.status).toBe(200)
+        const frames = events(yield* readAll(response))
+        expect(frames.map((frame) => frame.event)).toContain("ToolCall")
+        expect(frames.at(-1)!.data.outcome).toBe("success")
+        expect(frames.at(-1)!.data.result.text).toBe("ISSUE-42 is open.")
+      }).pipe(Effect.scoped))
+
+    it.effect("a thread's turns over HTTP run on its warm process, a snapshot between them keeps it, its idle handle closes it", () =>
+      Effect.gen(function*() {
+        const first = processOf(events(yield* readAll(yield* postTurn("alice/warm", { input: "Is ISSUE-42 open?" }))))
+        expect(first.reused).toBeUndefined()
+        const snapshot = yield* request("/agent/threads/alice%2Fwarm", { headers: alice })
+        expect(yield* Effect.promise(() => snapshot.json())).toMatchObject({ key: "alice/warm", turns: 1 })
+        const second = events(yield* readAll(yield* postTurn("alice/warm", { input: "Is ISSUE-42 open?" })))
+        expect(processOf(second)).toMatchObject({ pid: first.pid, reused: true })
+        expect(second.at(-1)!.data.outcome).toBe("success")
+        // Unused for the router's idle timeout (1 s here), the thread's handle closes and its warm
+        // process ends.
+        expect(yield* gone(first.pid)).toBe(true)
+      }))
+
+    it.effect("past threads.max open keys the least recently used idle one is closed, its warm process with it", () =>
+      Effect.gen(function*() {
+        const origin = yield* serve({ threads: { max: 1 } })
+        const turn = (key: string) =>
+          Effect.promise(() =>
+            fetch(`${origin}/threads/${encodeURIComponent(key)}/turns`, {
+              method: "POST",
+              headers: { ...json, ...alice },
+              body: JSON.stringify({ input: "Is ISSUE-42 open?" })
+            }).then((response) => readUntil(response))
+          ).pipe(Effect.map((frames) => processOf(events(frames))))
+        const a = yield* turn("alice/lru-a")
+        expect(yield* turn("alice/lru-a")).toMatchObject({ pid: a.pid, reused: true })
+        const b = yield* turn("alice/lru-b")
+        expect(b.pid).not.toBe(a.pid)
+        // Opening `lru-b` closed the idle `lru-a` (the default idle timeout is minutes).
+        expect(yield* gone(a.pid)).toBe(true)
+        const again = yield* turn("alice/lru-a")
+        expect(again.reused).toBeUndefined()
+        expect(again.pid).not.toBe(a.pid)
+      }).pipe(Effect.scoped))
+
+    it.effect("thread keys of any length work on every route; a path that does not decode is 400, one that is no route a JSON 404", () =>
+      Effect.gen(function*() {
+        // Longer than find-my-way's 100-character parameters, with characters that are encoded.
+        const key = `alice/long-${"κ/%".repeat(700)}`
+        const path = `/agent/threads/${encodeURIComponent(key)}`
+        const frames = events(yield* readAll(yield* postTurn(key, { input: "Is ISSUE-42 open?" })))
+        expect(frames.at(-1)!.data.outcome).toBe("success")
+        const runId = frames[0]!.data.runId as string
+        const snapshot = yield* request(path, { headers: alice })
+        expect(snapshot.status).toBe(200)
+        expect(yield* Effect.promise(() => snapshot.json())).toMatchObject({ key, turns: 1 })
+        const replayed = events(yield* readAll(yield* request(`${path}/runs/${runId}/events`, { headers: alice })))
+        expect(replayed.map((frame) => frame.id)).toEqual(frames.map((frame) => frame.id))
+        const deleted = yield* request(`${path}/runs/${runId}`, { method: "DELETE", headers: alice })
+        expect(deleted.status).toBe(204)
+        // The key's authorization still applies.
+        const foreign = yield* errorOf(yield* request(path, { headers: { authorization: "Bearer bob" } }))
+        expect(foreign.status).toBe(404)
+        const malformed = yield* errorOf(
+          yield* request("/agent/threads/alice%2Fbad%E0%A4/turns", { method: "POST", headers: { ...json, ...alice } })
+        )
+        expect(malformed.status).toBe(400)
+        expect(JSON.parse(malformed.body)).toEqual({
+          error: { code: "invalid_path", message: "The request path is not valid percent-encoding." }
+        })
+        const anonymous = yield* errorOf(yield* request("/agent/threads/alice%2Fbad%E0%A4/turns", { method: "POST" }))
+        expect(anonymous.status).toBe(401)
+        for (const [method, route] of [["GET", "/alice%2Fx/nope"], ["GET", "/alice%2Fx/turns"], ["POST", ""]]) {
+          const none = yield* errorOf(yield* request(`/agent/threads${route}`, { method, headers: alice }))
+          expect(none.status).toBe(404)
+          expect(JSON.parse(none.body).error.code).toBe("not_found")
+        }
       }))
   }
 )

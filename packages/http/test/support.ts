@@ -85,7 +85,8 @@ export class Fixture extends Context.Tag("test/Fixture")<Fixture, {
 
 /**
  * One agent and one HTTP server for a test file: the router at `/agent` (heartbeat 200 ms,
- * reconnect grace 300 ms), and a second router at `/small` that keeps only 3 events per run.
+ * reconnect grace 300 ms, a thread's handle and warm process kept 1 s after its last use), and a
+ * second router at `/small` that keeps only 3 events per run.
  */
 export const layer = Layer.scoped(
   Fixture,
@@ -109,7 +110,15 @@ export const layer = Layer.scoped(
     })
     // The routers inside the server's lifetime: closing cancels their runs before the server closes.
     const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
-    const common = { agent, authorize, heartbeat: "200 millis", reconnectGrace: "300 millis" } as const
+    // Warm processes go 1 s after their thread's last use: a test that checks that nothing is left
+    // waits for that, not for the 5 minutes of the default.
+    const common = {
+      agent,
+      authorize,
+      heartbeat: "200 millis",
+      reconnectGrace: "300 millis",
+      threads: { idleTimeout: "1 second" }
+    } as const
     const main = yield* AgentHttp.router({ ...common, maxBodyBytes: 4096 })
     const small = yield* AgentHttp.router({ ...common, replay: 3 })
     yield* server.serve(HttpRouter.empty.pipe(HttpRouter.mount("/agent", main), HttpRouter.mount("/small", small)))

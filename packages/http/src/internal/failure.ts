@@ -24,6 +24,8 @@ export const invalidJson = make(400, "invalid_json", "The request body is not va
 /** @internal */
 export const invalidRequest = make(400, "invalid_request", "The request body does not have the expected shape.")
 /** @internal */
+export const invalidPath = make(400, "invalid_path", "The request path is not valid percent-encoding.")
+/** @internal */
 export const invalidLastEventId = make(400, "invalid_last_event_id", "Last-Event-ID must be an event id.")
 /** @internal */
 export const bodyTooLarge = make(413, "body_too_large", "The request body is too large.")

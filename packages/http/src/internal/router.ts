@@ -1,6 +1,6 @@
 /**
- * The router: authorization, request decoding, runs owned by the router's scope, SSE and AG-UI
- * responses.
+ * The router: authorization, request decoding, runs owned by the router's scope, thread handles
+ * shared per key, SSE and AG-UI responses.
  *
  * @internal
  */
@@ -11,7 +11,6 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as Agent from "@tether/core/Agent"
 import * as Approval from "@tether/core/Approval"
-import type * as Thread from "@tether/core/Thread"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -25,7 +24,9 @@ import type * as AgentHttp from "../AgentHttp.js"
 import * as AgUi from "./agui.js"
 import * as Failure from "./failure.js"
 import type { HttpFailure } from "./failure.js"
+import * as Paths from "./paths.js"
 import * as Runs from "./runs.js"
+import * as Threads from "./threads.js"
 import * as Wire from "./wire.js"
 
 const TurnBody = Schema.Struct({
@@ -93,16 +94,30 @@ export const make = <Principal, R>(
     const byRun = new Map<string, Runs.Entry>()
     const byKey = new Map<string, Runs.Entry>()
     const readers = { idle, grace, timers: fibers }
+    // Made after the runs' fibers: its close (every handle's, which cancels the turns still
+    // running) comes first, so their readers get `RunFinished` before the runs' fibers end.
+    const threads = yield* Threads.make<HttpFailure>({
+      open: (key, mode) =>
+        agent.thread(key, mode === "resumeOnly" ? { resumeOnly: true } : {}).pipe(
+          Effect.catchAll((error) => {
+            const failure = startFailure(error)
+            return failure === undefined
+              ? Effect.zipRight(Effect.logWarning("a thread could not be opened", error), Failure.internalError)
+              : Effect.fail(failure)
+          })
+        ),
+      closed: Failure.agentClosed,
+      idleTimeout: Duration.decode(options.threads?.idleTimeout ?? "5 minutes"),
+      max: options.threads?.max ?? 1024
+    })
 
     const authenticate = Effect.flatMap(
       HttpServerRequest.HttpServerRequest,
       (request) => options.authorize(request).pipe(Effect.mapError(() => Failure.unauthorized))
     )
 
-    const allowed = (access: AgentHttp.Access<Principal>, key: string | undefined) =>
-      key === undefined || !access.threads(key) ? Failure.notFound : Effect.void
-
-    const authorize = (key: string | undefined) => Effect.tap(authenticate, (access) => allowed(access, key))
+    const allowed = (access: AgentHttp.Access<Principal>, key: string) =>
+      access.threads(key) ? Effect.void : Failure.notFound
 
     const readJson = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -132,79 +147,80 @@ export const make = <Principal, R>(
     const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown) =>
       Schema.decodeUnknown(schema)(value).pipe(Effect.mapError(() => Failure.invalidRequest))
 
+    /** The turn on the key's shared handle, its events into `entry`; the handle is in use until the run ends. */
     const consume = (
-      thread: Thread.Thread,
+      mode: Threads.Mode,
       turn: Agent.Turn,
       entry: Runs.Entry,
       started: Deferred.Deferred<string, HttpFailure>
     ) =>
-      thread.stream(turn).pipe(
-        Stream.runForEach((event) =>
-          Effect.zipRight(
-            Runs.publish(entry, event),
-            event._tag === "RunStarted"
-              ? Effect.zipRight(
-                Effect.sync(() => {
-                  byRun.set(event.runId, entry)
-                  byKey.set(entry.key, entry)
-                }),
-                Deferred.succeed(started, event.runId)
-              )
-              : Effect.void
+      threads.use(entry.key, mode, (thread) =>
+        thread.stream(turn).pipe(
+          Stream.runForEach((event) =>
+            Effect.zipRight(
+              Runs.publish(entry, event),
+              event._tag === "RunStarted"
+                ? Effect.zipRight(
+                  Effect.sync(() => {
+                    byRun.set(event.runId, entry)
+                    byKey.set(entry.key, entry)
+                  }),
+                  Deferred.succeed(started, event.runId)
+                )
+                : Effect.void
+            )
           )
-        ),
-        Effect.catchAllCause((cause) =>
-          Effect.gen(function*() {
-            if (!(yield* Deferred.isDone(started))) {
-              const failure = Option.flatMap(
-                Cause.failureOption(cause),
-                (error) => Option.fromNullable(startFailure(error))
-              )
-              if (Option.isNone(failure) && !Cause.isInterruptedOnly(cause)) {
-                yield* Effect.logWarning("a turn could not start", Cause.squash(cause))
+        )).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.gen(function*() {
+              if (!(yield* Deferred.isDone(started))) {
+                // The handle's opening failed (already said as HTTP), or the turn did not start.
+                const failure = Option.flatMap(
+                  Cause.failureOption(cause),
+                  (error) => Option.fromNullable(error instanceof Failure.HttpFailure ? error : startFailure(error))
+                )
+                if (Option.isNone(failure) && !Cause.isInterruptedOnly(cause)) {
+                  yield* Effect.logWarning("a turn could not start", Cause.squash(cause))
+                }
+                yield* Deferred.fail(started, Option.getOrElse(failure, () => Failure.internalError))
+              } else if (!entry.sawFinished) {
+                yield* Effect.logWarning("a run's events ended without RunFinished", Cause.squash(cause))
+                yield* Runs.publish(entry, undefined)
               }
-              yield* Deferred.fail(started, Option.getOrElse(failure, () => Failure.internalError))
-            } else if (!entry.sawFinished) {
-              yield* Effect.logWarning("a run's events ended without RunFinished", Cause.squash(cause))
-              yield* Runs.publish(entry, undefined)
-            }
-            // A run that ended with RunFinished and then its RunError: the stream already told it.
-          })
-        ),
-        Effect.ensuring(Effect.gen(function*() {
-          yield* Deferred.fail(started, Failure.agentClosed)
-          yield* Runs.end(entry)
-          if (byKey.get(entry.key) === entry) byKey.delete(entry.key)
-          yield* thread.close
-        })),
-        Effect.zipRight(Effect.sleep(retention)),
-        Effect.ensuring(Effect.sync(() => {
-          for (const runId of entry.runIds) if (byRun.get(runId) === entry) byRun.delete(runId)
-        }))
-      )
+              // A run that ended with RunFinished and then its RunError: the stream already told it.
+            })
+          ),
+          Effect.ensuring(Effect.gen(function*() {
+            yield* Deferred.fail(started, Failure.agentClosed)
+            yield* Runs.end(entry)
+            if (byKey.get(entry.key) === entry) byKey.delete(entry.key)
+          })),
+          Effect.zipRight(Effect.sleep(retention)),
+          Effect.ensuring(Effect.sync(() => {
+            for (const runId of entry.runIds) if (byRun.get(runId) === entry) byRun.delete(runId)
+          }))
+        )
 
-    /** Opens the thread and starts the turn; succeeds once the run has started. */
+    /**
+     * Starts the turn on the key's shared handle; succeeds once the run has started. The requester
+     * counts as the run's reader from the start: its response stream takes that place over, and
+     * when the request ends without reading it (the client went away), the place is given up and
+     * the grace starts then.
+     */
     const start = (access: AgentHttp.Access<Principal>, key: string, input: string, resumeOnly: boolean) =>
       Effect.gen(function*() {
-        const thread = yield* agent.thread(key, resumeOnly ? { resumeOnly: true } : {}).pipe(
-          Effect.catchAll((error) => {
-            const failure = startFailure(error)
-            return failure === undefined
-              ? Effect.zipRight(Effect.logWarning("a thread could not be opened", error), Failure.internalError)
-              : Effect.fail(failure)
-          })
-        )
         const entry = yield* Runs.makeEntry(key, replay)
+        const reservation = yield* Runs.reserve(entry)
+        // The request's scope closes once its response has been written (or abandoned).
+        yield* Effect.addFinalizer(() => Runs.release(entry, reservation, readers))
         const started = yield* Deferred.make<string, HttpFailure>()
         const turn: Agent.Turn = {
           ...(options.turn?.({ access, key, input }) ?? { input }),
           cancel: Deferred.await(entry.cancel)
         }
-        yield* FiberSet.run(fibers, consume(thread, turn, entry, started))
+        yield* FiberSet.run(fibers, consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started))
         yield* Deferred.await(started).pipe(Effect.onInterrupt(() => Deferred.succeed(entry.cancel, undefined)))
-        // Whoever asked may be gone before reading: the run then ends after the grace.
-        yield* Runs.watch(entry, readers)
-        return entry
+        return { entry, reservation }
       })
 
     const sse = (body: Stream.Stream<string>) =>
@@ -213,9 +229,9 @@ export const make = <Principal, R>(
         headers: Wire.headers
       })
 
-    const tetherEvents = (entry: Runs.Entry, after: number) =>
+    const tetherEvents = (entry: Runs.Entry, after: number, reservation?: Runs.Reservation) =>
       sse(
-        Runs.subscribe(entry, after, readers).pipe(
+        Runs.subscribe(entry, after, readers, reservation).pipe(
           Stream.map((item) => {
             switch (item._tag) {
               case "Heartbeat":
@@ -243,90 +259,108 @@ export const make = <Principal, R>(
         })
       )
 
-    const keyParam = Effect.map(HttpRouter.params, (params) => params["key"])
-
-    const postTurn = handle(Effect.gen(function*() {
-      const key = yield* keyParam
-      const access = yield* authorize(key)
-      const body = yield* decode(TurnBody, yield* readJson)
-      const entry = yield* start(access, key!, body.input, body.resumeOnly === true)
-      return tetherEvents(entry, -1)
-    }))
-
-    /** The run `:run` of the thread `:key`, if the caller may use that thread. */
-    const findRun = Effect.gen(function*() {
-      const params = yield* HttpRouter.params
-      yield* authorize(params["key"])
-      const entry = params["run"] === undefined ? undefined : byRun.get(params["run"])
-      if (entry === undefined || entry.key !== params["key"]) return yield* Failure.notFound
-      return entry
-    })
-
-    const getEvents = handle(Effect.gen(function*() {
-      const entry = yield* findRun
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const header = request.headers["last-event-id"]
-      if (header === undefined) return tetherEvents(entry, -1)
-      if (!/^[0-9]{1,15}$/.test(header.trim())) return yield* Failure.invalidLastEventId
-      const after = Number(header.trim())
-      if (Runs.expired(entry, after)) return yield* Failure.eventsExpired
-      return tetherEvents(entry, after)
-    }))
-
-    const deleteRun = handle(Effect.gen(function*() {
-      const entry = yield* findRun
-      yield* Deferred.succeed(entry.cancel, undefined)
-      yield* Deferred.await(entry.finished)
-      return HttpServerResponse.empty({ status: 204 })
-    }))
-
-    // The answer goes through a handle of the run's thread: only that thread's approvals are found.
-    const postApproval = handle(Effect.gen(function*() {
-      const entry = yield* findRun
-      const id = (yield* HttpRouter.params)["id"]
-      const body = yield* decode(ApprovalBody, yield* readJson)
-      const decision = body.decision === "deny"
-        ? Approval.deny(body.message)
-        : body.decision === "allow"
-        ? Approval.allow
-        : Approval.allowForSession
-      const thread = yield* agent.thread(entry.key).pipe(
-        Effect.catchAll((error) => Effect.fail(startFailure(error) ?? Failure.internalError))
-      )
-      yield* thread.approve(id ?? "", decision).pipe(
-        Effect.ensuring(thread.close),
-        Effect.catchTags({
-          ApprovalNotFound: () => Failure.notFound,
-          ApprovalAlreadyResolved: () => Failure.approvalResolved
-        })
-      )
-      return HttpServerResponse.empty({ status: 204 })
-    }))
-
-    const getThread = handle(Effect.gen(function*() {
-      const key = yield* keyParam
-      yield* authorize(key)
-      const thread = yield* agent.thread(key!).pipe(
-        Effect.catchAll((error) => Effect.fail(startFailure(error) ?? Failure.internalError))
-      )
-      const record = yield* thread.snapshot.pipe(
-        Effect.ensuring(thread.close),
-        Effect.catchAll((error) =>
-          Effect.zipRight(Effect.logWarning("a snapshot failed", error), Failure.internalError)
-        )
-      )
-      const running = byKey.get(key!)
-      const run = running === undefined || running.done ? undefined : running.runIds.values().next().value
-      if (Option.isNone(record) && run === undefined) return yield* Failure.notFound
-      return HttpServerResponse.unsafeJson({
-        key,
-        turns: Option.match(record, { onNone: () => 0, onSome: (r) => r.turns }),
-        ...Option.match(record, {
-          onNone: () => ({}),
-          onSome: (r) => ({ provider: r.provider, updatedAt: r.updatedAt })
-        }),
-        ...(run === undefined ? {} : { run })
+    const postTurn = (access: AgentHttp.Access<Principal>, key: string) =>
+      Effect.gen(function*() {
+        yield* allowed(access, key)
+        const body = yield* decode(TurnBody, yield* readJson)
+        const { entry, reservation } = yield* start(access, key, body.input, body.resumeOnly === true)
+        return tetherEvents(entry, -1, reservation)
       })
+
+    /** The run `run` of the thread `key`, if the caller may use that thread. */
+    const findRun = (access: AgentHttp.Access<Principal>, key: string, run: string) =>
+      Effect.gen(function*() {
+        yield* allowed(access, key)
+        const entry = byRun.get(run)
+        if (entry === undefined || entry.key !== key) return yield* Failure.notFound
+        return entry
+      })
+
+    const getEvents = (access: AgentHttp.Access<Principal>, key: string, run: string) =>
+      Effect.gen(function*() {
+        const entry = yield* findRun(access, key, run)
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const header = request.headers["last-event-id"]
+        if (header === undefined) return tetherEvents(entry, -1)
+        if (!/^[0-9]{1,15}$/.test(header.trim())) return yield* Failure.invalidLastEventId
+        const after = Number(header.trim())
+        if (Runs.expired(entry, after)) return yield* Failure.eventsExpired
+        return tetherEvents(entry, after)
+      })
+
+    const deleteRun = (access: AgentHttp.Access<Principal>, key: string, run: string) =>
+      Effect.gen(function*() {
+        const entry = yield* findRun(access, key, run)
+        yield* Deferred.succeed(entry.cancel, undefined)
+        yield* Deferred.await(entry.finished)
+        return HttpServerResponse.empty({ status: 204 })
+      })
+
+    // The answer goes through the thread's handle: only that thread's approvals are found.
+    const postApproval = (access: AgentHttp.Access<Principal>, key: string, run: string, id: string) =>
+      Effect.gen(function*() {
+        const entry = yield* findRun(access, key, run)
+        const body = yield* decode(ApprovalBody, yield* readJson)
+        const decision = body.decision === "deny"
+          ? Approval.deny(body.message)
+          : body.decision === "allow"
+          ? Approval.allow
+          : Approval.allowForSession
+        yield* threads.use(entry.key, "continue", (thread) =>
+          thread.approve(id, decision).pipe(
+            Effect.catchTags({
+              ApprovalNotFound: () => Failure.notFound,
+              ApprovalAlreadyResolved: () => Failure.approvalResolved
+            })
+          ))
+        return HttpServerResponse.empty({ status: 204 })
+      })
+
+    const getThread = (access: AgentHttp.Access<Principal>, key: string) =>
+      Effect.gen(function*() {
+        yield* allowed(access, key)
+        const record = yield* threads.use(key, "continue", (thread) =>
+          thread.snapshot.pipe(
+            Effect.catchAll((error) =>
+              Effect.zipRight(Effect.logWarning("a snapshot failed", error), Failure.internalError)
+            )
+          ))
+        const running = byKey.get(key)
+        const run = running === undefined || running.done ? undefined : running.runIds.values().next().value
+        if (Option.isNone(record) && run === undefined) return yield* Failure.notFound
+        return HttpServerResponse.unsafeJson({
+          key,
+          turns: Option.match(record, { onNone: () => 0, onSome: (r) => r.turns }),
+          ...Option.match(record, {
+            onNone: () => ({}),
+            onSome: (r) => ({ provider: r.provider, updatedAt: r.updatedAt })
+          }),
+          ...(run === undefined ? {} : { run })
+        })
+      })
+
+    // Everything under `/threads`, matched by `Paths` (keys of any length, a JSON error for a path
+    // that matches no route or does not decode). Authentication comes first, as on every route.
+    const threadRoutes = handle(Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const route = Paths.match(request.method, request.url)
+      const access = yield* authenticate
+      switch (route._tag) {
+        case "NoRoute":
+          return yield* Failure.notFound
+        case "Malformed":
+          return yield* Failure.invalidPath
+        case "Snapshot":
+          return yield* getThread(access, route.key)
+        case "Turn":
+          return yield* postTurn(access, route.key)
+        case "Events":
+          return yield* getEvents(access, route.key, route.run)
+        case "Cancel":
+          return yield* deleteRun(access, route.key, route.run)
+        case "Approval":
+          return yield* postApproval(access, route.key, route.run, route.id)
+      }
     }))
 
     const postAgUi = handle(Effect.gen(function*() {
@@ -338,12 +372,12 @@ export const make = <Principal, R>(
       const last = body.messages[body.messages.length - 1]
       const input = last?.role === "user" ? contentText(last.content) : undefined
       if (input === undefined) return yield* Failure.invalidRequest
-      const entry = yield* start(access, body.threadId, input, false)
+      const { entry, reservation } = yield* start(access, body.threadId, input, false)
       const mapper = AgUi.makeMapper({ threadId: body.threadId, runId: body.runId })
       const agUi = new EventEncoder(
         request.headers["accept"] === undefined ? {} : { accept: request.headers["accept"] }
       )
-      const events: Stream.Stream<string> = Runs.subscribe(entry, -1, readers).pipe(
+      const events: Stream.Stream<string> = Runs.subscribe(entry, -1, readers, reservation).pipe(
         Stream.mapConcat((item): ReadonlyArray<BaseEvent | string> =>
           item._tag === "Heartbeat"
             ? [Wire.heartbeat]
@@ -358,11 +392,9 @@ export const make = <Principal, R>(
     }))
 
     return HttpRouter.empty.pipe(
-      HttpRouter.post("/threads/:key/turns", postTurn),
-      HttpRouter.get("/threads/:key", getThread),
-      HttpRouter.get("/threads/:key/runs/:run/events", getEvents),
-      HttpRouter.del("/threads/:key/runs/:run", deleteRun),
-      HttpRouter.post("/threads/:key/runs/:run/approvals/:id", postApproval),
+      // A mounted app runs as the server runs the request, uninterruptibly: a client that goes
+      // away must still interrupt it (as it does the routes below).
+      HttpRouter.mountApp("/threads", Effect.interruptible(threadRoutes)),
       HttpRouter.post("/agui", postAgUi)
-    ) as HttpRouter.HttpRouter<never, R>
+    )
   })

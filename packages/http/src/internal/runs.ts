@@ -105,11 +105,41 @@ export type Item =
 
 const heartbeatItem: Item = { _tag: "Heartbeat" }
 
+type Timers = { readonly grace: Duration.Duration; readonly timers: FiberSet.FiberSet<void, never> }
+
+/**
+ * A reader's place held for the client that started the run, from before the run starts until
+ * that client's response stream takes it (`subscribe`) or the request ends without reading
+ * (`release`): the grace counts from when the requester stops reading, never before it started.
+ *
+ * @internal
+ */
+export interface Reservation {
+  held: boolean
+}
+
+/** Counts a reader for the entry until the reservation is taken over or released. @internal */
+export const reserve = (entry: Entry): Effect.Effect<Reservation> =>
+  Effect.sync(() => {
+    entry.subscribers++
+    entry.generation++
+    return { held: true }
+  })
+
+/** Gives the reserved place up (once; nothing after a `subscribe` took it over). @internal */
+export const release = (entry: Entry, reservation: Reservation, options: Timers): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (!reservation.held) return Effect.void
+    reservation.held = false
+    return leave(entry, options)
+  })
+
 /**
  * The frames after `after` (-1: from the start), then each new one until the run's end; a
  * heartbeat whenever `idle` passes without one. A reader that falls behind the buffer gets
- * `Expired` and ends. While the stream is read the entry counts a subscriber; when the last one
- * leaves before the end, the run is canceled after `grace` unless a reader comes back.
+ * `Expired` and ends. While the stream is read the entry counts a subscriber (taking over
+ * `reservation`'s place when it is still held); when the last one leaves before the end, the run
+ * is canceled after `grace` unless a reader comes back.
  *
  * @internal
  */
@@ -120,12 +150,17 @@ export const subscribe = (
     readonly idle: Duration.Duration
     readonly grace: Duration.Duration
     readonly timers: FiberSet.FiberSet<void, never>
-  }
+  },
+  reservation?: Reservation
 ): Stream.Stream<Item> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     yield* Effect.acquireRelease(
       Effect.sync(() => {
-        entry.subscribers++
+        if (reservation?.held === true) {
+          reservation.held = false
+        } else {
+          entry.subscribers++
+        }
         entry.generation++
       }),
       () => leave(entry, options)
@@ -154,8 +189,6 @@ export const subscribe = (
     return Stream.repeatEffectChunkOption(next)
   }))
 
-type Timers = { readonly grace: Duration.Duration; readonly timers: FiberSet.FiberSet<void, never> }
-
 const leave = (entry: Entry, options: Timers): Effect.Effect<void> =>
   Effect.suspend(() => {
     entry.subscribers--
@@ -166,10 +199,8 @@ const leave = (entry: Entry, options: Timers): Effect.Effect<void> =>
 /**
  * Cancels the run after the grace unless a reader comes (or the run ends) first; nothing when
  * it has readers.
- *
- * @internal
  */
-export const watch = (entry: Entry, options: Timers): Effect.Effect<void> =>
+const watch = (entry: Entry, options: Timers): Effect.Effect<void> =>
   Effect.suspend(() => {
     const generation = entry.generation
     if (entry.subscribers > 0 || entry.done) return Effect.void
