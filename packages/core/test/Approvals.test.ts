@@ -185,4 +185,28 @@ describe("approvals broker", () => {
       expect(decision._tag).toBe("Deny")
       expect(recorded.resolved.at(-1)?.by).toBe("handler")
     }))
+
+  it.effect("an answer that is not a Decision, from the handler or the host, is a deny", () =>
+    Effect.gen(function*() {
+      const { recorded, sink } = recorder()
+      // What a JavaScript handler or caller may hand over: none of these is a Decision.
+      const malformed = [{ _tag: "deny" }, { _tag: "Deny" }, { _tag: "Allow", message: 1 }, null, "allow", [], {}]
+      for (const answer of malformed) {
+        const viaHandler = Approvals.make({ handler: () => Effect.succeed(answer as unknown as Approval.Decision) })
+        const decision = yield* viaHandler.ask("run-h", undefined, bashAsk, sink)
+        expect(decision._tag, JSON.stringify(answer)).toBe("Deny")
+        expect(recorded.resolved.at(-1)).toMatchObject({ by: "handler", decision: { _tag: "Deny" } })
+
+        const broker = Approvals.make({})
+        const waiting = yield* Effect.fork(broker.ask("run-a", undefined, bashAsk, sink))
+        yield* Effect.yieldNow()
+        yield* broker.approve(recorded.requested.at(-1)!.id, answer as unknown as Approval.Decision)
+        expect((yield* Fiber.join(waiting))._tag, JSON.stringify(answer)).toBe("Deny")
+      }
+      // A plain object of a decision's shape type-checks as one, and is that decision.
+      const plain = Approvals.make({ handler: () => Effect.succeed({ _tag: "AllowForSession" }) })
+      expect(yield* plain.ask("run-p", undefined, bashAsk, sink)).toEqual(Approval.allowForSession)
+      const plainDeny = Approvals.make({ handler: () => Effect.succeed({ _tag: "Deny", message: "no" }) })
+      expect(yield* plainDeny.ask("run-q", undefined, bashAsk, sink)).toEqual(Approval.deny("no"))
+    }))
 })

@@ -73,6 +73,32 @@ export const defaultDeadline = Duration.seconds(60)
 
 const isDecision = Schema.is(Approval.Decision)
 
+const notADecision = Approval.deny("The approval answer was not a decision; the action was not run.")
+
+/**
+ * The decision an answer is, read by its shape (a plain `{ _tag: "Allow" }` type-checks as a
+ * `Decision`, so it is one): `Allow` and `AllowForSession` with nothing else, `Deny` with a string
+ * `message`; anything else is {@link notADecision}.
+ */
+const decisionOf = (answer: unknown): Approval.Decision => {
+  if (isDecision(answer)) return answer
+  if (typeof answer !== "object" || answer === null || Array.isArray(answer)) return notADecision
+  const fields = answer as { readonly [key: string]: unknown }
+  const keys = Object.keys(fields)
+  switch (fields["_tag"]) {
+    case "Allow":
+      return keys.length === 1 ? Approval.allow : notADecision
+    case "AllowForSession":
+      return keys.length === 1 ? Approval.allowForSession : notADecision
+    case "Deny":
+      return typeof fields["message"] === "string" && keys.length === 2
+        ? Approval.deny(fields["message"])
+        : notADecision
+    default:
+      return notADecision
+  }
+}
+
 /** What is wrong with an agent's `approvals` option, if anything (no I/O). @internal */
 export const validate = (options: Approval.Options<unknown> | undefined): string | undefined => {
   if (options === undefined) return undefined
@@ -104,10 +130,13 @@ export const make = (
   const answered = new Map<string, { readonly by: Approval.DecidedBy; readonly threadKey: string | undefined }>()
   let closing = false
 
-  // The check and the claim happen in one synchronous step: exactly one caller wins.
-  const resolve = (entry: Entry, decision: Approval.Decision, by: Approval.DecidedBy): Effect.Effect<boolean> =>
+  // The check and the claim happen in one synchronous step: exactly one caller wins. An answer
+  // that is not a decision (a JavaScript handler or caller answering `{ _tag: "deny" }`, say) is a
+  // deny: the mappers to each CLI's answer allow whatever is not `Deny`.
+  const resolve = (entry: Entry, given: Approval.Decision, by: Approval.DecidedBy): Effect.Effect<boolean> =>
     Effect.suspend(() => {
       if (entry.by !== undefined) return Effect.succeed(false)
+      const decision = decisionOf(given)
       entry.by = by
       const id = entry.request.id
       entries.delete(id)
