@@ -502,6 +502,10 @@ export const open = (
             if (session === undefined) {
               return yield* Effect.fail({ message: "the run reported no provider session to checkpoint" })
             }
+            // The lease is renewed first: a turn whose lease was taken over (its renewals failed
+            // while it ran) saves nothing over the session the new holder may have committed, and
+            // the save and the commit get the lease's whole time to live.
+            yield* host.store.renew(lease, host.leaseTtl)
             // The session's files first: a host that dies before the commit keeps the previous
             // record, and a committed record always points at a saved session.
             yield* host.sessions.save(session)
