@@ -5,6 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ThreadStore } from "@tether/core"
 import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import * as Context from "effect/Context"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -306,6 +307,22 @@ for (const [name, sqlLayer] of sqlDialects) {
       const lease = yield* store.acquire("k", "1 minute")
       yield* store.commit(lease, record("k", "new"), "upsert")
       expect((yield* store.history("k")).map((entry) => entry.record)).toEqual([old])
+    }).pipe(Effect.provide(sqlLayer())))
+
+  it.live(`ThreadStore (${name}): a migration that cannot run fails the store with ThreadStoreError, not a defect`, () =>
+    Effect.gen(function*() {
+      const sql = yield* firstVersion("old")
+      // Migration 2 adds `components`: a table that already has it (written by hand) makes it fail.
+      yield* sql`ALTER TABLE tether_threads ADD COLUMN components TEXT`
+      const exit = yield* Effect.exit(openStore(sql))
+      expect(exit._tag).toBe("Failure")
+      if (exit._tag === "Failure") {
+        expect(Cause.isDie(exit.cause)).toBe(false)
+        expect(Cause.failureOption(exit.cause)).toMatchObject({
+          _tag: "Some",
+          value: { _tag: "ThreadStoreError", operation: "migrate" }
+        })
+      }
     }).pipe(Effect.provide(sqlLayer())))
 
   it.live(`ThreadStore (${name}): a store created by the first version opens with its records intact`, () =>

@@ -154,6 +154,9 @@ const decodeRows = <R, A>(operation: string, rows: ReadonlyArray<R>, f: (row: R)
 export const makeSql = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* Migrator.make({})({ loader: migrations, table: "tether_migrations" }).pipe(
+    // A migration that fails (a lock timeout behind another host's long transaction, say) is a
+    // defect of the Migrator's own: it is this store's failure, retried like the others.
+    Effect.catchAllDefect((defect) => Effect.fail(defect)),
     // Hosts starting together on an empty PostgreSQL database race to create the migrations
     // table (the Migrator checks for it, then creates it outside its lock): the losers fail
     // once and find it on the next attempt, where the Migrator's table lock serializes the rest.
