@@ -152,16 +152,29 @@ export interface Options {
   /**
    * Tool calls running at once across all registrations; beyond it 503 with `Retry-After`. Default 32.
    * A call's slot is returned when its exchange ends, however it ends (answer flushed, response or
-   * connection closed); a call whose connection is gone is canceled.
+   * connection closed); a call whose connection is gone is canceled. So is a call the client
+   * cancels (`notifications/cancelled` naming its request id, made with the same token): its
+   * handler is interrupted and it is answered with the JSON-RPC error `canceled`. A cancel naming
+   * no call in flight of that token changes nothing.
    */
   readonly maxConcurrentCalls?: number
-  /** A call still running at this deadline is answered `deadline_exceeded` and interrupted. Default 2 minutes. */
+  /**
+   * A call still running at this deadline is answered `deadline_exceeded` and interrupted. Default
+   * 2 minutes. `Duration.infinity`: no deadline; any finite one is honoured, also beyond the
+   * 24.8 days a single Node timer can wait.
+   */
   readonly handlerDeadline?: Duration.DurationInput
   /** A success larger than this (JSON bytes) is answered `invalid_output`. Default 4 MiB. */
   readonly maxOutputBytes?: number
-  /** Time allowed to receive the header block (408 after it). Default 10 seconds. */
+  /**
+   * Time allowed to receive the header block (408 after it); never more than `requestTimeout`.
+   * Default 10 seconds. `Duration.infinity`: no limit of its own.
+   */
   readonly headersTimeout?: Duration.DurationInput
-  /** Time allowed to receive the whole request, body included (408 after it). Default 30 seconds. */
+  /**
+   * Time allowed to receive the whole request, body included (408 after it). Default 30 seconds.
+   * `Duration.infinity`: no limit (a slow client is then bounded only by `headersTimeout`).
+   */
   readonly requestTimeout?: Duration.DurationInput
   /** How long closing the listener waits for in-flight responses before dropping sockets. Default 5 seconds. */
   readonly closeTimeout?: Duration.DurationInput

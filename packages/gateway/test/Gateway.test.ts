@@ -1,13 +1,16 @@
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it, vi } from "@effect/vitest"
 import { Gateway } from "@tether/gateway"
 import type * as Catalog from "@tether/tool/Catalog"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as Util from "node:util"
+import * as Timer from "../src/internal/timer.js"
 import { makeExecutor } from "./fixtures/executors.js"
 import {
   captured,
@@ -30,6 +33,30 @@ const authHeaders = (url: string, token: string) =>
   ] as const
 
 const live = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) => effect.pipe(Effect.scoped, Effect.provide(logLayer))
+
+/** One tool, `slow`, that answers after 100 ms. */
+const slowExecutor: Catalog.Executor = {
+  catalog: {
+    descriptors: [{
+      name: "slow",
+      title: undefined,
+      description: "Sleeps 100 ms.",
+      inputSchema: { type: "object", properties: {} },
+      annotations: {},
+      revision: undefined
+    }],
+    fingerprint: "slow"
+  },
+  execute: () => Effect.sleep("100 millis").pipe(Effect.as<Catalog.Outcome>({ _tag: "Success", text: "done" }))
+}
+
+/** A raw `tools/call` of `tool` with JSON-RPC request id `id`. */
+const callWithId = (tool: string, id: number | string) =>
+  JSON.stringify({ jsonrpc: "2.0", id, method: "tools/call", params: { name: tool, arguments: { text: "x" } } })
+
+/** A raw `notifications/cancelled` naming the request id `requestId`. */
+const cancelBody = (requestId: number | string) =>
+  JSON.stringify({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "stop" } })
 
 describe("Gateway over the official MCP client", () => {
   it.live("initializes, lists tools with schemas, title and tri-state annotations", () =>
@@ -271,6 +298,61 @@ describe("Limits on calls", () => {
       }])
     })))
 
+  for (const deadline of [Duration.infinity, Duration.days(30)]) {
+    it.live(`handlerDeadline ${Duration.format(deadline)} (past one Node timer's reach): a 100 ms call succeeds`, () =>
+      live(Effect.gen(function*() {
+        const gateway = yield* Gateway.make({ handlerDeadline: deadline })
+        const registration = yield* gateway.register(slowExecutor)
+        remember(registration.token)
+        const client = yield* connect(registration.url, registration.token)
+        const result = yield* Effect.promise(() => client.callTool({ name: "slow", arguments: {} }))
+        expect(result.isError).toBeFalsy()
+        expect(result.content).toEqual([{ type: "text", text: "done" }])
+      })))
+  }
+
+  it("a deadline past one Node timer's reach fires when it is due, not before; an infinite one never", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] })
+    try {
+      const fired: Array<string> = []
+      Timer.after(Duration.days(30), () => fired.push("30 days"))
+      Timer.after(Duration.infinity, () => fired.push("infinity"))
+      const stopped = Timer.after(Duration.days(60), () => fired.push("stopped"))
+      vi.advanceTimersByTime(Duration.toMillis(Duration.days(30)) - 1)
+      expect(fired).toEqual([])
+      vi.advanceTimersByTime(1)
+      expect(fired).toEqual(["30 days"])
+      stopped()
+      vi.advanceTimersByTime(Duration.toMillis(Duration.days(365)))
+      expect(fired).toEqual(["30 days"])
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it.live("requestTimeout infinity: the listener starts and serves; the header timeout still answers 408", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ requestTimeout: Duration.infinity, headersTimeout: "300 millis" })
+      const registration = yield* gateway.register(slowExecutor)
+      const token = remember(registration.token)
+      const port = portOf(registration.url)
+      const served = yield* rawRequest(port, { headers: authHeaders(registration.url, token), body: callBody("slow") })
+      expect(served.status).toBe(200)
+      expect(JSON.parse(served.body).result.content).toEqual([{ type: "text", text: "done" }])
+      const slow = yield* rawExchange(port, [`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`], { timeoutMs: 5000 })
+      expect(slow.status).toBe(408)
+    })))
+
+  it.live("headersTimeout and requestTimeout infinity: the listener starts and serves", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ requestTimeout: Duration.infinity, headersTimeout: Duration.infinity })
+      const registration = yield* gateway.register(slowExecutor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const result = yield* Effect.promise(() => client.callTool({ name: "slow", arguments: {} }))
+      expect(result.isError).toBeFalsy()
+    })))
+
   it.live("an output over the output limit becomes invalid_output", () =>
     live(Effect.gen(function*() {
       const gateway = yield* Gateway.make({ maxOutputBytes: 1000 })
@@ -306,6 +388,85 @@ describe("Limits on calls", () => {
       const free = yield* rawRequest(port, { headers: authHeaders(registration.url, token), body: callBody("echo") })
       expect(free.status).toBe(200)
       expect(JSON.parse(free.body).result.structuredContent).toEqual({ text: "hi", owner: "a" })
+    })))
+})
+
+describe("Calls the client cancels", () => {
+  it.live("a call the MCP client aborts or times out is interrupted and frees its slot", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ maxConcurrentCalls: 1 })
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      remember(registration.token)
+      const client = yield* connect(registration.url, registration.token)
+      const before = captured.length
+      // The SDK client sends `notifications/cancelled` in a request of its own and leaves the
+      // call's request open: only the gateway's routing of the cancel ends the call.
+      const controller = new AbortController()
+      const aborted = yield* Effect.fork(
+        settle(() =>
+          client.callTool({ name: "block", arguments: { text: "x" } }, undefined, { signal: controller.signal })
+        )
+      )
+      yield* Deferred.await(recorder.started)
+      controller.abort("user pressed Esc")
+      expect((yield* Fiber.join(aborted)).ok).toBe(false)
+      yield* Effect.sleep("500 millis")
+      expect(recorder.interrupted).toBe(1)
+      const next = yield* settle(() => client.callTool({ name: "echo", arguments: { text: "next" } }))
+      expect(next.ok).toBe(true)
+      // The SDK client's request timeout cancels the same way.
+      const timedOut = yield* settle(() =>
+        client.callTool({ name: "block", arguments: { text: "x" } }, undefined, { timeout: 300 })
+      )
+      expect(timedOut.ok).toBe(false)
+      yield* Effect.sleep("500 millis")
+      expect(recorder.interrupted).toBe(2)
+      const last = yield* settle(() => client.callTool({ name: "echo", arguments: { text: "last" } }))
+      expect(last.ok).toBe(true)
+      const canceled = captured.slice(before).filter((line) => line.includes("'outcome', 'canceled'"))
+      expect(canceled.length).toBe(2)
+    })))
+
+  it.live("a cancel made with another credential, or naming another id, changes nothing", () =>
+    live(Effect.gen(function*() {
+      const gateway = yield* Gateway.make({ maxConcurrentCalls: 1 })
+      const { executor, recorder } = yield* makeExecutor("a")
+      const registration = yield* gateway.register(executor)
+      const token = remember(registration.token)
+      const other = yield* registration.credential()
+      const otherToken = remember(other.token)
+      const port = portOf(registration.url)
+      const post = (as: string, body: string) => rawRequest(port, { headers: authHeaders(registration.url, as), body })
+      const request = requestText({ headers: authHeaders(registration.url, token), body: callWithId("block", 41) })
+      const blocked = yield* Effect.fork(rawExchange(port, [request], { timeoutMs: 60_000 }))
+      yield* Deferred.await(recorder.started)
+      // Another credential of the same registration naming the call's id; the same credential
+      // naming an unknown id, and the call's id as a string (another JSON-RPC id).
+      for (const [as, id] of [[otherToken, 41], [token, 42], [token, "41"]] as const) {
+        expect((yield* post(as, cancelBody(id))).status).toBe(202)
+      }
+      yield* Effect.sleep("300 millis")
+      expect(recorder.interrupted).toBe(0)
+      expect(yield* Fiber.poll(blocked)).toEqual(Option.none())
+      expect((yield* post(token, callBody("echo"))).status).toBe(503)
+      // The call's own credential and id: the call is answered canceled and its slot is free.
+      expect((yield* post(token, cancelBody(41))).status).toBe(202)
+      const answer = yield* Fiber.join(blocked).pipe(Effect.timeout("5 seconds"))
+      expect(answer.status).toBe(200)
+      expect(JSON.parse(answer.body)).toEqual({
+        jsonrpc: "2.0",
+        id: 41,
+        error: { code: -32603, message: "MCP error -32603: canceled" }
+      })
+      const free = yield* post(token, callBody("echo"))
+      expect(free.status).toBe(200)
+      expect(JSON.parse(free.body).result.structuredContent).toEqual({ text: "hi", owner: "a" })
+      yield* Effect.sleep("100 millis")
+      expect(recorder.interrupted).toBe(1)
+      // A cancel after the call ended, and one naming it again, change nothing either.
+      expect((yield* post(token, cancelBody(41))).status).toBe(202)
+      expect((yield* post(otherToken, callBody("echo"))).status).toBe(200)
     })))
 })
 

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult, RequestId } from "@modelcontextprotocol/sdk/types.js"
 import type * as Catalog from "@tether/tool/Catalog"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
@@ -29,6 +29,7 @@ import * as Exchange from "./exchange.js"
 import * as Guard from "./guard.js"
 import * as Mcp from "./mcp.js"
 import * as Redact from "./redact.js"
+import * as Timer from "./timer.js"
 
 interface Limits {
   readonly maxBodyBytes: number
@@ -41,6 +42,12 @@ interface Limits {
   readonly closeTimeout: Duration.Duration
 }
 
+/**
+ * A timeout as Node's http server takes it: whole milliseconds (it refuses a fraction or an
+ * infinite value with a RangeError), 0 for none. `Duration.infinity` is none.
+ */
+const serverTimeout = (millis: number): number => Number.isFinite(millis) ? Math.ceil(millis) : 0
+
 const resolve = (options: Options): Limits => {
   const requestTimeout = Duration.toMillis(options.requestTimeout ?? "30 seconds")
   return {
@@ -50,8 +57,10 @@ const resolve = (options: Options): Limits => {
     handlerDeadline: Duration.decode(options.handlerDeadline ?? "2 minutes"),
     maxOutputBytes: options.maxOutputBytes ?? 4 * 1024 * 1024,
     // Node refuses a header timeout above the request timeout.
-    headersTimeout: Math.min(Duration.toMillis(options.headersTimeout ?? "10 seconds"), requestTimeout),
-    requestTimeout,
+    headersTimeout: serverTimeout(
+      Math.min(Duration.toMillis(options.headersTimeout ?? "10 seconds"), requestTimeout)
+    ),
+    requestTimeout: serverTimeout(requestTimeout),
     closeTimeout: Duration.decode(options.closeTimeout ?? "5 seconds")
   }
 }
@@ -334,7 +343,11 @@ export const make = (options: Options = {}): Effect.Effect<
         requireHostHeader: false,
         headersTimeout: limits.headersTimeout,
         requestTimeout: limits.requestTimeout,
-        connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(limits.headersTimeout / 4)))
+        // A quarter of the shortest timeout in force (0 is none), within 50 ms – 1 s.
+        connectionsCheckingInterval: Math.max(
+          50,
+          Math.min(1000, Math.floor((limits.headersTimeout || limits.requestTimeout || Infinity) / 4))
+        )
       })
       const listener: Listener = { server, url: "", inflight: 0, onIdle: undefined }
       const connectionOf = Exchange.connections()
@@ -451,13 +464,19 @@ export const make = (options: Options = {}): Effect.Effect<
         const run = yield* redactor.logs(FiberSet.runtime(calls)<never>())
         const owner = { open: true }
         yield* Effect.addFinalizer(() => Effect.sync(() => owner.open = false))
-        const deadlineMs = Duration.toMillis(limits.handlerDeadline)
 
+        /**
+         * Runs one call. It is answered, and its fiber interrupted, at the first of: its fiber's
+         * end, the deadline, `signal` (the exchange ended), the registration's close, or the
+         * cancel `track` is given (the client's `notifications/cancelled`); `track` returns what
+         * forgets that cancel, called however the call ends.
+         */
         const call = (
           name: string,
           input: unknown,
           signal: AbortSignal,
-          parent: Tracer.AnySpan | undefined
+          parent: Tracer.AnySpan | undefined,
+          track: (cancel: () => void) => () => void
         ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             const state: CallState = { interruptedBy: "cancel" }
@@ -466,19 +485,20 @@ export const make = (options: Options = {}): Effect.Effect<
             const settle = (answer: () => void, interrupt: boolean) => {
               if (settled) return
               settled = true
-              clearTimeout(timer)
+              stopDeadline()
               signal.removeEventListener("abort", cancel)
               pending.delete(cancel)
+              untrack()
               answer()
               if (interrupt) fiber.unsafeInterruptAsFork(FiberId.none)
             }
             const cancel = () => settle(() => reject(Mcp.canceledError()), true)
-            const timer = setTimeout(() => {
+            const stopDeadline = Timer.after(limits.handlerDeadline, () => {
               state.interruptedBy = "deadline"
               settle(() => resolve(Mcp.toCallToolResult(deadlineExceeded)), true)
-            }, deadlineMs)
-            timer.unref()
+            })
             pending.add(cancel)
+            const untrack = track(cancel)
             signal.addEventListener("abort", cancel, { once: true })
             fiber.addObserver((exit) =>
               settle(() => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Mcp.canceledError()), false)
@@ -490,13 +510,32 @@ export const make = (options: Options = {}): Effect.Effect<
           names: ReadonlySet<string>,
           injected: ReadonlyArray<string>,
           parent: Tracer.AnySpan | undefined
-        ): Mcp.Handlers => ({
-          tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
-          has: (name) => names.has(name),
-          call: injected.length === 0
-            ? (name, input, signal) => call(name, input, signal, parent)
-            : (name, input, signal) => call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent)
-        })
+        ): Mcp.Handlers => {
+          // This credential's calls in flight by JSON-RPC request id. In stateless mode a
+          // client's `notifications/cancelled` reaches a fresh SDK server that never saw the call,
+          // so it is routed here: only a cancel made with this same credential reaches these.
+          // Clients sharing one credential may reuse an id: an id holds each call made with it.
+          const inFlight = new Map<RequestId, Set<() => void>>()
+          const track = (id: RequestId) => (cancel: () => void) => {
+            const calls = inFlight.get(id) ?? new Set()
+            inFlight.set(id, calls.add(cancel))
+            return () => {
+              calls.delete(cancel)
+              if (calls.size === 0 && inFlight.get(id) === calls) inFlight.delete(id)
+            }
+          }
+          return {
+            tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
+            has: (name) => names.has(name),
+            call: injected.length === 0
+              ? (name, input, id, signal) => call(name, input, signal, parent, track(id))
+              : (name, input, id, signal) =>
+                call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent, track(id)),
+            cancel: (id) => {
+              for (const cancel of [...(inFlight.get(id) ?? [])]) cancel()
+            }
+          }
+        }
 
         // The span current at minting is where the credential's calls are traced.
         const issue = (names: ReadonlySet<string>, injected: ReadonlyArray<string>) =>

@@ -16,6 +16,7 @@ import type {
 } from "@modelcontextprotocol/sdk/types.js"
 import {
   CallToolRequestSchema,
+  CancelledNotificationSchema,
   ErrorCode,
   isJSONRPCRequest,
   JSONRPCMessageSchema,
@@ -83,15 +84,18 @@ export const canceledError = (): McpError => new McpError(ErrorCode.InternalErro
 export const unknownToolError = (): McpError => new McpError(ErrorCode.InvalidParams, "Unknown tool")
 
 /**
- * What one request may do: the tools it lists, and how it calls one of them. `call` is only
- * given names from the effective set and never sees the request headers.
+ * What one request may do: the tools it lists, how it calls one of them, and how it cancels a
+ * call of the same credential. `call` is only given names from the effective set and never sees
+ * the request headers; `id` is the call's JSON-RPC request id.
  *
  * @internal
  */
 export interface Handlers {
   readonly tools: ReadonlyArray<McpTool>
   readonly has: (name: string) => boolean
-  readonly call: (name: string, input: unknown, signal: AbortSignal) => Promise<CallToolResult>
+  readonly call: (name: string, input: unknown, id: RequestId, signal: AbortSignal) => Promise<CallToolResult>
+  /** Cancels the calls in flight with JSON-RPC request id `id`, if any (a `notifications/cancelled`). */
+  readonly cancel: (id: RequestId) => void
 }
 
 /**
@@ -225,13 +229,22 @@ export const serve = (
   const server = new Server(serverInfo, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
   const tools = { tools: handlers.tools as Array<McpTool> }
   server.setRequestHandler(ListToolsRequestSchema, () => tools)
-  // Only the abort signal of `extra` is read; the transport gives no request headers at all.
+  // Only the request id and abort signal of `extra` are read; the transport gives no request
+  // headers at all.
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const name = request.params.name
     if (!handlers.has(name)) return Promise.reject(unknownToolError())
-    return handlers.call(name, request.params.arguments ?? {}, extra.signal)
+    return handlers.call(name, request.params.arguments ?? {}, extra.requestId, extra.signal)
   })
   const isRequest = isJSONRPCRequest(message)
+  // This fresh server never saw the call a `notifications/cancelled` names (it came in its own
+  // request): the credential's handlers look it up. The notification is still answered 202.
+  if (!isRequest && (message as { readonly method?: unknown }).method === "notifications/cancelled") {
+    const cancelled = CancelledNotificationSchema.safeParse(message)
+    if (cancelled.success && cancelled.data.params.requestId !== undefined) {
+      handlers.cancel(cancelled.data.params.requestId)
+    }
+  }
   const transport = new Transport(
     isRequest ? message.id : "",
     // Classified from the request itself, not from the SDK's own validation text.
