@@ -56,7 +56,8 @@ export interface CloneOptions {
 }
 
 /**
- * `CloneOptions` plus the directory clones are created in (default `defaultRoot()`).
+ * `CloneOptions` plus the directory clones are created in (default `defaultRoot()`). A root
+ * inside the source profile (also through a symlink) fails with `ProfileError` (`UnsafeRoot`).
  *
  * @since 0.1.0
  * @category models
@@ -383,7 +384,8 @@ export interface ExecutionProfile {
 
 /**
  * A profile operation failed: `SourceMissing` (the source profile does not exist), `InvalidPath`,
- * `UnsafeRoot` (the clone root is not a private directory of this user), `CloneClosed` (the clone
+ * `UnsafeRoot` (the clone root is not a private directory of this user, or a clone root or
+ * session store is inside the source profile), `CloneClosed` (the clone
  * was used after its release) or `Io`, with the path concerned.
  *
  * @since 0.1.0
@@ -461,9 +463,12 @@ export const defaultSessionsRoot = (): string => internal.defaultSessionsRoot()
 
 /**
  * Acquires an execution clone of `selection` for `owner`. Clones left by dead owners under the
- * same root are reclaimed first (once per root per process). The clone is removed when the
- * scope closes (including failure and interruption), except materialized entries that were
- * changed after being written: those are kept and the clone is marked retained.
+ * same root are reclaimed first (once per root per process; one that cannot be removed is a
+ * logged warning, not a failure). The clone is removed when the scope closes (including failure
+ * and interruption), directories the CLI made read-only included, except materialized entries
+ * that were changed after being written: those are kept and the clone is marked retained. A
+ * clone whose removal fails is logged and keeps its marker (removed last), so a later host
+ * reclaims it once this one is gone.
  *
  * @since 0.1.0
  * @category constructors
@@ -494,7 +499,9 @@ export interface ReclaimOptions {
 /**
  * Removes the clones under a root (default `defaultRoot()`) whose marker names an owner process
  * that is no longer alive (pid + start time, so a reused pid does not keep a clone alive).
- * Retained clones and clones of live owners are left alone. Returns the removed directories.
+ * Retained clones and clones of live owners are left alone. Returns the removed directories; a
+ * clone that cannot be removed is a logged warning and stays, with its marker. Fails only when
+ * the root cannot be read.
  *
  * @since 0.1.0
  * @category reclaim

@@ -5,11 +5,13 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Scope from "effect/Scope"
+import * as NodeChild from "node:child_process"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Profile from "../src/Profile.js"
 import type * as ProfileLayout from "../src/ProfileLayout.js"
 import { layoutAt, populate, snapshot, tempDir, write } from "./fixtures/tree.js"
+import { capturedWarnings, handOver, runUnprivileged, scratch, tooDeep } from "./fixtures/unprivileged.js"
 
 interface World {
   readonly source: string
@@ -198,6 +200,96 @@ describe("Profile.clone", () => {
       yield* Fiber.interrupt(fiber)
       expect(NodeFs.existsSync(root)).toBe(false)
       expect(NodeFs.readdirSync(w.root)).toEqual([])
+    })))
+
+  it.live("removes at close a clone in which the CLI left read-only directories (Go's module cache)", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* scratch
+      const source = NodePath.join(dir, "source")
+      const root = NodePath.join(dir, "clones")
+      NodeFs.mkdirSync(source)
+      NodeFs.writeFileSync(NodePath.join(source, "settings.json"), "{}")
+      handOver(dir)
+      const before = snapshot(source)
+      const outcome = yield* runUnprivileged(dir, "close", source, root)
+      expect(NodePath.dirname(String(outcome.clone))).toBe(root)
+      expect(NodeFs.readdirSync(root)).toEqual([])
+      expect(snapshot(source)).toEqual(before)
+    })))
+
+  it.live("a clone it cannot remove at close stays marked as this host's, never reclaimed while the host lives", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* scratch
+      const source = NodePath.join(dir, "source")
+      const root = NodePath.join(dir, "clones")
+      NodeFs.mkdirSync(source)
+      const warnings = capturedWarnings()
+      const stuck = yield* Effect.scoped(Effect.gen(function*() {
+        const clone = yield* Profile.clone(Profile.cloneFrom(source, root), layoutAt(source), owner)
+        tooDeep(clone.siblings["home"]!)
+        return clone.root
+      })).pipe(Effect.provide(warnings.layer))
+      expect(warnings.lines).toEqual(["ERROR profile clone removal failed"])
+      const marker = JSON.parse(NodeFs.readFileSync(NodePath.join(stuck, ".tether-clone.json"), "utf8"))
+      expect(marker).toMatchObject({ pid: process.pid, agentId: owner.agentId })
+      expect(yield* Profile.reclaim({ root })).toEqual([])
+      expect(NodeFs.existsSync(stuck)).toBe(true)
+      NodeChild.execFileSync("rm", ["-rf", stuck])
+    })))
+
+  it.live("refuses a clone root inside the source, also through a symlink, creating nothing", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const before = snapshot(w.source)
+      const outsideBefore = snapshot(w.outside)
+      const base = NodePath.dirname(w.source)
+      NodeFs.symlinkSync(w.source, NodePath.join(base, "to-source"))
+      NodeFs.symlinkSync(NodePath.join(w.source, "skills"), NodePath.join(base, "to-skills"))
+      const roots = [
+        w.source,
+        NodePath.join(w.source, "clones"),
+        NodePath.join(w.source, "skills"),
+        NodePath.join(w.source, "new", "clones"),
+        NodePath.join(base, "to-source"),
+        NodePath.join(base, "to-source", "clones"),
+        NodePath.join(base, "to-skills", "clones")
+      ]
+      for (const root of roots) {
+        for (
+          const selection of [
+            Profile.cloneFrom(w.source, root),
+            Profile.cloneNative(root),
+            Profile.dedicated(w.source, { root })
+          ]
+        ) {
+          const error = yield* Effect.flip(Effect.scoped(Profile.clone(selection, w.layout, owner)))
+          expect(error).toMatchObject({
+            _tag: "ProfileError",
+            reason: "UnsafeRoot",
+            detail: "inside the source profile"
+          })
+        }
+      }
+      // Reached through a symlinked source path too.
+      const linked = NodePath.join(base, "to-source")
+      const error = yield* Effect.flip(
+        Profile.clone(Profile.cloneFrom(linked, NodePath.join(w.source, "c")), w.layout, owner)
+      )
+      expect(error).toMatchObject({ _tag: "ProfileError", reason: "UnsafeRoot" })
+      expect(snapshot(w.source)).toEqual(before)
+      expect(snapshot(w.outside)).toEqual(outsideBefore)
+      // A missing native profile: a root inside it would create it.
+      const missing = NodePath.join(base, "missing")
+      const refused = yield* Effect.flip(
+        Profile.clone(Profile.cloneNative(NodePath.join(missing, "clones")), layoutAt(missing), owner)
+      )
+      expect(refused).toMatchObject({ _tag: "ProfileError", reason: "UnsafeRoot" })
+      expect(NodeFs.existsSync(missing)).toBe(false)
+      // A sibling whose name starts like the source's is outside it.
+      const beside = `${w.source}-clones`
+      yield* Effect.scoped(Profile.clone(Profile.cloneFrom(w.source, beside), w.layout, owner))
+      expect(NodeFs.readdirSync(beside)).toEqual([])
+      expect(snapshot(w.source)).toEqual(before)
     })))
 
   it.live("fails with ProfileCollision Reserved before launch when a source entry sits at a reserved name", () =>

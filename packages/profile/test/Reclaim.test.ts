@@ -7,6 +7,7 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Profile from "../src/Profile.js"
 import { layoutAt, populate, snapshot, tempDir } from "./fixtures/tree.js"
+import { capturedWarnings, handOver, readOnlyTree, runUnprivileged, scratch, tooDeep } from "./fixtures/unprivileged.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E, NodeContext.NodeContext | Scope.Scope>) =>
   effect.pipe(Effect.scoped, Effect.provide(NodeContext.layer))
@@ -143,5 +144,60 @@ describe("Profile.reclaim", () => {
         return clone.root
       }))
       expect(NodeFs.existsSync(root)).toBe(false)
+    })))
+
+  it.live("a later host reclaims stale clones holding read-only directories, marked and unmarked, and gets its clone", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* scratch
+      const source = NodePath.join(dir, "source")
+      const root = NodePath.join(dir, "clones")
+      NodeFs.mkdirSync(source)
+      NodeFs.writeFileSync(NodePath.join(source, "settings.json"), "{}")
+      const marked = fakeClone(root, "c-dead01", marker(2 ** 22 + 17, null))
+      const unmarked = fakeClone(root, "c-unmrk1", undefined)
+      for (const clone of [marked, unmarked]) {
+        readOnlyTree(NodePath.join(clone, "home"))
+        readOnlyTree(NodePath.join(clone, "profile"))
+      }
+      NodeFs.chmodSync(root, 0o700)
+      handOver(dir)
+      // Past the grace of a directory without a marker (a host killed before it wrote one).
+      const old = new Date(Date.now() - 11 * 60_000)
+      NodeFs.utimesSync(unmarked, old, old)
+      const before = snapshot(source)
+      const outcome = yield* runUnprivileged(dir, "clone", source, root)
+      expect(outcome).toMatchObject({ ok: true })
+      expect(NodeFs.readdirSync(root)).toEqual([])
+      expect(snapshot(source)).toEqual(before)
+    })))
+
+  it.live("a stale clone that cannot be removed is a warning: it keeps its marker, the rest is reclaimed, the clone made", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* scratch
+      const source = NodePath.join(dir, "source")
+      const root = NodePath.join(dir, "clones")
+      NodeFs.mkdirSync(source)
+      const stuck = fakeClone(root, "c-stuck1", marker(2 ** 22 + 17, null))
+      NodeFs.writeFileSync(NodePath.join(stuck, "profile", "settings.json"), "{}")
+      tooDeep(NodePath.join(stuck, "profile"))
+      const gone = fakeClone(root, "c-gone01", marker(2 ** 22 + 17, null))
+      const warnings = capturedWarnings()
+      const made = yield* Effect.scoped(
+        Profile.clone(Profile.cloneFrom(source, root), layoutAt(source), { agentId: "next" }).pipe(
+          Effect.map((clone) => clone.root)
+        )
+      ).pipe(Effect.provide(warnings.layer))
+      expect(NodePath.dirname(made)).toBe(root)
+      expect(NodeFs.existsSync(gone)).toBe(false)
+      expect(NodeFs.readdirSync(root)).toEqual(["c-stuck1"])
+      // Still marked as a dead host's clone: reclaimed as such once it can be removed.
+      expect(NodeFs.readdirSync(stuck).sort()).toEqual([".tether-clone.json", "profile"])
+      expect(warnings.lines).toEqual(["WARN reclaiming a stale profile clone failed"])
+      // An explicit reclaim reports what it removed and warns about the rest.
+      expect(yield* Profile.reclaim({ root }).pipe(Effect.provide(warnings.layer))).toEqual([])
+      expect(warnings.lines).toHaveLength(2)
+      NodeChild.execFileSync("rm", ["-rf", NodePath.join(stuck, "profile")])
+      expect(yield* Profile.reclaim({ root })).toEqual([stuck])
+      expect(NodeFs.readdirSync(root)).toEqual([])
     })))
 })

@@ -19,7 +19,7 @@ import { clonePrefix, reclaim } from "./reclaim.js"
 import { removeTree } from "./removeTree.js"
 import { io, lstat, seed, type Seeded, sha256, stillSeeded, sync, walk, writeNewSync } from "./seed.js"
 import * as sessions from "./sessions.js"
-import { ensureRoot, resolveSource, rootOf } from "./source.js"
+import { canonical, ensureRoot, inside, resolveSource, rootOf } from "./source.js"
 
 export { reclaim } from "./reclaim.js"
 export { defaultSessionsRoot } from "./sessions.js"
@@ -229,7 +229,12 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
       }
     }
     if (kept.length === 0) {
-      return yield* Effect.tryPromise({ try: () => removeTree(cloneRoot), catch: io(cloneRoot) })
+      // The marker goes last: a clone that could not be removed stays this host's, reclaimed
+      // as such once the host is gone.
+      return yield* Effect.tryPromise({
+        try: () => removeTree(cloneRoot, { last: owner.markerName }),
+        catch: io(cloneRoot)
+      })
     }
     const keep = new Set(kept.flatMap((rel) => {
       const segments = rel.split("/")
@@ -241,7 +246,7 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
           const child = rel === "" ? name : `${rel}/${name}`
           const absolute = path.join(dir, name)
           if (!keep.has(child)) {
-            yield* fs.remove(absolute, { recursive: true, force: true }).pipe(Effect.mapError(io(absolute)))
+            yield* Effect.tryPromise({ try: () => removeTree(absolute), catch: io(absolute) })
           } else if ((yield* lstatAsync(absolute))?.isDirectory() === true) {
             yield* prune(absolute, child)
           }
@@ -252,7 +257,8 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
       const name of yield* Effect.tryPromise({ try: () => NodeFsPromises.readdir(cloneRoot), catch: io(cloneRoot) })
     ) {
       if (name === "profile" || name === owner.markerName || name === owner.manifestName) continue
-      yield* fs.remove(path.join(cloneRoot, name), { recursive: true, force: true }).pipe(Effect.mapError(io(name)))
+      const absolute = path.join(cloneRoot, name)
+      yield* Effect.tryPromise({ try: () => removeTree(absolute), catch: io(absolute) })
     }
     const markerFile = path.join(cloneRoot, owner.markerName)
     const text = yield* fs.readFileString(markerFile).pipe(Effect.mapError(io(markerFile)))
@@ -279,16 +285,32 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
     const path = yield* Path.Path
     const source = yield* resolveSource(selection, layout)
     const { root: requested, strict } = rootOf(selection)
+    // Clones inside the source would change it: refused before anything is created, through
+    // symlinked ancestors, and again once the root exists. A missing native source is taken
+    // where it would be created.
+    const sourceReal = source.exists ? source.canonical : yield* canonical(source.path)
+    const absoluteRoot = path.resolve(requested)
+    const unsafe = () =>
+      new ProfileError({ reason: "UnsafeRoot", path: absoluteRoot, detail: "inside the source profile" })
+    if (inside(sourceReal, yield* canonical(absoluteRoot))) return yield* unsafe()
     const root = yield* ensureRoot(requested, strict)
+    if (inside(sourceReal, yield* sync(root, () => NodeFs.realpathSync.native(root)))) return yield* unsafe()
     if (!reclaimedRoots.has(root)) {
       reclaimedRoots.add(root)
-      yield* reclaim({ root })
+      // A stale clone this host cannot remove is no reason to refuse it a new one.
+      yield* reclaim({ root }).pipe(
+        Effect.catchAll((error) =>
+          Effect.logWarning("reclaiming stale profile clones failed").pipe(
+            Effect.annotateLogs({ root, error: error.message })
+          )
+        )
+      )
     }
     if (selection._tag === "Dedicated") yield* lock(source.canonical, who.agentId)
     const identity = who.identity ?? `${layout.provider}:${source.canonical}`
     const entries = source.exists ? yield* walk(source.path, layout) : []
     // Before the clone exists: a refused store creates nothing.
-    const store = yield* sessions.open(selection, layout, source.canonical, identity)
+    const store = yield* sessions.open(selection, layout, sourceReal, identity)
     const state: CloneState = {
       seeded: new Map(),
       manifest: new Map(),

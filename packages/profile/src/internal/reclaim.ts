@@ -4,13 +4,13 @@
  *
  * @internal
  */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as NodeFs from "node:fs/promises"
 import type { ReclaimOptions } from "../Profile.js"
 import * as owner from "./owner.js"
+import { removeTree } from "./removeTree.js"
 import { io, lstat } from "./seed.js"
 import { defaultRoot } from "./source.js"
 
@@ -49,10 +49,14 @@ export const listClones = (root: string) =>
     return found
   })
 
-/** @internal */
+/**
+ * Removes the stale clones of a root. A clone that cannot be removed is a logged warning, not a
+ * failure: it stays (its marker, removed last, with it) and the others are still removed.
+ *
+ * @internal
+ */
 export const reclaim = (options?: ReclaimOptions) =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const root = path.resolve(options?.root ?? defaultRoot())
     const grace = options?.unmarkedGraceMillis ?? 10 * 60_000
@@ -62,9 +66,22 @@ export const reclaim = (options?: ReclaimOptions) =>
         ? Date.now() - found.mtimeMs > grace
         : found.marker.retained === undefined && !owner.ownerAlive(found.marker)
       if (!stale) continue
-      // Another process may reclaim the same directory at the same time: `force` ignores ENOENT.
-      yield* fs.remove(found.dir, { recursive: true, force: true }).pipe(Effect.mapError(io(found.dir)))
-      removed.push(found.dir)
+      // Another process may reclaim the same directory at the same time: what is gone is no error.
+      const done = yield* Effect.tryPromise({
+        try: () => removeTree(found.dir, { last: owner.markerName }),
+        catch: io(found.dir)
+      }).pipe(
+        Effect.as(true),
+        Effect.catchAll((error) =>
+          Effect.as(
+            Effect.logWarning("reclaiming a stale profile clone failed").pipe(
+              Effect.annotateLogs({ clone: found.dir, error: error.message })
+            ),
+            false
+          )
+        )
+      )
+      if (done) removed.push(found.dir)
     }
     return removed
   }).pipe(Effect.withSpan("Profile.reclaim", { captureStackTrace: false }))

@@ -20,31 +20,99 @@ const codeOf = (e: unknown): string | undefined => (e as NodeJS.ErrnoException).
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 /**
+ * Gives the owner read, write and search permission on `dir` (0700), a directory of the tree
+ * being removed, so what it holds can be listed and removed: tools make directories read-only
+ * (Go's module cache is 0555 directories of 0444 files), and only root ignores that. Looked up
+ * with `lstat` first: a link is never followed, only a plain directory this user owns is
+ * changed. False when nothing changed (not such a directory, or already open to its owner).
+ */
+const grant = (dir: string): boolean => {
+  let info: NodeFs.Stats
+  try {
+    info = NodeFs.lstatSync(dir)
+  } catch {
+    return false
+  }
+  if (!info.isDirectory() || (info.mode & 0o700) === 0o700) return false
+  if (typeof process.getuid === "function" && info.uid !== process.getuid()) return false
+  try {
+    NodeFs.chmodSync(dir, 0o700)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Runs `f`; refused for lack of permission (EACCES, EPERM), grants the owner `dirs` (outermost
+ * first: searching a directory needs its parent's permission) and runs it once more. Every
+ * directory given is inside the tree: nothing outside it is ever changed.
+ */
+const withAccess = <A>(dirs: ReadonlyArray<string>, f: () => A): A => {
+  try {
+    return f()
+  } catch (e) {
+    const code = codeOf(e)
+    if (code !== "EACCES" && code !== "EPERM") throw e
+    let granted = false
+    for (const dir of dirs) granted = grant(dir) || granted
+    if (!granted) throw e
+    return f()
+  }
+}
+
+/** Unlinks a non-directory of `dir`; one already gone is no error. */
+const unlinkIn = (dir: string, path: string): void => {
+  try {
+    withAccess([dir], () => NodeFs.unlinkSync(path))
+  } catch (e) {
+    if (codeOf(e) !== "ENOENT") throw e
+  }
+}
+
+/** @internal */
+export interface RemoveOptions {
+  /**
+   * A name directly in the root removed after everything else, just before the root itself (a
+   * clone's ownership marker): a removal that fails leaves it in place.
+   */
+  readonly last?: string
+}
+
+/**
  * Removes `root` and everything under it, as `rm -rf` does: never through a link (a link is
- * removed, not what it points at), nothing there is no error. Each call is synchronous (an
- * awaited one is a round trip through libuv's pool, about 100 µs of the main thread: three per
- * entry for `fs.rm`), and the event loop gets a turn after every `entriesPerSlice` entries, so a
- * large tree never holds it for long and a timeout around the removal fires between slices.
+ * removed, not what it points at), nothing there is no error. A directory of the tree that
+ * refuses its owner (read-only, unreadable) is made 0700 and the step tried again, as `rm -rf`
+ * would need `chmod -R u+rwx` first; nothing outside the tree and nothing a link points at is
+ * changed. Each call is synchronous (an awaited one is a round trip through libuv's pool, about
+ * 100 µs of the main thread: three per entry for `fs.rm`), and the event loop gets a turn after
+ * every `entriesPerSlice` entries, so a large tree never holds it for long and a timeout around
+ * the removal fires between slices. Fails with the file system's error, `options.last` still in
+ * place.
  *
  * @internal
  */
-export const removeTree = async (root: string): Promise<void> => {
+export const removeTree = async (root: string, options?: RemoveOptions): Promise<void> => {
   try {
     if (!NodeFs.lstatSync(root).isDirectory()) return NodeFs.unlinkSync(root)
   } catch (e) {
     if (codeOf(e) === "ENOENT") return
     throw e
   }
+  const last = options?.last
   // Depth first: a directory stays on the stack below its subdirectories until they are gone.
-  const stack: Array<{ readonly dir: string; listed: boolean; listings: number }> = [
-    { dir: root, listed: false, listings: 0 }
-  ]
+  // `parent` is undefined for the root, whose parent is outside the tree.
+  const stack: Array<{ readonly dir: string; readonly parent: string | undefined; listed: boolean; listings: number }> =
+    [{ dir: root, parent: undefined, listed: false, listings: 0 }]
   let slice = 0
   while (stack.length > 0) {
     const top = stack[stack.length - 1]!
+    const parents = top.parent === undefined ? [] : [top.parent]
     if (top.listed) {
       try {
-        NodeFs.rmdirSync(top.dir)
+        // Everything else is gone: the root's last entry goes now.
+        if (top.parent === undefined && last !== undefined) unlinkIn(root, NodePath.join(root, last))
+        withAccess(parents, () => NodeFs.rmdirSync(top.dir))
         stack.pop()
       } catch (e) {
         const code = codeOf(e)
@@ -57,24 +125,21 @@ export const removeTree = async (root: string): Promise<void> => {
       top.listings++
       let entries: Array<NodeFs.Dirent>
       try {
-        entries = NodeFs.readdirSync(top.dir, { withFileTypes: true })
+        entries = withAccess([...parents, top.dir], () => NodeFs.readdirSync(top.dir, { withFileTypes: true }))
       } catch (e) {
         if (codeOf(e) !== "ENOENT") throw e
         stack.pop()
         continue
       }
       for (const entry of entries) {
+        if (top.parent === undefined && entry.name === last) continue
         const path = NodePath.join(top.dir, entry.name)
         // A link's entry type is the link's own: a link to a directory is unlinked, not walked.
         if (entry.isDirectory()) {
-          stack.push({ dir: path, listed: false, listings: 0 })
+          stack.push({ dir: path, parent: top.dir, listed: false, listings: 0 })
           continue
         }
-        try {
-          NodeFs.unlinkSync(path)
-        } catch (e) {
-          if (codeOf(e) !== "ENOENT") throw e
-        }
+        unlinkIn(top.dir, path)
         if (++slice === entriesPerSlice) {
           slice = 0
           await turn()

@@ -26,7 +26,7 @@ import type { ProfileLayout } from "../ProfileLayout.js"
 import * as Layout from "../ProfileLayout.js"
 import * as glob from "./glob.js"
 import { io, lstat, sha256, sync } from "./seed.js"
-import { ensureRoot } from "./source.js"
+import { canonical, ensureRoot, inside } from "./source.js"
 
 /**
  * `$XDG_STATE_HOME/tether/sessions` when that variable is an absolute path (the XDG base
@@ -69,30 +69,6 @@ const staleTmpMillis = 60 * 60_000
  */
 export const isSessionPath = (layout: ProfileLayout, rel: string): boolean =>
   Layout.isSession(layout, rel) && Layout.classify(layout, rel) === undefined && !Layout.isReserved(layout, rel)
-
-const inside = (parent: string, child: string): boolean => child === parent || child.startsWith(`${parent}/`)
-
-/** The real path of the nearest existing ancestor of `absolute`, joined with the rest. */
-const canonical = (absolute: string) =>
-  Effect.gen(function*() {
-    const path = yield* Path.Path
-    const rest: Array<string> = []
-    let current = absolute
-    while (true) {
-      const real = yield* sync(current, () => {
-        try {
-          return NodeFsSync.realpathSync.native(current)
-        } catch {
-          return undefined
-        }
-      })
-      if (real !== undefined) return path.join(real, ...rest.reverse())
-      const parent = path.dirname(current)
-      if (parent === current) return absolute
-      rest.push(path.basename(current))
-      current = parent
-    }
-  })
 
 /**
  * Opens the store of `identity`, or `undefined` when the layout declares no session entries or

@@ -61,6 +61,36 @@ export const resolveSource = (selection: Selection, layout: ProfileLayout) =>
     return { path: absolute, canonical, exists: true } satisfies ResolvedSource
   })
 
+/** Whether `child` is `parent` or under it (both absolute, normalized). @internal */
+export const inside = (parent: string, child: string): boolean => child === parent || child.startsWith(`${parent}/`)
+
+/**
+ * The real path of the nearest existing ancestor of `absolute`, joined with the rest: where a
+ * directory not yet created would be, through symlinked ancestors.
+ *
+ * @internal
+ */
+export const canonical = (absolute: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const rest: Array<string> = []
+    let current = absolute
+    while (true) {
+      const real = yield* sync(current, () => {
+        try {
+          return NodeFs.realpathSync.native(current)
+        } catch {
+          return undefined
+        }
+      })
+      if (real !== undefined) return path.join(real, ...rest.reverse())
+      const parent = path.dirname(current)
+      if (parent === current) return absolute
+      rest.push(path.basename(current))
+      current = parent
+    }
+  })
+
 /** The clone root of a selection and whether it is the shared default (checked strictly). @internal */
 export const rootOf = (selection: Selection): { readonly root: string; readonly strict: boolean } =>
   selection.root === undefined
