@@ -297,49 +297,79 @@ for (const [name, storeLayer] of stores) {
           }), { threads: { leaseTtl: "300 millis" } })
       }))
 
-    it.live("a turn whose lease was taken over saves nothing over the new holder's committed session", () =>
-      Effect.gen(function*() {
-        const partition = { on: false }
-        // A store this host cannot reach for a while (its renewals fail), then can again.
-        const partitioned = Layer.effect(
-          ThreadStore.ThreadStore,
-          Effect.map(ThreadStore.ThreadStore, (store) => ({
-            ...store,
-            renew: (lease: ThreadStore.Lease, ttl: Parameters<typeof store.renew>[1]) =>
-              partition.on
-                ? Effect.fail(new ThreadStore.ThreadStoreError({ operation: "renew", cause: "partitioned" }))
-                : store.renew(lease, ttl)
-          }))
-        ).pipe(Layer.provideMerge(storeLayer()))
-        yield* withThreads(() => partitioned, ({ agent, make, sandbox }) =>
-          Effect.gen(function*() {
-            const sessions = Threads.sessionsOf(sandbox)
-            const a = yield* agent.thread("k")
-            yield* a.run(text("turn one"))
-            // Another host, on the same stores (its own renewals reach the store).
-            const other = yield* make()
-            partition.on = true
-            // (A resumed turn shows its events only once the provider answered: not waited for.)
-            const lost = yield* Effect.fork(Effect.either(Stream.runDrain(
-              a.stream(FakeCli.script({ op: "sleep", ms: 2_500 }, { op: "text", text: "from the lost lease" }))
-            )))
-            yield* Effect.sleep("700 millis")
-            partition.on = false
-            const b = yield* other.thread("k")
-            yield* b.run(text("from the new holder"))
-            const committed = yield* record(b)
-            const outcome = yield* Fiber.join(lost)
-            expect(outcome._tag).toBe("Left")
-            if (outcome._tag === "Left") {
-              expect(outcome.left).toMatchObject({ _tag: "RunError", reason: "CheckpointFailed" })
-              expect((outcome.left as { readonly cause?: unknown }).cause).toMatchObject({ _tag: "LeaseLost" })
-            }
-            expect(yield* record(b)).toEqual(committed)
-            const stored = Threads.storedTranscript(sessions, committed.session)
-            expect(stored).toContain("from the new holder")
-            expect(stored).not.toContain("from the lost lease")
-          }), { threads: { leaseTtl: "300 millis" } })
-      }), 30_000)
+    it.live(
+      "a turn whose lease was taken over saves nothing over the new holder's committed session",
+      () =>
+        Effect.gen(function*() {
+          const partition = { on: false }
+          // A store this host cannot reach for a while (its renewals fail), then can again.
+          const partitioned = Layer.effect(
+            ThreadStore.ThreadStore,
+            Effect.map(ThreadStore.ThreadStore, (store) => ({
+              ...store,
+              renew: (lease: ThreadStore.Lease, ttl: Parameters<typeof store.renew>[1]) =>
+                partition.on
+                  ? Effect.fail(new ThreadStore.ThreadStoreError({ operation: "renew", cause: "partitioned" }))
+                  : store.renew(lease, ttl)
+            }))
+          ).pipe(Layer.provideMerge(storeLayer()))
+          yield* withThreads(() => partitioned, ({ agent, make, sandbox }) =>
+            Effect.gen(function*() {
+              const sessions = Threads.sessionsOf(sandbox)
+              const a = yield* agent.thread("k")
+              yield* a.run(text("turn one"))
+              // Another host, on the same stores (its own renewals reach the store).
+              const other = yield* make()
+              partition.on = true
+              // (A resumed turn shows its events only once the provider answered: not waited for.)
+              const lost = yield* Effect.fork(Effect.either(Stream.runDrain(
+                a.stream(FakeCli.script({ op: "sleep", ms: 2_500 }, { op: "text", text: "from the lost lease" }))
+              )))
+              yield* Effect.sleep("700 millis")
+              partition.on = false
+              const b = yield* other.thread("k")
+              yield* b.run(text("from the new holder"))
+              const committed = yield* record(b)
+              const outcome = yield* Fiber.join(lost)
+              expect(outcome._tag).toBe("Left")
+              if (outcome._tag === "Left") {
+                expect(outcome.left).toMatchObject({ _tag: "RunError", reason: "CheckpointFailed" })
+                expect((outcome.left as { readonly cause?: unknown }).cause).toMatchObject({ _tag: "LeaseLost" })
+              }
+              expect(yield* record(b)).toEqual(committed)
+              const stored = Threads.storedTranscript(sessions, committed.session)
+              expect(stored).toContain("from the new holder")
+              expect(stored).not.toContain("from the lost lease")
+            }), { threads: { leaseTtl: "300 millis" } })
+        }),
+      30_000
+    )
+
+    // Two long-lived hosts (agents, each with its own clone) on one thread store and one session
+    // store: each turn resumes the checkpoint committed last, whichever host committed it.
+    it.live("hosts taking turns on one thread each resume the checkpoint the other committed", () =>
+      withThreads(storeLayer, ({ agent: hostX, make, sandbox }) =>
+        Effect.gen(function*() {
+          const sessions = Threads.sessionsOf(sandbox)
+          // Made before any turn: its clone holds no session of the thread.
+          const hostY = yield* make()
+          yield* (yield* hostX.thread("k")).run(text("turn 1 on X"))
+          const second = yield* (yield* hostY.thread("k")).run(text("turn 2 on Y"))
+          expect(second.thread).toMatchObject({ mode: "resumed", fromTurns: 1 })
+          const third = yield* (yield* hostX.thread("k")).run(text("turn 3 on X"))
+          expect(third.thread).toMatchObject({ mode: "resumed", fromTurns: 2 })
+          // A host whose clone was seeded after turn 3 falls behind by one turn, then catches up.
+          const hostZ = yield* make()
+          yield* (yield* hostX.thread("k")).run(text("turn 4 on X"))
+          const fifth = yield* (yield* hostZ.thread("k")).run(text("turn 5 on Z"))
+          expect(fifth.thread).toMatchObject({ mode: "resumed", fromTurns: 4 })
+          const last = yield* record(yield* hostZ.thread("k"))
+          expect(last.turns).toBe(5)
+          const stored = Threads.storedTranscript(sessions, last.session)
+          for (const turn of ["turn 1 on X", "turn 2 on Y", "turn 3 on X", "turn 4 on X", "turn 5 on Z"]) {
+            expect(stored).toContain(turn)
+          }
+        })))
 
     it.live("fork: the target must be absent; its first turn forks the committed session", () =>
       withThreads(storeLayer, ({ agent, control }) =>

@@ -25,6 +25,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { baseRequest, claudeBinary, mcpServer, type Root, runTurn } from "./ClaudeHarness.js"
+import * as ClaudeLive from "./ClaudeLiveHarness.js"
 import { offlineCodex } from "./CodexHarness.js"
 
 const terminal = (outputs: ReadonlyArray<Driver.Output>) =>
@@ -302,6 +303,58 @@ describe("session entries outlive execution clones (real CLIs)", () => {
         expect(prompts).toEqual(["first question", "second question", "third question"])
         expect(yield* Harness.entries(box.root)).toEqual([])
         expect(yield* Harness.treeDigest(box.source)).toBe(sourceBefore)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    120_000
+  )
+
+  it.live(
+    "Claude live threads: two long-lived agents on one store take turns on a thread, each resuming the other's commit",
+    () =>
+      Effect.gen(function*() {
+        const box = yield* Harness.sandbox
+        const server = yield* AnthropicServer.make({ respond: ClaudeLive.respond })
+        const store = Path.join(box.base, "sessions")
+        const make = Agent.make({
+          driver: ClaudeLive.driverFor(server),
+          definition: { instructions: "", skills: [], tools: Toolkit.empty },
+          workspace: box.workspace,
+          profile: Profile.cloneFrom(box.source, box.root, { sessions: store })
+        })
+        // A live turn's session is saved again once Claude Code has finished writing it (it
+        // writes its transcript after its result): the other host's turn comes after that.
+        const stored = (session: string, text: string) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < 200; i++) {
+              const files = (Fs.readdirSync(store, { recursive: true }) as Array<string>)
+                .filter((f) => f.endsWith(`${session}.jsonl`))
+              if (files.some((f) => Fs.readFileSync(Path.join(store, f), "utf8").includes(text))) return
+              yield* Effect.sleep("50 millis")
+            }
+            throw new Error(`the store never held ${text}`)
+          })
+        yield* Effect.gen(function*() {
+          // Both hosts up before the first turn: the second's clone holds nothing of the thread.
+          const hostX = yield* make
+          const hostY = yield* make
+          const x = yield* hostX.thread("k")
+          const y = yield* hostY.thread("k")
+          const first = yield* x.run("first question")
+          yield* stored(first.session!, "answer to first question")
+          const second = yield* y.run("second question")
+          expect(second.thread).toMatchObject({ mode: "resumed", fromTurns: 1 })
+          yield* stored(first.session!, "answer to second question")
+          // X's warm process holds turn 1 only: a fresh one resumes the committed turn 2.
+          const third = yield* x.run("third question")
+          expect(third.thread).toMatchObject({ mode: "resumed", fromTurns: 2 })
+          expect([second.session, third.session]).toEqual([first.session, first.session])
+          expect(third.text).toBe("answer to third question")
+          // The model was given the whole conversation, both hosts' turns.
+          const last = JSON.stringify((yield* server.messages).at(-1)!.messages)
+          for (const text of ["first question", "answer to first question", "second question"]) {
+            expect(last).toContain(text)
+          }
+        }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Harness.layer, ThreadStore.layerMemory)))
+        expect(yield* Harness.entries(box.root)).toEqual([])
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
     120_000
   )

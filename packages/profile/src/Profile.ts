@@ -297,6 +297,19 @@ export interface SessionSync {
 }
 
 /**
+ * What one load of a session's entries from the store did (relative paths, sorted).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface SessionLoad {
+  /** Entries written into the clone: missing there, or different from the store's copy. */
+  readonly loaded: ReadonlyArray<string>
+  /** Entries of the session the clone had and the store does not, removed from the clone. */
+  readonly removed: ReadonlyArray<string>
+}
+
+/**
  * A live execution clone, valid until its scope closes.
  *
  * @since 0.1.0
@@ -362,6 +375,20 @@ export interface ExecutionProfile {
    * @since 0.2.0
    */
   readonly saveSession: (session: string) => Effect.Effect<SessionSync, ProfileError>
+  /**
+   * The store's copy of one provider session's own entries (`ProfileLayout.sessionOf`; shared
+   * entries are left as they are) into the clone: an entry missing in the clone or different from
+   * the store's is written (a temporary file and a rename, never through a link), and the
+   * session's entries the store does not have are removed from the clone, unless the store has
+   * none of the session at all (then nothing changes). What the clone holds of the session is then
+   * what was last saved to the store by any clone of the identity: for a resume by one host of a
+   * session another host continued since this clone was made, or of a session a failed turn of
+   * this clone wrote past its last save. Call it only while no process of the clone uses the
+   * session. A no-op without a store; fails like `saveSessions`.
+   *
+   * @since 0.4.0
+   */
+  readonly loadSession: (session: string) => Effect.Effect<SessionLoad, ProfileError>
   /**
    * Removes the entries of these provider sessions from the store and from the clone (shared
    * entries are kept); returns the removed entries, relative to the profile. A no-op without a

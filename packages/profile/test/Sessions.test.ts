@@ -492,6 +492,60 @@ describe("Profile session store", () => {
       expect(yield* Effect.flip(clone.saveSession(a))).toMatchObject({ reason: "CloneClosed" })
     })))
 
+  it.live("loadSession puts the store's copy of one session in the clone: never through a link, never shared entries", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      const layout: ProfileLayout.ProfileLayout = {
+        ...w.layout,
+        sessionOf: (path) => /^sessions\/([0-9a-f-]{36})(\.jsonl|\/.*)$/.exec(path)?.[1]
+      }
+      const [a, b] = [NodeCrypto.randomUUID(), NodeCrypto.randomUUID()]
+      const open = (agentId: string) =>
+        Effect.gen(function*() {
+          const scope = yield* Scope.make()
+          const clone = yield* Profile.clone(selection(w), layout, { ...alice, agentId, saveSessionsOnClose: false })
+            .pipe(Scope.extend(scope))
+          return { clone, close: Scope.close(scope, Exit.void) }
+        })
+      // Host one saves sessions a and b and the shared index; host two was made before.
+      const two = yield* open("a-2")
+      const one = yield* open("a-1")
+      write(one.clone.dir, `sessions/${a}.jsonl`, "turn 1\n")
+      write(one.clone.dir, `sessions/${a}/todo.json`, "[]")
+      write(one.clone.dir, `sessions/${b}.jsonl`, "b 1\n")
+      write(one.clone.dir, "index.json", "{\"one\":1}")
+      yield* one.clone.saveSessions
+      // Host two: a local copy of a past the store's (a failed turn), a file of a the store lacks
+      // (a link out of the clone at the transcript's place), its own shared index and b untouched.
+      write(two.clone.dir, "index.json", "{\"two\":2}")
+      write(two.clone.dir, `sessions/${a}/extra.json`, "{}")
+      const victim = NodePath.join(w.outside, "victim.txt")
+      NodeFs.writeFileSync(victim, "outside")
+      NodeFs.mkdirSync(NodePath.join(two.clone.dir, "sessions"), { recursive: true })
+      NodeFs.symlinkSync(victim, NodePath.join(two.clone.dir, `sessions/${a}.jsonl`))
+      expect(yield* two.clone.loadSession(a)).toEqual({
+        loaded: [`sessions/${a}.jsonl`, `sessions/${a}/todo.json`],
+        removed: [`sessions/${a}/extra.json`]
+      })
+      expect(NodeFs.lstatSync(NodePath.join(two.clone.dir, `sessions/${a}.jsonl`)).isFile()).toBe(true)
+      expect(read(two.clone.dir, `sessions/${a}.jsonl`)).toBe("turn 1\n")
+      expect(NodeFs.readFileSync(victim, "utf8")).toBe("outside")
+      expect(read(two.clone.dir, "index.json")).toBe("{\"two\":2}")
+      expect(exists(two.clone.dir, `sessions/${b}.jsonl`)).toBe(false)
+      // Loaded again: nothing differs. A turn on it is saved as a change of the store's copy.
+      expect(yield* two.clone.loadSession(a)).toEqual({ loaded: [], removed: [] })
+      write(two.clone.dir, `sessions/${a}.jsonl`, "turn 1\nturn 2\n")
+      expect((yield* two.clone.saveSession(a)).saved).toContain(`sessions/${a}.jsonl`)
+      // A session the store has nothing of leaves the clone as it is.
+      const c = NodeCrypto.randomUUID()
+      write(two.clone.dir, `sessions/${c}.jsonl`, "local only\n")
+      expect(yield* two.clone.loadSession(c)).toEqual({ loaded: [], removed: [] })
+      expect(read(two.clone.dir, `sessions/${c}.jsonl`)).toBe("local only\n")
+      yield* one.close
+      yield* two.close
+      expect(yield* Effect.flip(two.clone.loadSession(a))).toMatchObject({ reason: "CloneClosed" })
+    })))
+
   it.live("two host processes saving one identity concurrently: every entry kept, the shared one always whole", () =>
     run(Effect.gen(function*() {
       const w = yield* world

@@ -522,6 +522,7 @@ export const assemble = (
             threadKey: hooks.threadKey,
             commit: hooks.commit,
             save: hooks.save,
+            load: hooks.load,
             opening: hooks.opening,
             accepted: hooks.accepted
           }),
@@ -635,6 +636,7 @@ export const assemble = (
       events: { capacity, blocking },
       sessions: {
         save: (session) => Effect.asVoid(Effect.mapError(profile.saveSession(session), sessionFailure)),
+        load: (session) => Effect.asVoid(Effect.mapError(profile.loadSession(session), sessionFailure)),
         drop: (sessions) => Effect.mapError(profile.dropSessions(sessions), sessionFailure),
         prune: (olderThan, keep) => Effect.mapError(profile.pruneSessions({ olderThan, keep }), sessionFailure)
       },

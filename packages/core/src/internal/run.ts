@@ -118,6 +118,12 @@ export interface Request {
   readonly commit?: (result: Result) => Effect.Effect<void, { readonly message: string }>
   /** A thread's session save (a live turn saves again once its CLI stopped writing the turn). */
   readonly save?: (session: string) => Effect.Effect<void, { readonly message: string }>
+  /**
+   * A thread's session load: the committed copy of the session a `Resume` resumes, from the
+   * session store into the clone, before a process is started on it (another host may have
+   * committed a later turn of it; a failed turn may have left this clone's copy past it).
+   */
+  readonly load?: (session: string) => Effect.Effect<void, { readonly message: string }>
   /** This turn's policy over the CLI's built-in tools. */
   readonly builtinTools?: Driver.InvocationRequest["builtinTools"]
   /** This turn's sandbox level (checked to narrow the agent's); default: the agent's. */
@@ -730,6 +736,18 @@ export const execute = (
       })
     })
 
+  /** The committed copy of a resumed session into the clone (see `Request.load`). */
+  const loadSession = Effect.suspend(() => {
+    const session = request.session
+    return session._tag !== "Resume" || request.load === undefined
+      ? Effect.void
+      : request.load(session.id).pipe(
+        Effect.catchAll((error) =>
+          fail({ reason: "PrepareFailed", detail: `the session could not be loaded: ${error.message}`, cause: error })
+        )
+      )
+  })
+
   const oneShot = Effect.gen(function*() {
     const approverTool = ctx.driver.approvals?.tool
     if (ctx.approvals !== undefined && approverTool !== undefined) {
@@ -748,6 +766,7 @@ export const execute = (
       )
     }
     const approver = held.approver
+    yield* loadSession
     const invocation = yield* ctx.driver.prepare({
       runId: request.runId,
       prompt: request.prompt,
@@ -846,6 +865,8 @@ export const execute = (
       // The turn resumes the record's session with its committed turns (`fromTurns`).
       const resumedTurns = request.opening?.fromTurns
       const taken = yield* pool.take(live.key, live.reuse, request.session, resumedTurns)
+      // A fresh process resumes the committed session (a warm one carries it already).
+      if (taken === undefined) yield* loadSession
       const warm = taken ?? (yield* Live.open(
         { ...ctx, live: driverLive },
         live.key,

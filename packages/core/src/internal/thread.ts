@@ -42,6 +42,8 @@ export interface Hooks {
   readonly commit: (result: Result) => Effect.Effect<void, { readonly message: string }>
   /** Saves the session's files again (a live CLI may finish writing the turn after its commit). */
   readonly save: (session: string) => Effect.Effect<void, { readonly message: string }>
+  /** Loads the session's committed files into the clone before a process resumes it. */
+  readonly load: (session: string) => Effect.Effect<void, { readonly message: string }>
   /** Completed once the run's provider process is gone (or was never spawned). */
   readonly reaped: Deferred.Deferred<void>
   /** Every batch of the run's events as it is stamped, whether or not the caller still reads. */
@@ -72,6 +74,8 @@ export interface Host {
   readonly sessions: {
     /** Saves the session's entries (and the shared ones); a checkpoint is committed after it. */
     readonly save: (session: string) => Effect.Effect<void, { readonly message: string }>
+    /** Puts the store's (committed) copy of the session's own entries in the clone, where it differs. */
+    readonly load: (session: string) => Effect.Effect<void, { readonly message: string }>
     readonly drop: (
       sessions: ReadonlyArray<string>
     ) => Effect.Effect<ReadonlyArray<string>, { readonly message: string }>
@@ -556,6 +560,7 @@ export const open = (
           opening: plan.opening,
           commit,
           save: host.sessions.save,
+          load: host.sessions.load,
           reaped,
           observe,
           admitted,

@@ -12,7 +12,7 @@ import { globalValue } from "effect/GlobalValue"
 import * as NodeFs from "node:fs"
 import * as NodeFsPromises from "node:fs/promises"
 import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
-import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionSync } from "../Profile.js"
+import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionLoad, SessionSync } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
@@ -277,6 +277,7 @@ const release = (cloneRoot: string, profileDir: string, layout: ProfileLayout, s
   )
 
 const noSync: SessionSync = { saved: [], removed: [] }
+const noLoad: SessionLoad = { loaded: [], removed: [] }
 const none: ReadonlyArray<string> = []
 
 /** @internal */
@@ -407,6 +408,12 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       saveSessions: onStore("Profile.saveSessions", noSync, () => saveSessions(layout, dir, state, who)),
       saveSession: (session) =>
         onStore("Profile.saveSession", noSync, () => saveSessions(layout, dir, state, who, session)),
+      loadSession: (session) =>
+        onStore(
+          "Profile.loadSession",
+          noLoad,
+          (store) => sessions.load(store, layout, dir, state.sessions!.baseline, session)
+        ),
       dropSessions: (ids) => onStore("Profile.dropSessions", none, (store) => sessions.drop(store, layout, dir, ids)),
       pruneSessions: (options) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>

@@ -21,7 +21,7 @@ import * as NodeFsSync from "node:fs"
 import * as NodeFs from "node:fs/promises"
 import * as NodeOs from "node:os"
 import { ProfileError } from "../Profile.js"
-import type { Selection, SessionSync } from "../Profile.js"
+import type { Selection, SessionLoad, SessionSync } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as Layout from "../ProfileLayout.js"
 import * as glob from "./glob.js"
@@ -342,6 +342,82 @@ export const save = (
       removed.push(rel)
     }
     return { saved, removed } satisfies SessionSync
+  })
+
+/**
+ * Writes `content` over `target` in the clone through a temporary file beside it and a rename (a
+ * link at `target` is replaced, never followed).
+ */
+const replaceInClone = (target: string, content: Uint8Array, mode: number) =>
+  Effect.tryPromise({
+    try: async () => {
+      const temporary = `${target}.tether-${NodeCrypto.randomBytes(6).toString("hex")}`
+      try {
+        const fd = NodeFsSync.openSync(temporary, "wx", mode)
+        try {
+          await writeAll(fd, content)
+          if ((NodeFsSync.fstatSync(fd).mode & 0o7777) !== mode) NodeFsSync.fchmodSync(fd, mode)
+        } finally {
+          NodeFsSync.closeSync(fd)
+        }
+        NodeFsSync.renameSync(temporary, target)
+      } catch (e) {
+        NodeFsSync.rmSync(temporary, { force: true })
+        throw e
+      }
+    },
+    catch: io(target)
+  })
+
+/**
+ * Puts the store's copy of `session`'s own entries into the clone at `profileDir` where the
+ * clone's is missing or differs, and removes the session's entries the store does not have
+ * (unless the store has none of the session); the baseline takes the store's digests.
+ *
+ * @internal
+ */
+export const load = (
+  store: SessionStore,
+  layout: ProfileLayout,
+  profileDir: string,
+  baseline: Baseline,
+  session: string
+) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const loaded: Array<string> = []
+    const removed: Array<string> = []
+    if (!(yield* existingStore(store))) return { loaded, removed } satisfies SessionLoad
+    const owns = (rel: string) => {
+      const owner = Layout.sessionOwner(layout, rel)
+      return owner !== undefined && Layout.ownedBy(owner, session)
+    }
+    const stored = new Set<string>()
+    for (const rel of yield* list(store.profile, layout)) {
+      if (!owns(rel)) continue
+      const from = path.join(store.profile, ...rel.split("/"))
+      const content = yield* readIfPresent(from)
+      if (content === undefined) continue
+      stored.add(rel)
+      const digest = sha256(content)
+      const target = path.join(profileDir, ...rel.split("/"))
+      const local = (yield* lstat(target))?.isFile() === true ? yield* readIfPresent(target) : undefined
+      if (local === undefined || sha256(local) !== digest) {
+        yield* makeParents(profileDir, rel)
+        yield* replaceInClone(target, content, privateMode((yield* lstat(from))?.mode ?? 0o600))
+        loaded.push(rel)
+      }
+      baseline.set(rel, digest)
+    }
+    if (stored.size > 0) {
+      for (const rel of yield* list(profileDir, layout)) {
+        if (!owns(rel) || stored.has(rel)) continue
+        yield* removeFile(path.join(profileDir, ...rel.split("/")))
+        baseline.delete(rel)
+        removed.push(rel)
+      }
+    }
+    return { loaded: loaded.sort(), removed: removed.sort() } satisfies SessionLoad
   })
 
 const removeFile = (file: string) => Effect.tryPromise({ try: () => NodeFs.rm(file, { force: true }), catch: io(file) })
