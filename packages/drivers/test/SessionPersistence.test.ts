@@ -8,6 +8,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
+import type * as Event from "@tether/core/Event"
 import { Claude, Codex, Cursor, Gemini } from "@tether/drivers"
 import * as Profile from "@tether/profile/Profile"
 import * as ProfileLayout from "@tether/profile/ProfileLayout"
@@ -17,9 +18,11 @@ import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import * as NodeCrypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -353,6 +356,44 @@ describe("session entries outlive execution clones (real CLIs)", () => {
           for (const text of ["first question", "answer to first question", "second question"]) {
             expect(last).toContain(text)
           }
+        }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Harness.layer, ThreadStore.layerMemory)))
+        expect(yield* Harness.entries(box.root)).toEqual([])
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    120_000
+  )
+
+  it.live(
+    "Claude live threads: a session the store lost is restarted fresh, not a failed turn (Claude refuses it at the first message)",
+    () =>
+      Effect.gen(function*() {
+        const box = yield* Harness.sandbox
+        const server = yield* AnthropicServer.make({ respond: ClaudeLive.respond })
+        const store = Path.join(box.base, "sessions")
+        const make = Agent.make({
+          driver: ClaudeLive.driverFor(server),
+          definition: { instructions: "", skills: [], tools: Toolkit.empty },
+          workspace: box.workspace,
+          profile: Profile.cloneFrom(box.source, box.root, { sessions: store })
+        })
+        yield* Effect.gen(function*() {
+          const first = yield* Effect.scoped(
+            Effect.flatMap(make, (agent) => Effect.flatMap(agent.thread("k"), (thread) => thread.run("first question")))
+          )
+          // The session store lost it: the next agent's clone has nothing to resume.
+          Fs.rmSync(store, { recursive: true, force: true })
+          const thread = yield* (yield* make).thread("k")
+          const events = Array.from(yield* Stream.runCollect(thread.stream("second question")))
+          const opened = events.find((e): e is Event.ThreadOpened => e._tag === "ThreadOpened")
+          expect(opened?.opening).toMatchObject({
+            mode: "restarted",
+            from: first.session,
+            reason: { _tag: "ResumeRejected" }
+          })
+          expect(events.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+          expect(events.filter((e) => e._tag === "RunStarted")).toHaveLength(1)
+          const record = Option.getOrThrow(yield* thread.snapshot)
+          expect(record.session).not.toBe(first.session)
+          expect((yield* thread.history).map((entry) => entry.record.session)).toEqual([first.session])
         }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Harness.layer, ThreadStore.layerMemory)))
         expect(yield* Harness.entries(box.root)).toEqual([])
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
