@@ -292,6 +292,31 @@ describe("Executor.execute outcomes", () => {
       }
     }))
 
+  it.effect("an output Effect encodes passes the published schema's check: UTF-16 lengths, multipleOf within float error", () =>
+    Effect.gen(function*() {
+      const Measured = Tool.make("measured", {
+        description: "Returns a label and a step.",
+        input: {},
+        output: Schema.Struct({
+          label: Schema.String.pipe(Schema.minLength(2), Schema.maxLength(2)),
+          step: Schema.Number.pipe(Schema.multipleOf(0.1))
+        })
+      })
+      const answers: Array<{ readonly label: string; readonly step: number }> = [
+        { label: "😀", step: 0.3 }, // one code point, two UTF-16 units; 0.3 / 0.1 is 2.9999999999999996
+        { label: "ab", step: 0.7 }
+      ]
+      for (const answer of answers) {
+        const executor = yield* executorFrom(Toolkit.make(Measured), { measured: () => Effect.succeed(answer) })
+        expect(yield* executor.execute("measured", {})).toMatchObject({ _tag: "Success", structuredContent: answer })
+      }
+      // What Effect refuses is still refused (three units; not a multiple).
+      for (const answer of [{ label: "a😀", step: 0.1 }, { label: "ab", step: 0.15 }]) {
+        const executor = yield* executorFrom(Toolkit.make(Measured), { measured: () => Effect.succeed(answer) })
+        expect(yield* executor.execute("measured", {})).toMatchObject({ _tag: "Failed", code: "invalid_output" })
+      }
+    }))
+
   it.effect("internal_error for failures, defects and thrown non-Errors, with the details only in the log", () =>
     Effect.gen(function*() {
       for (const mode of ["fail", "die", "throwString", "throwInside"]) {

@@ -94,11 +94,16 @@ const findNonLocalRef = (u: unknown): string | undefined => {
 
 const draft2020 = "https://json-schema.org/draft/2020-12/schema"
 
+// As Effect Schema checks what the schemas are inferred from: a string's length in UTF-16 code
+// units (`minLength` / `maxLength`, where JSON Schema counts code points), and `multipleOf` within
+// floating-point error (0.3 is a multiple of 0.1): an output Effect encodes is never refused here.
 const ajvOptions = {
   strict: false,
   validateFormats: false,
   allErrors: false,
-  logger: false
+  logger: false,
+  unicode: false,
+  multipleOfPrecision: 9
 } as const
 
 // One instance compiles everything. `addUsedSchema: false` keeps no compiled document in
