@@ -212,6 +212,45 @@ describe("TetherLanguageModel on the reference driver", () => {
       expect(response.finishReason).toBe("stop")
     }).pipe(Effect.provide([script, WordsLive])))
 
+  it.live("a call the tool's parameters do not accept is no tool-call part: the run's answer stands, the call listed as failed", () =>
+    Effect.gen(function*() {
+      const response = yield* LanguageModel.generateText({ prompt: "Go.", toolkit: Words })
+      expect(response.text).toBe("3 letters")
+      const calls = response.content.filter((p) => p.type === "tool-call")
+      expect(calls.map((p) => p.id)).toEqual(["c2"])
+      const finish = response.content.find((p) => p.type === "finish")!
+      expect(finish.metadata).toMatchObject({
+        tether: {
+          failedToolCalls: [{
+            id: "c1",
+            name: "count",
+            output: "invalid_input: The tool input is invalid at word.",
+            input: { word: 5 }
+          }]
+        }
+      })
+    }).pipe(Effect.provide([
+      modelLayer(() => [
+        { _tag: "SessionStarted", sessionId: "s-1", model: "reference-model" },
+        // The model's first call has a number for `word`: the gateway refused it, and it tried again.
+        { _tag: "ToolCall", phase: "start", callId: "c1", name: "count", source: "host", input: { word: 5 } },
+        {
+          _tag: "ToolCall",
+          phase: "end",
+          callId: "c1",
+          name: "count",
+          source: "host",
+          output: "invalid_input: The tool input is invalid at word.",
+          isError: true
+        },
+        { _tag: "ToolCall", phase: "start", callId: "c2", name: "count", source: "host", input: { word: "abc" } },
+        { _tag: "ToolCall", phase: "end", callId: "c2", name: "count", source: "host", output: { result: 3 } },
+        { _tag: "Message", role: "assistant", text: "3 letters" },
+        terminal("3 letters")
+      ]),
+      WordsLive
+    ])))
+
   it.live("generateObject: the instructed turn's JSON is validated by Tether and is the response's only text", () =>
     Effect.gen(function*() {
       const Answer = Schema.Struct({ count: Schema.NumberFromString, word: Schema.String })

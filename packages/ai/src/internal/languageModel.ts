@@ -103,7 +103,7 @@ const toolInfos = (toolkit: AiToolkit.AiToolkitLike | undefined): ReadonlyMap<st
   new Map(
     Object.values(toolkit?.tools ?? {}).map((tool) => {
       const adapted = AiToolkit.adapt(tool) as Tool.Any
-      return [adapted.name, Parts.toolInfo(adapted.outputSchema)] as const
+      return [adapted.name, Parts.toolInfo(adapted.outputSchema, tool.parametersSchema)] as const
     })
   )
 

@@ -17,6 +17,8 @@ export interface ToolInfo {
   readonly wrapped: boolean
   /** `true` for an encoded result of the tool's `success` Schema. */
   readonly isEncodedSuccess: (u: unknown) => boolean
+  /** `true` for params the tool's `parameters` Schema decodes (as @effect/ai decodes a `tool-call`). */
+  readonly acceptsParams: (u: unknown) => boolean
 }
 
 // Tether sends an output whose JSON Schema is not an object inside a `result` envelope; the
@@ -38,10 +40,14 @@ const isObjectOutput = (ast: AST.AST): boolean => {
 }
 
 /** @internal */
-export const toolInfo = (output: Schema.Schema.Any): ToolInfo => ({
-  wrapped: !isObjectOutput(output.ast),
-  isEncodedSuccess: Schema.is(Schema.encodedSchema(output as Schema.Schema.AnyNoContext))
-})
+export const toolInfo = (output: Schema.Schema.Any, parameters: Schema.Schema.Any): ToolInfo => {
+  const decodeParams = Schema.decodeUnknownEither(parameters as Schema.Schema.AnyNoContext)
+  return {
+    wrapped: !isObjectOutput(output.ast),
+    isEncodedSuccess: Schema.is(Schema.encodedSchema(output as Schema.Schema.AnyNoContext)),
+    acceptsParams: (u) => Either.isRight(decodeParams(u))
+  }
+}
 
 /** A tool call of the toolkit that did not produce a result part. @internal */
 export interface FailedToolCall {
@@ -49,6 +55,8 @@ export interface FailedToolCall {
   readonly name: string
   /** What the CLI reported as the call's output (the message the model saw). */
   readonly output: unknown
+  /** The params the model sent, when the tool's `parameters` Schema does not accept them (no `tool-call` part). */
+  readonly input?: unknown
 }
 
 /** @internal */
@@ -57,7 +65,8 @@ export interface State {
   text: string | undefined
   reasoning: string | undefined
   blocks: number
-  readonly calls: Map<string, string>
+  /** Calls started and not ended: their tool's name, and the params when no `tool-call` part went out. */
+  readonly calls: Map<string, { readonly name: string; readonly rejected?: { readonly input: unknown } }>
   readonly failed: Array<FailedToolCall>
 }
 
@@ -178,18 +187,24 @@ export const step = (state: State, event: Event.Event): Array<Response.StreamPar
       closeText(state, out)
       closeReasoning(state, out)
       if (event.phase === "start") {
-        state.calls.set(event.callId, event.name)
-        out.push({
-          type: "tool-call",
-          id: event.callId,
-          name: event.name,
-          params: event.input ?? {},
-          providerExecuted: true
-        })
+        const params = event.input ?? {}
+        // Params the tool's Schema does not accept (the gateway refused the call, invalid_input):
+        // a `tool-call` part of them would fail @effect/ai's decoding of the whole response.
+        if (!info.acceptsParams(params)) {
+          state.calls.set(event.callId, { name: event.name, rejected: { input: params } })
+          break
+        }
+        state.calls.set(event.callId, { name: event.name })
+        out.push({ type: "tool-call", id: event.callId, name: event.name, params, providerExecuted: true })
         break
       }
-      if (!state.calls.has(event.callId)) break
+      const started = state.calls.get(event.callId)
+      if (started === undefined) break
       state.calls.delete(event.callId)
+      if (started.rejected !== undefined) {
+        state.failed.push({ id: event.callId, name: event.name, output: event.output, input: started.rejected.input })
+        break
+      }
       const encoded = event.isError === true ? Either.left(undefined) : encodedOutput(event.output, info)
       if (Either.isRight(encoded)) {
         out.push({
