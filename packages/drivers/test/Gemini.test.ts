@@ -143,7 +143,7 @@ describe("Gemini.driver prepare", () => {
           [tokenVariable]: "forged"
         }
       }, request(dir))
-      expect(inv.env).toEqual({
+      expect(Object.fromEntries(Object.entries(inv.env).filter(([, value]) => value !== ""))).toEqual({
         PATH: "/usr/bin:/bin",
         LANG: "C.UTF-8",
         GEMINI_API_KEY: "configured-key",
@@ -153,6 +153,11 @@ describe("Gemini.driver prepare", () => {
         GEMINI_CLI_HOME: dir,
         GEMINI_CLI_NO_RELAUNCH: "true"
       })
+      // What a `.env` around the workspace could otherwise choose is set, empty (docs/drivers.md).
+      for (const name of ["GEMINI_MODEL", "GOOGLE_API_KEY", "HTTPS_PROXY", "GEMINI_SYSTEM_MD"]) {
+        expect(inv.env[name], name).toBe("")
+      }
+      expect(settingsOf(inv)["advanced"]).toMatchObject({ ignoreLocalEnv: true })
     })))
 
   it.effect("merges its keys over the user's copied settings; trust only for the hosted server", () =>

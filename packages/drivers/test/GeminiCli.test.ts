@@ -102,4 +102,41 @@ describe("Gemini driver with the real CLI", () => {
       }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
     120_000
   )
+
+  it.live(
+    "no .env around the workspace chooses the model, endpoint or credentials: not a parent's .gemini/.env, not the workspace's .env",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const root = yield* tempRoot
+        yield* fs.makeDirectory(`${root.profile}/.gemini`)
+        const token = `tok-${crypto.randomUUID()}`
+        const mcp = yield* mcpServer(token)
+        const model = yield* GeminiServer.make({ respond: () => GeminiServer.reply("fine") })
+        // An endpoint only a stray file names, and one the CLI would send the host's key to.
+        const stray = yield* GeminiServer.make({ respond: () => GeminiServer.reply("from a stray .env") })
+        const dotenv = (file: string) =>
+          `GEMINI_MODEL=model-from-${file}\nGOOGLE_VERTEX_BASE_URL=${stray.url}\nHTTPS_PROXY=http://127.0.0.1:9\n`
+        // A parent of the workspace (the CLI reads it when the workspace is trusted, as Tether's are).
+        yield* fs.makeDirectory(`${root.root}/.gemini`)
+        yield* fs.writeFileString(`${root.root}/.gemini/.env`, dotenv("parent"))
+        yield* fs.writeFileString(`${root.work}/.env`, dotenv("workspace"))
+        // The host chooses the model, the endpoint and the key; a file's proxy would break the turn.
+        const driver = Gemini.driver({
+          model: "gemini-2.5-flash",
+          env: { GOOGLE_GEMINI_BASE_URL: model.url, GEMINI_API_KEY: Redacted.make("fake-gemini-key") }
+        })
+        for (const [where, file] of [["parent", `${root.root}/.gemini/.env`], ["workspace", `${root.work}/.env`]]) {
+          const turn = yield* runTurn(driver, baseRequest(root, mcp.url, { prompt: "hi" }), token)
+          expect(turn.failure, where).toBeUndefined()
+          expect(terminalOf(turn.outputs)?.text, where).toBe("fine")
+          const generations = yield* model.generations
+          expect(generations.at(-1)!.model, where).not.toContain("model-from")
+          expect(turn.invocation.env["GEMINI_MODEL"]).toBe("")
+          yield* fs.remove(file)
+        }
+        expect(yield* stray.requests).toEqual([])
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    120_000
+  )
 })

@@ -219,6 +219,8 @@ export const renderSettings = (
       telemetry: { enabled: false },
       // The CLI's startup sweep deletes every file of a session that also has a file without
       // conversation, which `session/load` leaves behind: the session store keeps sessions instead.
+      // The workspace's `.env` files (and its parents') are the user's project's, not this run's.
+      advanced: { ...(isRecord(current["advanced"]) ? current["advanced"] : {}), ignoreLocalEnv: true },
       general: {
         enableAutoUpdate: false,
         enableAutoUpdateNotification: false,
@@ -304,14 +306,53 @@ const sessionArgs = (session: Driver.SessionRequest) =>
     }
   })
 
-const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
-  Env.buildEnv(config, request, {
+/**
+ * What Gemini CLI reads from the environment that decides where a request goes, with what
+ * credential, through which proxy, under which system prompt. At start-up the CLI loads a `.env`
+ * file found walking up from the workspace (a trusted workspace's `<dir>/.gemini/.env` too, which
+ * `advanced.ignoreLocalEnv` does not skip) into every variable that is not set: each of these the
+ * driver does not set is set empty, so no file outside the clone can choose them.
+ */
+const pinnedAgainstDotenv = [
+  "GEMINI_API_KEY",
+  "GOOGLE_API_KEY",
+  "GOOGLE_GEMINI_BASE_URL",
+  "GOOGLE_VERTEX_BASE_URL",
+  "GEMINI_MODEL",
+  "GOOGLE_GENAI_USE_VERTEXAI",
+  "GOOGLE_GENAI_USE_GCA",
+  "GOOGLE_CLOUD_PROJECT",
+  "GOOGLE_CLOUD_LOCATION",
+  "GOOGLE_APPLICATION_CREDENTIALS",
+  "CLOUD_SHELL",
+  "HTTPS_PROXY",
+  "https_proxy",
+  "HTTP_PROXY",
+  "http_proxy",
+  "ALL_PROXY",
+  "all_proxy",
+  "NO_PROXY",
+  "no_proxy",
+  "NODE_TLS_REJECT_UNAUTHORIZED",
+  "GEMINI_SYSTEM_MD",
+  "GEMINI_WRITE_SYSTEM_MD",
+  "GEMINI_SANDBOX",
+  "SEATBELT_PROFILE",
+  "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+  "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+] as const
+
+const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) => {
+  const env = Env.buildEnv(config, request, {
     HOME: home,
     TMPDIR: tmp,
     GEMINI_CLI_HOME: request.profileDir,
     // One process instead of a launcher that re-spawns the CLI (and ignores SIGTERM itself).
     GEMINI_CLI_NO_RELAUNCH: "true"
   }, ["GEMINI_CLI_TRUST_WORKSPACE"])
+  for (const name of pinnedAgainstDotenv) env[name] ??= ""
+  return env
+}
 
 /**
  * What every Gemini CLI process of a request shares, one-shot or live: the files, the
