@@ -168,12 +168,18 @@ describe("Claude live sessions with the real CLI", () => {
     60_000
   )
 
-  it.live("resuming an unknown session is a typed ResumeRejected", () =>
-    Effect.gen(function*() {
-      const server = yield* AnthropicServer.make({ respond })
-      const { session } = yield* spawnLive(driverFor(server), { session: { _tag: "Resume", id: crypto.randomUUID() } })
-      const turn = yield* runTurn(session, "hello")
-      expect(turn.failure?.reason).toBe("ResumeRejected")
-      expect(yield* server.messages).toHaveLength(0)
-    }).pipe(Effect.scoped, Effect.provide(Harness.layer)), 60_000)
+  it.live(
+    "resuming an unknown session is a typed ResumeRejected, at the attach (before any turn)",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({ respond })
+        // The CLI itself would refuse it only at the first message, after the turn began.
+        const error = yield* Effect.flip(
+          spawnLive(driverFor(server), { session: { _tag: "Resume", id: crypto.randomUUID() } })
+        )
+        expect(error).toMatchObject({ _tag: "ProtocolError", reason: "ResumeRejected" })
+        expect(yield* server.messages).toHaveLength(0)
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
 })

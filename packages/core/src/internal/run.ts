@@ -874,11 +874,9 @@ export const execute = (
         invocationRequest("")
       ))
       if (taken === undefined) yield* pool.add(warm)
-      // A warm process carries the committed session: the provider has it. A fresh process's
-      // attach does not always load it (Claude Code reads a resumed session only at the turn's
-      // first message, and refuses it then): there the turn's first output shows acceptance, as
-      // for a one-shot run, so a rejected resume can still be retried fresh.
-      if (taken !== undefined) request.accepted?.()
+      // Attached: the provider loaded the session (or the warm process carries it already). A
+      // driver whose CLI reads a resumed session only later refuses a missing one at its attach.
+      request.accepted?.()
       state.running = warm.running
       // Whether the process may serve the next turn: a turn that failed in the protocol or lost
       // its process leaves it to be shut down.

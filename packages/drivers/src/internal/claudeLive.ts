@@ -34,6 +34,8 @@ import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
+import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as Frames from "./claudeLiveFrames.js"
 import * as parser from "./claudeParse.js"
 import { isBlank, notice } from "./lines.js"
@@ -489,12 +491,33 @@ export const make = (
         ? { ...invocation, args: [...invocation.args, "--permission-prompt-tool", "stdio"] }
         : invocation),
   attach: (channel, context) => {
+    // Claude Code reads a resumed session only at the turn's first message, and refuses a missing
+    // one there, after the turn has begun: the attach refuses it first, so that core can still
+    // restart the thread fresh (a rejected resume is retried only while nothing was shown).
+    const session = context.session
+    if (session._tag === "Resume" && !hasSession(context.request.profileDir, session.id)) {
+      return Effect.fail(
+        new Driver.ProtocolError({ reason: "ResumeRejected", detail: `no Claude Code session ${session.id}` })
+      )
+    }
     const approve = context.approve
     return approve === undefined
       ? attach(channel, context)
       : attach(channel, context, { onControlRequest: canUseTool(approver, approve) })
   }
 })
+
+/** Whether the clone holds Claude Code's transcript of `session` (`projects/<cwd slug>/<session>.jsonl`). */
+const hasSession = (profileDir: string, session: string): boolean => {
+  const projects = NodePath.join(profileDir, "projects")
+  let slugs: ReadonlyArray<string>
+  try {
+    slugs = NodeFs.readdirSync(projects)
+  } catch {
+    return false
+  }
+  return slugs.some((slug) => NodeFs.existsSync(NodePath.join(projects, slug, `${session}.jsonl`)))
+}
 
 /**
  * Answers `can_use_tool` control requests (`--permission-prompt-tool stdio`): the request carries
