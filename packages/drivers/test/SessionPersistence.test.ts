@@ -93,6 +93,23 @@ const newToken = () => `token-${NodeCrypto.randomUUID()}`
 
 const codexDriver = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
+/**
+ * Live Claude Code agents made on demand (`make`), on one sandbox, one scripted model and one
+ * session store: each agent is a host of its own clone.
+ */
+const claudeLiveHosts = Effect.gen(function*() {
+  const box = yield* Harness.sandbox
+  const server = yield* AnthropicServer.make({ respond: ClaudeLive.respond })
+  const store = Path.join(box.base, "sessions")
+  const make = Agent.make({
+    driver: ClaudeLive.driverFor(server),
+    definition: { instructions: "", skills: [], tools: Toolkit.empty },
+    workspace: box.workspace,
+    profile: Profile.cloneFrom(box.source, box.root, { sessions: store })
+  })
+  return { box, make, server, store }
+})
+
 describe("session entries outlive execution clones (real CLIs)", () => {
   it.live(
     "Codex: `exec resume` in a fresh clone after the first clone was closed, on a new endpoint",
@@ -314,15 +331,7 @@ describe("session entries outlive execution clones (real CLIs)", () => {
     "Claude live threads: two long-lived agents on one store take turns on a thread, each resuming the other's commit",
     () =>
       Effect.gen(function*() {
-        const box = yield* Harness.sandbox
-        const server = yield* AnthropicServer.make({ respond: ClaudeLive.respond })
-        const store = Path.join(box.base, "sessions")
-        const make = Agent.make({
-          driver: ClaudeLive.driverFor(server),
-          definition: { instructions: "", skills: [], tools: Toolkit.empty },
-          workspace: box.workspace,
-          profile: Profile.cloneFrom(box.source, box.root, { sessions: store })
-        })
+        const { box, make, server, store } = yield* claudeLiveHosts
         // A live turn's session is saved again once Claude Code has finished writing it (it
         // writes its transcript after its result): the other host's turn comes after that.
         const stored = (session: string, text: string) =>
@@ -363,18 +372,10 @@ describe("session entries outlive execution clones (real CLIs)", () => {
   )
 
   it.live(
-    "Claude live threads: a session the store lost is restarted fresh, not a failed turn (Claude refuses it at the first message)",
+    "Claude live threads: a session the store lost is restarted fresh (refused at the attach), not a failed turn",
     () =>
       Effect.gen(function*() {
-        const box = yield* Harness.sandbox
-        const server = yield* AnthropicServer.make({ respond: ClaudeLive.respond })
-        const store = Path.join(box.base, "sessions")
-        const make = Agent.make({
-          driver: ClaudeLive.driverFor(server),
-          definition: { instructions: "", skills: [], tools: Toolkit.empty },
-          workspace: box.workspace,
-          profile: Profile.cloneFrom(box.source, box.root, { sessions: store })
-        })
+        const { box, make, store } = yield* claudeLiveHosts
         yield* Effect.gen(function*() {
           const first = yield* Effect.scoped(
             Effect.flatMap(make, (agent) => Effect.flatMap(agent.thread("k"), (thread) => thread.run("first question")))

@@ -11,7 +11,7 @@ import * as NodePath from "node:path"
 import * as Profile from "../src/Profile.js"
 import type * as ProfileLayout from "../src/ProfileLayout.js"
 import { layoutAt, populate, snapshot, tempDir, write } from "./fixtures/tree.js"
-import { capturedWarnings, handOver, runUnprivileged, scratch, tooDeep } from "./fixtures/unprivileged.js"
+import { capturedWarnings, handOver, runUnprivileged, scratchProfile, tooDeep } from "./fixtures/unprivileged.js"
 
 interface World {
   readonly source: string
@@ -204,10 +204,7 @@ describe("Profile.clone", () => {
 
   it.live("removes at close a clone in which the CLI left read-only directories (Go's module cache)", () =>
     run(Effect.gen(function*() {
-      const dir = yield* scratch
-      const source = NodePath.join(dir, "source")
-      const root = NodePath.join(dir, "clones")
-      NodeFs.mkdirSync(source)
+      const { dir, root, source } = yield* scratchProfile
       NodeFs.writeFileSync(NodePath.join(source, "settings.json"), "{}")
       handOver(dir)
       const before = snapshot(source)
@@ -219,10 +216,7 @@ describe("Profile.clone", () => {
 
   it.live("a clone it cannot remove at close stays marked as this host's, never reclaimed while the host lives", () =>
     run(Effect.gen(function*() {
-      const dir = yield* scratch
-      const source = NodePath.join(dir, "source")
-      const root = NodePath.join(dir, "clones")
-      NodeFs.mkdirSync(source)
+      const { root, source } = yield* scratchProfile
       const warnings = capturedWarnings()
       const stuck = yield* Effect.scoped(Effect.gen(function*() {
         const clone = yield* Profile.clone(Profile.cloneFrom(source, root), layoutAt(source), owner)

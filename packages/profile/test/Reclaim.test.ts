@@ -7,7 +7,14 @@ import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as Profile from "../src/Profile.js"
 import { layoutAt, populate, snapshot, tempDir } from "./fixtures/tree.js"
-import { capturedWarnings, handOver, readOnlyTree, runUnprivileged, scratch, tooDeep } from "./fixtures/unprivileged.js"
+import {
+  capturedWarnings,
+  handOver,
+  readOnlyTree,
+  runUnprivileged,
+  scratchProfile,
+  tooDeep
+} from "./fixtures/unprivileged.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E, NodeContext.NodeContext | Scope.Scope>) =>
   effect.pipe(Effect.scoped, Effect.provide(NodeContext.layer))
@@ -148,10 +155,7 @@ describe("Profile.reclaim", () => {
 
   it.live("a later host reclaims stale clones holding read-only directories, marked and unmarked, and gets its clone", () =>
     run(Effect.gen(function*() {
-      const dir = yield* scratch
-      const source = NodePath.join(dir, "source")
-      const root = NodePath.join(dir, "clones")
-      NodeFs.mkdirSync(source)
+      const { dir, root, source } = yield* scratchProfile
       NodeFs.writeFileSync(NodePath.join(source, "settings.json"), "{}")
       const marked = fakeClone(root, "c-dead01", marker(2 ** 22 + 17, null))
       const unmarked = fakeClone(root, "c-unmrk1", undefined)
@@ -173,10 +177,7 @@ describe("Profile.reclaim", () => {
 
   it.live("a stale clone that cannot be removed is a warning: it keeps its marker, the rest is reclaimed, the clone made", () =>
     run(Effect.gen(function*() {
-      const dir = yield* scratch
-      const source = NodePath.join(dir, "source")
-      const root = NodePath.join(dir, "clones")
-      NodeFs.mkdirSync(source)
+      const { root, source } = yield* scratchProfile
       const stuck = fakeClone(root, "c-stuck1", marker(2 ** 22 + 17, null))
       NodeFs.writeFileSync(NodePath.join(stuck, "profile", "settings.json"), "{}")
       tooDeep(NodePath.join(stuck, "profile"))
