@@ -371,6 +371,27 @@ for (const [name, storeLayer] of stores) {
           }
         })))
 
+    // A fork on a host whose clone never held the source's session forks the committed one.
+    it.live("a host forks the checkpoint another host committed", () =>
+      withThreads(storeLayer, ({ agent: hostX, make, sandbox, control }) =>
+        Effect.gen(function*() {
+          const sessions = Threads.sessionsOf(sandbox)
+          const hostY = yield* make()
+          yield* (yield* hostX.thread("source")).run(text("turn 1 on X"))
+          yield* (yield* hostX.thread("source")).run(text("turn 2 on X"))
+          const origin = yield* record(yield* hostX.thread("source"))
+          const forked = yield* (yield* hostY.thread("source")).fork("copy")
+          const branch = yield* forked.run(text("branch on Y"))
+          expect(branch.thread).toMatchObject({ mode: "forked", from: origin.session, fromTurns: 2 })
+          expect(control.prepared.at(-1)).toMatchObject({ _tag: "Fork", from: origin.session })
+          const copy = yield* record(forked)
+          expect(copy.turns).toBe(3)
+          const stored = Threads.storedTranscript(sessions, copy.session)
+          for (const turn of ["turn 1 on X", "turn 2 on X", "branch on Y"]) expect(stored).toContain(turn)
+          // The source is untouched, and host X resumes it as it committed it.
+          expect(yield* record(yield* hostX.thread("source"))).toEqual(origin)
+        })))
+
     it.live("fork: the target must be absent; its first turn forks the committed session", () =>
       withThreads(storeLayer, ({ agent, control }) =>
         Effect.gen(function*() {

@@ -119,9 +119,10 @@ export interface Request {
   /** A thread's session save (a live turn saves again once its CLI stopped writing the turn). */
   readonly save?: (session: string) => Effect.Effect<void, { readonly message: string }>
   /**
-   * A thread's session load: the committed copy of the session a `Resume` resumes, from the
-   * session store into the clone, before a process is started on it (another host may have
-   * committed a later turn of it; a failed turn may have left this clone's copy past it).
+   * A thread's session load: the committed copy of the session a `Resume` resumes or a `Fork`
+   * forks, from the session store into the clone, before a process is started on it (another
+   * host may have committed a later turn of it; a failed turn may have left this clone's copy
+   * past it).
    */
   readonly load?: (session: string) => Effect.Effect<void, { readonly message: string }>
   /** This turn's policy over the CLI's built-in tools. */
@@ -736,12 +737,16 @@ export const execute = (
       })
     })
 
-  /** The committed copy of a resumed session into the clone (see `Request.load`). */
+  /**
+   * The committed copy of the session a turn resumes or forks into the clone (see `Request.load`):
+   * another host may have committed it since this clone last held it.
+   */
   const loadSession = Effect.suspend(() => {
     const session = request.session
-    return session._tag !== "Resume" || request.load === undefined
+    const committed = session._tag === "Resume" ? session.id : session._tag === "Fork" ? session.from : undefined
+    return committed === undefined || request.load === undefined
       ? Effect.void
-      : request.load(session.id).pipe(
+      : request.load(committed).pipe(
         Effect.catchAll((error) =>
           fail({ reason: "PrepareFailed", detail: `the session could not be loaded: ${error.message}`, cause: error })
         )
