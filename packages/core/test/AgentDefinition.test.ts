@@ -206,6 +206,62 @@ describe("Agent definition", () => {
       ])
     }).pipe(Effect.scoped))
 
+  it.live("the sandbox ceiling is the one given to make: widening the caller's policy later changes nothing", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      const requests: Array<{ readonly request: Driver.InvocationRequest; readonly onDisk: ReadonlyArray<string> }> = []
+      const policy: { sandbox: Driver.SandboxLevel } = { sandbox: "readOnly" }
+      const refused = yield* provide(Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          driver: recordingDriver(requests),
+          definition: { instructions: "", skills: [], tools: Tools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection,
+          policy
+        })
+        const fingerprint = agent.fingerprint
+        policy.sandbox = "unrestricted"
+        const refused = yield* Effect.flip(agent.run({
+          input: FakeCli.script({ op: "text", text: "ok" }),
+          builtinTools: { sandbox: "workspaceWrite" }
+        }))
+        yield* agent.run(FakeCli.script({ op: "text", text: "ok" }))
+        expect(agent.fingerprint).toBe(fingerprint)
+        return refused
+      }))
+      expect(refused).toMatchObject({ _tag: "InvalidTurn", reason: "PolicyWidened" })
+      expect(requests.map(({ request }) => request.sandbox)).toEqual(["readOnly"])
+    }).pipe(Effect.scoped))
+
+  it.live("the skills are read from the caller's array once: a skill added while they load is not in the agent", () =>
+    Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      // Enough files that loading the skill takes many turns of the event loop.
+      const dir = NodePath.join(sandbox.base, "big-skill")
+      NodeFs.mkdirSync(dir)
+      NodeFs.writeFileSync(NodePath.join(dir, "SKILL.md"), "# Big\nA big skill.\n")
+      for (let i = 0; i < 200; i++) NodeFs.writeFileSync(NodePath.join(dir, `f${i}.md`), `file ${i}\n`)
+      const skills: Array<Skill.Skill> = [Skill.dir(dir)]
+      const added = new Promise<void>((resolve) =>
+        setTimeout(() => {
+          skills.push(Skill.inline("big-skill", "# Other\nAnother skill of the same name."))
+          resolve()
+        }, 0)
+      )
+      const names = yield* provide(Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          driver: FakeCli.driver(),
+          definition: { instructions: "", skills, tools: Tools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        yield* Effect.promise(() => added)
+        return agent.definition.skills.map((skill) => skill.name)
+      }))
+      expect(skills).toHaveLength(2)
+      expect(names).toEqual(["big-skill"])
+    }).pipe(Effect.scoped))
+
   it.live("the thread fingerprint follows skill content (not location) and the external sources", () =>
     Effect.gen(function*() {
       const sandbox = yield* Harness.sandbox

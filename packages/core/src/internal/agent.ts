@@ -129,14 +129,34 @@ const sandboxOfTurn = (
  *
  * @internal
  */
+/** A plain object's own fields, copied; anything else as it is (validation reports it). */
+const copyBag = <A>(value: A): A =>
+  typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype
+    ? { ...value }
+    : value
+
+/**
+ * The caller's options as they are when `make` is called: every option bag is copied, so a later
+ * change to the caller's objects (a wider `policy.sandbox`, another model) never reaches the agent.
+ */
+const snapshot = (options: Agent.Options<never>): Agent.Options<never> => {
+  const copy = copyBag(options)
+  if (copy === options) return options
+  const bags = ["identity", "policy", "env", "events", "limits", "processes", "threads", "live"] as const
+  const out = copy as { [K in (typeof bags)[number]]?: unknown }
+  for (const bag of bags) if (out[bag] !== undefined) out[bag] = copyBag(out[bag])
+  return copy
+}
+
 export const make = (
-  options: Agent.Options<never>
+  given: Agent.Options<never>
 ): Effect.Effect<
   Agent.Agent,
   AgentConfigError | UnsupportedCapability,
   Scope.Scope | Gateway.Gateway | FileSystem.FileSystem | Path.Path
 > =>
   Effect.gen(function*() {
+    const options = snapshot(given)
     yield* validate(options)
     yield* Effect.annotateCurrentSpan("agent.provider", options.driver.name)
     const validated = yield* Definition.validate(options.definition, {

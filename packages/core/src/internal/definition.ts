@@ -185,11 +185,14 @@ export const validate = (
         detail: "the driver cannot send instructions; pass `instructions: \"\"`"
       })
     }
-    const skills = input.skills ?? []
+    const givenSkills = input.skills ?? []
     const mcp = input.mcp ?? []
-    if (!Array.isArray(skills)) return yield* invalid("skills must be an array")
+    const tools = input.tools
+    if (!Array.isArray(givenSkills)) return yield* invalid("skills must be an array")
     if (!Array.isArray(mcp)) return yield* invalid("mcp must be an array")
-    if (!Toolkit.isToolkit(input.tools)) return yield* invalid("tools must be a toolkit (use Toolkit.make)")
+    if (!Toolkit.isToolkit(tools)) return yield* invalid("tools must be a toolkit (use Toolkit.make)")
+    // Read once: the caller's array may change while the skills load; what is checked is what is kept.
+    const skills: ReadonlyArray<Skill.Skill> = [...givenSkills]
     const copied: Array<Mcp.Source> = []
     for (const [index, source] of (mcp as ReadonlyArray<unknown>).entries()) {
       if (source === null || typeof source !== "object" || !("_tag" in source)) {
@@ -203,15 +206,15 @@ export const validate = (
       copied.push(copySource(source as Mcp.Source))
     }
     yield* checkSources(copied, rules)
-    const catalog = yield* Toolkit.catalog(input.tools).pipe(
+    const catalog = yield* Toolkit.catalog(tools).pipe(
       Effect.mapError((error) => invalid(error.message, error))
     )
     yield* checkToolNames(catalog, copied)
     const loaded = yield* checkSkills(skills)
     const view: View = deepFreeze({
       instructions,
-      skills: [...skills],
-      tools: input.tools,
+      skills,
+      tools,
       mcp: copied
     })
     return { view, skills: Object.freeze(loaded), catalog }
