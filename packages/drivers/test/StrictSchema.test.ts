@@ -111,4 +111,17 @@ describe("the strict form of a published schema (Codex --output-schema)", () => 
       expect(Schema.decodeUnknownEither(Plan)(unstrict(plan, answer))._tag).toBe("Left")
     }
   })
+
+  it("follows a reference wherever the published schema put its $defs (a list's result envelope)", () => {
+    // A non-object output is published as `{ result }`, its $defs under the envelope's property.
+    const Items = Schema.Array(Node)
+    const enveloped = Either.getOrThrow(Catalog.outputSchema(Items)).jsonSchema
+    expect(JSON.stringify(enveloped)).toContain("#/properties/result/$defs/Node")
+    const answer = {
+      result: [{ name: "a", tag: null, children: [{ name: "b", tag: null, children: [] }] }]
+    }
+    expect(unstrict(enveloped, answer)).toEqual({
+      result: [{ name: "a", children: [{ name: "b", children: [] }] }]
+    })
+  })
 })

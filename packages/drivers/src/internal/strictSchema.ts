@@ -91,11 +91,31 @@ const jsonType = (v: unknown): string =>
  */
 export const unstrict = (schema: unknown, value: unknown): unknown => {
   const root = isRecord(schema) ? schema : {}
+  // A local reference is a JSON Pointer from the document's root: `#/$defs/…`, or where the
+  // published envelope put them (`#/properties/result/$defs/…` for a non-object output).
+  const pointer = (ref: string): unknown => {
+    if (ref === "#") return root
+    if (!ref.startsWith("#/")) return undefined
+    let at: unknown = root
+    for (const token of ref.slice(2).split("/")) {
+      let key: string
+      try {
+        key = decodeURIComponent(token).replace(/~1/g, "/").replace(/~0/g, "~")
+      } catch {
+        return undefined
+      }
+      at = isRecord(at)
+        ? (Object.hasOwn(at, key) ? at[key] : undefined)
+        : Array.isArray(at)
+        ? at[Number(key)]
+        : undefined
+      if (at === undefined) return undefined
+    }
+    return at
+  }
   const resolve = (node: unknown, depth: number): unknown => {
     if (!isRecord(node) || typeof node["$ref"] !== "string" || depth > 64) return node
-    const match = /^#\/(\$defs|definitions)\/(.+)$/.exec(node["$ref"])
-    const defs = match === null ? undefined : root[match[1]!]
-    return resolve(isRecord(defs) ? defs[match![2]!.replace(/~1/g, "/").replace(/~0/g, "~")] : undefined, depth + 1)
+    return resolve(pointer(node["$ref"]), depth + 1)
   }
   const branchesOf = (s: Json): ReadonlyArray<unknown> | undefined =>
     Array.isArray(s["anyOf"]) ? s["anyOf"] : Array.isArray(s["oneOf"]) ? s["oneOf"] : undefined
