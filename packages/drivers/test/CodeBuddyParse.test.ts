@@ -145,6 +145,52 @@ describe("CodeBuddy.parse on recorded 2.117.0 fixtures", () => {
       expect(tags(interleaved)).toEqual(["SessionStarted", "Notice", "Message", "Notice"])
     }))
 
+  it.effect("tool calls of successive responses reusing one id: each start paired with its end, then the result", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${fixtures}/reused-id.jsonl`)))
+      const calls = out.filter((o): o is Extract<Driver.Output, { _tag: "ToolCall" }> => o._tag === "ToolCall")
+      expect(calls.map((c) => [c.phase, c.callId, c.name, c.source])).toEqual([
+        ["start", "call_0", "lookup_issue", "host"],
+        ["end", "call_0", "lookup_issue", "host"],
+        ["start", "call_0", "lookup_issue", "host"],
+        ["end", "call_0", "lookup_issue", "host"]
+      ])
+      expect(calls.map((c) => c.phase === "start" ? c.input : JSON.parse(c.output as string))).toEqual([
+        { key: "ISSUE-1" },
+        { title: "Title of ISSUE-1", state: "open" },
+        { key: "ISSUE-2" },
+        { title: "Title of ISSUE-2", state: "open" }
+      ])
+      expect(out.filter((o) => o._tag === "Notice")).toEqual([])
+      expect(tags(out).at(-1)).toBe("Terminal")
+      expect(terminal(out)).toMatchObject({ ok: true, text: "both looked up" })
+    }))
+
+  it.effect("two calls of one response sharing an id: the CLI's third report of a missing tool ends the turn", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${fixtures}/reused-id-parallel.jsonl`)))
+      // The CLI merged the two calls into one whose name is both names: no call ran.
+      expect(tags(out)).toEqual(["SessionStarted", "Notice", "Notice", "Notice", "Terminal"])
+      const merged = "Tool mcp__tether__lookup_issuemcp__tether__lookup_issue not found in agent cli."
+      expect(out.slice(1, 4)).toMatchObject(Array(3).fill({ level: "error", kind: "tool_not_found", message: merged }))
+      const end = terminal(out)!
+      expect(end.ok).toBe(false)
+      expect(end.session).toBe("d76a56bc-0e5b-4726-accf-17e797224a88")
+      expect(end.error).toBe(
+        `${merged} (CodeBuddy Code gave up after the model called a tool it does not have 3 times)`
+      )
+      // Model output between two reports starts the count again; the CLI then prompts the model again.
+      const reports = lines(`${fixtures}/reused-id-parallel.jsonl`).filter((l) => l.startsWith(`{"type":"assistant"`))
+      const interleaved = ok(yield* run([init(), reports[0]!, reports[1]!, assistantText("recovered"), reports[2]!]))
+      expect(tags(interleaved)).toEqual(["SessionStarted", "Notice", "Notice", "Message", "Notice"])
+      // So do the CLI's other reports: a failed model request is counted on its own.
+      const unreachable = lines(`${fixtures}/unreachable.jsonl`).filter((l) => l.includes("\"assistant\""))
+      const mixed = ok(
+        yield* run([init(), reports[0]!, reports[1]!, unreachable[0]!, reports[2]!])
+      )
+      expect(tags(mixed)).toEqual(["SessionStarted", "Notice", "Notice", "Notice", "Notice"])
+    }))
+
   it.effect("resume and fork: the session reported is the one asked for", () =>
     Effect.gen(function*() {
       const S2 = "22222222-2222-4222-8222-222222222222"
@@ -204,6 +250,20 @@ describe("CodeBuddy.parse robustness", () => {
           assistantText(`500 boom (0123456789abcdef0123456789abcdef/${"2".repeat(8)}-2222-4222-8222-222222222222)`),
           assistantText(`500 boom (not-a-request-id/${S1})`),
           assistantText(`500 boom (0123456789abcdef0123456789abcdef/${S1})`)
+        ])
+      )
+      expect(tags(out)).toEqual(["SessionStarted", "Message", "Message", "Message", "Notice"])
+    }))
+
+  it.effect("text that only looks like a missing tool's report is the model's message", () =>
+    Effect.gen(function*() {
+      const out = ok(
+        yield* run([
+          init(),
+          assistantText("The Tool Read not found in agent cli."),
+          assistantText("Tool Read not found in agent cli. Try another."),
+          assistantText("Tool Read not found in agent my cli."),
+          assistantText("Tool Read not found in agent cli.")
         ])
       )
       expect(tags(out)).toEqual(["SessionStarted", "Message", "Message", "Message", "Notice"])

@@ -32,6 +32,24 @@ const isErrorReport = (text: string, sessionId: string | undefined): boolean => 
 const errorReportsBeforeStall = 2
 
 /**
+ * How CodeBuddy Code reports a model's call of a tool it does not have: an assistant message whose
+ * whole text is the `ModelBehaviorError` `Tool <name> not found in agent <agent>.` (2.117.0). Two
+ * calls of one response that share an id (a server giving every call the same id) end here too:
+ * the CLI drops an id it has already seen in the response (servers that repeat a call's id on each
+ * of its chunks), so the second call's deltas extend the first call and its name is both names
+ * joined. Calls of successive responses may share an id: each response is read on its own.
+ */
+const toolNotFound = /^Tool .+ not found in agent [^\s.]+\.$/s
+const isToolNotFound = (text: string): boolean => text.startsWith("Tool ") && toolNotFound.test(text)
+
+/**
+ * CodeBuddy Code prompts the model again after a call of a tool it does not have, twice, and the
+ * third time stops without a `result` record and without exiting (2.117.0): the third report in a
+ * row ends the turn.
+ */
+const toolNotFoundBeforeStall = 3
+
+/**
  * A tool result's text is the JSON of the MCP result's `content` array
  * (`[{"type":"text","text":"…"}]`): its text parts are the output. Anything else stays as it is.
  */
@@ -52,9 +70,22 @@ const toolOutput = (text: string): unknown => {
   return parts.join("\n")
 }
 
+/** The failed terminal of a turn the CLI stopped without ending. */
+const gaveUp = (state: claude.State, error: string, record: claude.Json): Output => ({
+  _tag: "Terminal",
+  ok: false,
+  text: undefined,
+  usage: undefined,
+  model: state.model,
+  session: state.sessionId,
+  error,
+  raw: record
+})
+
 const records = () => {
-  // Error reports since the last model output of this run.
+  // Error reports, and reports of a tool the CLI does not have, since the last model output.
   let errorReports = 0
+  let missingTools = 0
   return (record: claude.Json, state: claude.State, context: Driver.ParseContext): LineResult<Output> | undefined => {
     switch (record["type"]) {
       case "file-history-snapshot":
@@ -94,6 +125,21 @@ const records = () => {
       case "assistant": {
         const message = claude.isRecord(record["message"]) ? record["message"] : {}
         const text = claude.textOfContent(message["content"])
+        if (isToolNotFound(text)) {
+          errorReports = 0
+          missingTools++
+          const report = notice("error", "tool_not_found", text, record)
+          if (missingTools < toolNotFoundBeforeStall) return [report]
+          return [
+            report,
+            gaveUp(
+              state,
+              `${text} (CodeBuddy Code gave up after the model called a tool it does not have ${missingTools} times)`,
+              record
+            )
+          ]
+        }
+        missingTools = 0
         if (!isErrorReport(text, state.sessionId)) {
           errorReports = 0
           return undefined
@@ -101,16 +147,10 @@ const records = () => {
         errorReports++
         const report = notice("error", "api_error", text, record)
         if (errorReports < errorReportsBeforeStall) return [report]
-        return [report, {
-          _tag: "Terminal",
-          ok: false,
-          text: undefined,
-          usage: undefined,
-          model: state.model,
-          session: state.sessionId,
-          error: `${text} (CodeBuddy Code gave up after ${errorReports} failed model requests)`,
-          raw: record
-        }]
+        return [
+          report,
+          gaveUp(state, `${text} (CodeBuddy Code gave up after ${errorReports} failed model requests)`, record)
+        ]
       }
       default:
         return undefined
