@@ -231,6 +231,16 @@ describe("CodeBuddy agent end to end (real CLI)", () => {
         ])
         const finished = events.at(-1)
         expect(finished?._tag === "RunFinished" && finished.result.text).toBe("Both are open.")
+        // The result's transcript holds both calls, each with its own input and output.
+        const transcript = finished?._tag === "RunFinished" ? finished.result.transcript : []
+        expect(
+          transcript.flatMap((entry) =>
+            entry._tag === "ToolCall" ? [[entry.callId, entry.input, JSON.parse(entry.output as string).title]] : []
+          )
+        ).toEqual([
+          ["call_0", { key: "ISSUE-1" }, "Title of ISSUE-1"],
+          ["call_0", { key: "ISSUE-2" }, "Title of ISSUE-2"]
+        ])
         const requests = yield* completions(server)
         expect(requests).toHaveLength(3)
         expect(ChatCompletionsServer.toolResults(requests[2]!).map((r) => r.toolCallId)).toEqual(["call_0", "call_0"])

@@ -156,7 +156,8 @@ interface State {
   usage: Usage | undefined
   lastAssistant: string | undefined
   transcript: Array<TranscriptEntry>
-  calls: Map<string, number>
+  /** Each call id's transcript entry (its latest call), and whether that call ended. */
+  calls: Map<string, { readonly index: number; ended: boolean }>
   terminal: Driver.Terminal | undefined
   running: Process.Running | undefined
   overflow: boolean
@@ -209,12 +210,16 @@ const outputToEvents = (
         ...(output.output === undefined ? {} : { output: output.output }),
         ...(output.isError === undefined ? {} : { isError: output.isError })
       }
-      const index = state.calls.get(output.callId)
-      if (index === undefined) {
-        state.calls.set(output.callId, state.transcript.length)
+      const call = state.calls.get(output.callId)
+      // A call id seen again after its call ended starts a call of its own: a provider may give
+      // the calls of successive model responses the same id.
+      if (call === undefined || (call.ended && output.phase === "start")) {
+        state.calls.set(output.callId, { index: state.transcript.length, ended: output.phase === "end" })
         const { phase: _, ...entry } = fields
         state.transcript.push(new TranscriptToolCall(entry, true))
       } else {
+        const index = call.index
+        if (output.phase === "end") call.ended = true
         const previous = state.transcript[index] as TranscriptToolCall
         const { phase: _, ...entry } = fields
         state.transcript[index] = new TranscriptToolCall({
