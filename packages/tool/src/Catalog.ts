@@ -37,8 +37,12 @@ export interface OutputSchema {
  * uses (`Toolkit.catalog`'s `outputSchema`): inferred from the encoded side (Draft 2020-12,
  * inline at the top level, schemas with an identifier and recursive ones as local `$ref`s into
  * `$defs`), wrapped in the `{ result }` envelope when it is not an object schema. Deep-frozen.
- * `@tether/core`'s structured output sends it to providers. Fails with the reason when the
- * schema cannot be expressed as JSON Schema (a declaration, a bigint, a symbol…).
+ * `Schema.Int` carries the safe-integer bounds it checks (`minimum: -(2^53 - 1)`,
+ * `maximum: 2^53 - 1`) unless it states tighter ones; a case-insensitive `Schema.pattern` is
+ * published as a pattern that matches alike without the flag, and one another flag changes
+ * without a pattern (JSON Schema patterns have no flags). `@tether/core`'s structured output
+ * sends it to providers. Fails with the reason when the schema cannot be expressed as JSON Schema
+ * (a declaration, a bigint, a symbol…).
  *
  * @since 0.2.0
  * @category schemas

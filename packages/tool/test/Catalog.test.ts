@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Catalog, Tool, Toolkit } from "@tether/tool"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
@@ -7,6 +8,7 @@ import * as Schema from "effect/Schema"
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Path from "node:path"
+import * as Refinements from "../src/internal/refinements.js"
 import { executorFrom } from "../src/internal/toolkit.js"
 import { fingerprintFixture } from "./fixtures/fingerprint.js"
 import { build, type Spec, specArbitrary, specsArbitrary } from "./fixtures/tools.js"
@@ -98,6 +100,141 @@ describe("definition validation", () => {
     }
   })
 
+  it("publishes a case-insensitive pattern as one that matches alike, and leaves out one other flags change", () => {
+    const caseless = Schema.String.pipe(Schema.pattern(/^abc$/i))
+    const Leaf = Schema.Struct({ code: caseless }).annotations({ identifier: "Leaf" })
+    class Coded extends Schema.Class<Coded>("Coded")({ code: caseless }) {}
+    const spelled = "^[aA][bB][cC]$"
+    const published = (tool: Tool.Any, side: "inputSchema" | "outputSchema") => {
+      const result = catalogOf(tool)
+      if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+      return JSON.stringify(result.right.descriptors[0]![side])
+    }
+    // Wherever the pattern is published (a property, a union in an array, a record's keys, a
+    // recursive schema, a class, a transformation's encoded side).
+    const cases: ReadonlyArray<readonly [Tool.Any, "inputSchema" | "outputSchema"]> = [
+      [Tool.make("t", { ...base, input: { code: caseless } }), "inputSchema"],
+      [
+        Tool.make("t", {
+          ...base,
+          output: Schema.Struct({ list: Schema.Array(Schema.Union(Schema.Number, caseless)) })
+        }),
+        "outputSchema"
+      ],
+      [Tool.make("t", { ...base, output: Schema.Record({ key: caseless, value: Schema.String }) }), "outputSchema"],
+      [Tool.make("t", { ...base, input: { leaf: Schema.suspend(() => Leaf) } }), "inputSchema"],
+      [Tool.make("t", { ...base, output: Schema.Tuple(Schema.String, Coded) }), "outputSchema"],
+      [
+        Tool.make("t", { ...base, output: Schema.compose(caseless, Schema.NumberFromString, { strict: false }) }),
+        "outputSchema"
+      ]
+    ]
+    for (const [tool, side] of cases) {
+      const text = published(tool, side)
+      expect(text).toContain(JSON.stringify(spelled))
+      expect(text).not.toContain("\"^abc$\"")
+    }
+    // Effect's ULID accepts lower case; its pattern's classes hold upper case only.
+    expect(published(Tool.make("t", { ...base, input: { id: Schema.ULID } }), "inputSchema")).toContain(
+      JSON.stringify("^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$")
+    )
+    // Other flags, or a case-insensitive back-reference: no pattern is published.
+    for (
+      const regex of [/^a$/m, /^a.b$/s, /ab/y, new RegExp("^[\\p{L}--[a-z]]$", "v"), /^(a)\1$/i, /^a$/im]
+    ) {
+      const schema = JSON.parse(
+        published(
+          Tool.make("t", { ...base, input: { text: Schema.String.pipe(Schema.pattern(regex)) } }),
+          "inputSchema"
+        )
+      )
+      expect(schema.properties.text).toMatchObject({ type: "string" })
+      expect(schema.properties.text).not.toHaveProperty("pattern")
+    }
+    const described = Catalog.outputSchema(Schema.Array(caseless))
+    expect(Either.isRight(described) && JSON.stringify(described.right.jsonSchema)).toContain(JSON.stringify(spelled))
+  })
+
+  it.prop(
+    "a case-insensitive pattern's published form matches exactly the strings the pattern matches",
+    [
+      FastCheck.constantFrom(
+        "^abc$",
+        "^[a-f0-9]+$",
+        "^[^a-z]*$",
+        "(?:ab|Cd)+\\d{2,3}",
+        "^[\\w.-]+@x\\.com$",
+        "^[0-7][0-9A-HJKMNP-TV-Z]{3}$",
+        "k+s",
+        "^[j-t]+$",
+        "(?<=a)b",
+        "(?<first>q)z",
+        "^[\\s\\d]x$",
+        "\\bk"
+      ),
+      FastCheck.boolean(),
+      FastCheck.array(
+        FastCheck.constantFrom(
+          "a",
+          "A",
+          "b",
+          "B",
+          "c",
+          "C",
+          "d",
+          "k",
+          "K",
+          "s",
+          "S",
+          "q",
+          "z",
+          "x",
+          "3",
+          "@",
+          ".",
+          " ",
+          "\u212A",
+          "\u017F",
+          "é",
+          "É"
+        ),
+        { maxLength: 8 }
+      )
+    ],
+    ([source, unicode, chars]) => {
+      const rewritten = Refinements.caseless(source, unicode)
+      // With `u`, word escapes take in the characters folded onto k and s: left unpublished.
+      if (rewritten === undefined) return unicode && /\\[wWbB]/.test(source)
+      const text = chars.join("")
+      const original = new RegExp(source, unicode ? "iu" : "i")
+      // Validators compile a published pattern with `u`.
+      return new RegExp(rewritten, "u").test(text) === original.test(text)
+    },
+    { fastCheck: { numRuns: 2000 } }
+  )
+
+  it("keeps patterns whose flags do not change what they match, and patterns that are not published", () => {
+    const caseless = Schema.String.pipe(Schema.pattern(/^abc$/i))
+    const kept: ReadonlyArray<readonly [Schema.Schema.AnyNoContext, string | undefined]> = [
+      // `g`: Effect resets `lastIndex` before each test; `d`: indices only; `u`: how validators match.
+      [Schema.String.pipe(Schema.pattern(/^abc$/g)), "^abc$"],
+      [Schema.String.pipe(Schema.pattern(/^abc$/d)), "^abc$"],
+      [Schema.String.pipe(Schema.pattern(/^\p{Lu}+$/u)), "^\\p{Lu}+$"],
+      // Its classes hold both cases already: published as it is.
+      [Schema.UUID, "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"],
+      // Written by hand, the JSON Schema pattern is published as written.
+      [caseless.annotations({ jsonSchema: { pattern: "^[aA][bB][cC]$" } }), "^[aA][bB][cC]$"],
+      // On the decoded side of a transformation, it is not published.
+      [Schema.compose(Schema.String, caseless), undefined]
+    ]
+    for (const [schema, pattern] of kept) {
+      const result = catalogOf(Tool.make("t", { ...base, input: { value: schema } }))
+      if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+      const published = result.right.descriptors[0]!.inputSchema as { properties: { value: { pattern?: string } } }
+      expect(published.properties.value.pattern).toBe(pattern)
+    }
+  })
+
   it("rejects any reference in an override that is not local, and fetches nothing", () => {
     const fetches: Array<unknown> = []
     const original = globalThis.fetch
@@ -152,6 +289,68 @@ describe("descriptors", () => {
     })
     expect(descriptor!.inputSchema).not.toHaveProperty("$ref")
     expect(descriptor!.inputSchema).not.toHaveProperty("$defs")
+  })
+
+  it("publishes Schema.Int with the safe-integer bounds it checks, unless tighter ones are stated", () => {
+    const safe = Number.MAX_SAFE_INTEGER
+    const Tree = Schema.Struct({
+      size: Schema.Int,
+      children: Schema.Array(Schema.suspend((): Schema.Schema<Tree> => Tree))
+    }).annotations({ identifier: "Tree" })
+    interface Tree {
+      readonly size: number
+      readonly children: ReadonlyArray<Tree>
+    }
+    class Sized extends Schema.Class<Sized>("Sized")({ size: Schema.Int }) {}
+    const bounded = { type: "integer", minimum: -safe, maximum: safe }
+    const cases: ReadonlyArray<readonly [Schema.Schema.AnyNoContext, object]> = [
+      [Schema.Int, bounded],
+      [Schema.Number.pipe(Schema.int()), bounded],
+      [Schema.Int.pipe(Schema.between(0, 10)), { type: "integer", minimum: 0, maximum: 10 }],
+      [Schema.Number.pipe(Schema.between(0, 10), Schema.int()), { type: "integer", minimum: 0, maximum: 10 }],
+      [Schema.Int.pipe(Schema.positive()), { type: "integer", exclusiveMinimum: 0, maximum: safe }],
+      [Schema.NonNegativeInt, { type: "integer", minimum: 0, maximum: safe }],
+      [Schema.Int.pipe(Schema.lessThan(5)), { type: "integer", minimum: -safe, exclusiveMaximum: 5 }],
+      // A looser bound gives way to the safe one.
+      [Schema.Int.pipe(Schema.greaterThanOrEqualTo(-1e20)), bounded],
+      [Schema.NullOr(Schema.Int), { anyOf: [bounded, { type: "null" }] }],
+      [Schema.Array(Schema.Int), { type: "array", items: bounded }],
+      [Schema.Record({ key: Schema.String, value: Schema.Int }), { additionalProperties: bounded }],
+      [Schema.Tuple(Schema.String, Schema.Int), { prefixItems: [{ type: "string" }, bounded] }],
+      [Sized, { properties: { size: bounded } }],
+      [Schema.Struct({ tree: Tree }), { $defs: { Tree: { properties: { size: bounded } } } }]
+    ]
+    const ajv = new Ajv2020({ strict: true, addUsedSchema: false })
+    for (const [schema, expected] of cases) {
+      const result = catalogOf(Tool.make("t", { ...base, input: { value: schema } }))
+      if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+      const published = result.right.descriptors[0]!.inputSchema
+      const value = (published as { readonly properties: { readonly value: unknown } }).properties.value
+      expect(published["$defs"] === undefined ? value : published).toMatchObject(expected)
+      const validate = ajv.compile(published)
+      expect([validate({ value: 2 ** 53 }), validate({ value: -(2 ** 53) }), validate({ value: 1e20 })]).toStrictEqual(
+        [false, false, false]
+      )
+    }
+    // Tighter bounds are not widened: nothing but the stated bounds is published.
+    const between = catalogOf(Tool.make("t", { ...base, input: { value: Schema.Int.pipe(Schema.between(0, 10)) } }))
+    if (Either.isLeft(between)) return expect.unreachable(between.left.message)
+    expect(JSON.stringify(between.right.descriptors[0]!.inputSchema)).not.toContain(String(safe))
+    // Only Effect's int check is bounded: an `integer` written in an annotation, or a number
+    // encoded as a string, is published as it is.
+    const unbounded = catalogOf(Tool.make("t", {
+      ...base,
+      input: {
+        annotated: Schema.Number.annotations({ jsonSchema: { type: "integer" } }),
+        text: Schema.NumberFromString.pipe(Schema.int()),
+        plain: Schema.Number
+      }
+    }))
+    if (Either.isLeft(unbounded)) return expect.unreachable(unbounded.left.message)
+    expect(unbounded.right.descriptors[0]!.inputSchema).toMatchObject({
+      properties: { annotated: { type: "integer" }, text: { type: "string" }, plain: { type: "number" } }
+    })
+    expect(JSON.stringify(unbounded.right.descriptors[0]!.inputSchema)).not.toContain(String(safe))
   })
 
   it("publishes object outputs as they are and wraps other outputs in a result envelope", () => {

@@ -317,6 +317,32 @@ describe("Executor.execute outcomes", () => {
       }
     }))
 
+  it.effect("a pattern with flags: an output it matches is never invalid_output, one it does not match is", () =>
+    Effect.gen(function*() {
+      const Code = (code: Schema.Schema<string>) =>
+        Tool.make("code", { description: "Returns a code.", input: {}, output: Schema.Struct({ code }) })
+      const outcome = (regex: RegExp, code: string) =>
+        Effect.flatMap(
+          executorFrom(Toolkit.make(Code(Schema.String.pipe(Schema.pattern(regex)))), {
+            code: () => Effect.succeed({ code })
+          }),
+          (executor) => executor.execute("code", {})
+        )
+      // Published as ^[aA][bB][cC]$, as ^a$ would never be: both cases pass, another string does not.
+      for (const code of ["ABC", "abc", "aBc"]) {
+        expect(yield* outcome(/^abc$/i, code)).toMatchObject({ _tag: "Success", structuredContent: { code } })
+      }
+      expect(yield* outcome(/^abc$/i, "abd")).toMatchObject({ _tag: "Failed", code: "invalid_output" })
+      // Published without a pattern: the Schema's own check still applies.
+      expect(yield* outcome(/^b$/m, "a\nb")).toMatchObject({ _tag: "Success" })
+      expect(yield* outcome(/^b$/m, "a\nc")).toMatchObject({ _tag: "Failed", code: "invalid_output" })
+      // `g` is kept: Effect resets `lastIndex`, so a second call matches as the first did.
+      for (let i = 0; i < 2; i++) expect(yield* outcome(/^ABC$/g, "ABC")).toMatchObject({ _tag: "Success" })
+      // `u` is kept: the published pattern is matched with it too.
+      expect(yield* outcome(/^\p{Lu}+$/u, "ÉTÉ")).toMatchObject({ _tag: "Success" })
+      expect(yield* outcome(/^\p{Lu}+$/u, "été")).toMatchObject({ _tag: "Failed" })
+    }))
+
   it.effect("internal_error for failures, defects and thrown non-Errors, with the details only in the log", () =>
     Effect.gen(function*() {
       for (const mode of ["fail", "die", "throwString", "throwInside"]) {
@@ -417,6 +443,36 @@ describe("Executor.execute properties", () => {
       { fastCheck: { numRuns: 25 } }
     )
   })
+
+  const Count = Tool.make("count", {
+    description: "Takes a count.",
+    input: { count: Schema.Int },
+    output: Schema.Struct({ ok: Schema.Boolean })
+  })
+  const countExecutor = Effect.runSync(
+    Effect.cached(executorFrom(Toolkit.make(Count), { count: () => Effect.succeed({ ok: true }) }))
+  )
+  let countInput: ((u: unknown) => boolean) | undefined
+  it.effect.prop(
+    "the published input schema of a Schema.Int accepts exactly the numbers its decoder accepts",
+    [
+      FastCheck.oneof(
+        FastCheck.integer(),
+        FastCheck.maxSafeInteger(),
+        FastCheck.double({ noNaN: true, noDefaultInfinity: true }),
+        FastCheck.constantFrom(2 ** 53, -(2 ** 53), 1e20, -1e20, Number.MAX_VALUE, 0.5)
+      )
+    ],
+    ([count]) =>
+      Effect.gen(function*() {
+        const executor = yield* countExecutor
+        countInput ??= ajv.compile(executor.catalog.descriptors[0]!.inputSchema)
+        const outcome = yield* executor.execute("count", { count })
+        expect(outcome).toMatchObject(Number.isSafeInteger(count) ? { _tag: "Success" } : { code: "invalid_input" })
+        expect(countInput({ count })).toBe(outcome._tag === "Success")
+      }),
+    { fastCheck: { numRuns: 100 } }
+  )
 
   it.effect.prop(
     "invalid_input messages never contain the values sent",

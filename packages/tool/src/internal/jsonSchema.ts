@@ -12,6 +12,7 @@ import type * as Schema from "effect/Schema"
 import * as AST from "effect/SchemaAST"
 import type * as Catalog from "../Catalog.js"
 import * as Json from "./json.js"
+import * as Refinements from "./refinements.js"
 
 /** @internal */
 export type Problem =
@@ -31,6 +32,9 @@ export const isEmptyStruct = (ast: AST.AST): boolean =>
 /**
  * The JSON Schema of the encoded side of `schema`, inline at the top level; nested schemas
  * with an identifier (and recursive ones) are local `$ref`s into a top-level `$defs`.
+ * `Schema.int` is published with the safe-integer bounds it checks; a `Schema.pattern` whose
+ * flags change what it matches with an equivalent pattern, or none (JSON Schema patterns have no
+ * flags).
  *
  * @internal
  */
@@ -47,9 +51,11 @@ export const infer = (schema: Schema.Schema.AnyNoContext): Either.Either<Catalog
     })
   }
   const definitions: Record<string, JSONSchema.JsonSchema7> = {}
+  let publishable: Refinements.Publishable
   let inferred: JSONSchema.JsonSchema7
   try {
-    inferred = JSONSchema.fromAST(schema.ast, {
+    publishable = Refinements.publishable(schema.ast)
+    inferred = JSONSchema.fromAST(publishable.ast, {
       definitions,
       target: "jsonSchema2020-12",
       topLevelReferenceStrategy: "skip"
@@ -62,7 +68,7 @@ export const infer = (schema: Schema.Schema.AnyNoContext): Either.Either<Catalog
   }
   const document = Object.keys(definitions).length === 0 ? inferred : { ...inferred, $defs: definitions }
   return Either.map(
-    Either.mapLeft(Json.toJson(document), invalid),
+    Either.mapLeft(Json.toJson(publishable.bound(document)), invalid),
     (json) => json as Catalog.JsonSchema
   )
 }
