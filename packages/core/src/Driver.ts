@@ -375,6 +375,12 @@ export interface ParseContext {
    * parser reports what the provider returned for it in `Terminal.structuredOutput`.
    */
   readonly outputSchema?: JsonSchema | undefined
+  /**
+   * The hosted tools the process may call, by their catalog names: a driver whose CLI rewrites
+   * tool names (Claude Code turns each character outside `[A-Za-z0-9_-]` into `_`) maps what the
+   * CLI reports back to them.
+   */
+  readonly hostedTools?: ReadonlyArray<string> | undefined
 }
 
 /**

@@ -364,4 +364,85 @@ describe("Claude agent end to end (real CLI)", () => {
       }
       expect(yield* server.messages).toHaveLength(1)
     }).pipe(Effect.scoped), 60_000)
+
+  // Claude Code turns each character of an MCP tool's name outside [A-Za-z0-9_-] into `_`.
+  const DottedLookup = Tool.make("issue.lookup", {
+    description: "Look up one issue by key.",
+    input: { key: Schema.String },
+    output: Schema.Struct({ title: Schema.String }),
+    revision: "issue.lookup/v1"
+  })
+  const Dotted = Toolkit.make(DottedLookup)
+  const dottedCalls: Array<string> = []
+  const DottedLive = Dotted.toLayer({
+    "issue.lookup": ({ key }) => Effect.sync(() => (dottedCalls.push(key), { title: `Title of ${key}` }))
+  })
+
+  it.live(
+    "a hosted tool whose name holds a '.' is allowed, runs, and its events carry the catalog's name",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          respond: AnthropicServer.roundTrip(
+            () => AnthropicServer.callTool("mcp__tether__issue_lookup", { key: "ISSUE-1" }),
+            () => AnthropicServer.reply("done")
+          )
+        })
+        const sandbox = yield* Harness.sandbox
+        dottedCalls.length = 0
+        const events = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", skills: [], tools: Dotted },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection
+          })
+          return Array.from(yield* Stream.runCollect(agent.stream("Look up ISSUE-1.")))
+        }).pipe(Effect.scoped, Effect.provide([DottedLive, Harness.layer]))
+        expect(dottedCalls).toEqual(["ISSUE-1"])
+        const calls = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
+        expect(calls.map((c) => [c.phase, c.name, c.source, c.isError ?? false])).toEqual([
+          ["start", "issue.lookup", "host", false],
+          ["end", "issue.lookup", "host", false]
+        ])
+        const finished = events.at(-1)
+        expect(finished?._tag === "RunFinished" && finished.result.transcript).toContainEqual(
+          expect.objectContaining({ _tag: "ToolCall", name: "issue.lookup", source: "host" })
+        )
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  const Underscored = Tool.make("issue_lookup", {
+    description: "Look up one issue by key, again.",
+    input: { key: Schema.String },
+    output: Schema.Struct({ title: Schema.String }),
+    revision: "issue_lookup/v1"
+  })
+  const Both = Toolkit.make(DottedLookup, Underscored)
+  const BothLive = Both.toLayer({
+    "issue.lookup": ({ key }) => Effect.succeed({ title: key }),
+    issue_lookup: ({ key }) => Effect.succeed({ title: key })
+  })
+
+  it.live("two hosted tools the CLI would name alike are refused before it starts", () =>
+    Effect.gen(function*() {
+      const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("never") })
+      const sandbox = yield* Harness.sandbox
+      const error = yield* Effect.gen(function*() {
+        const agent = yield* Agent.make({
+          driver: driverFor(server),
+          definition: { instructions: "", skills: [], tools: Both },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        return yield* Effect.flip(agent.run("Look up ISSUE-1."))
+      }).pipe(
+        Effect.scoped,
+        Effect.provide([BothLive, Harness.layer])
+      )
+      expect(error).toMatchObject({ _tag: "RunError", reason: "PrepareFailed" })
+      expect((error as AgentError.RunError).detail).toContain("\"issue.lookup\" and \"issue_lookup\" alike")
+      expect(yield* server.messages).toHaveLength(0)
+    }).pipe(Effect.scoped), 60_000)
 })

@@ -386,4 +386,49 @@ describe("CodeBuddy agent end to end (real CLI)", () => {
       }).pipe(Effect.scoped, Effect.provide(ThreadStore.layerMemory)),
     120_000
   )
+
+  // CodeBuddy Code names MCP tools as Claude Code does: each character outside [A-Za-z0-9_-] becomes `_`.
+  const DottedLookup = Tool.make("issue.lookup", {
+    description: "Look up one issue by key.",
+    input: { key: Schema.String },
+    output: Schema.Struct({ title: Schema.String }),
+    revision: "issue.lookup/v1"
+  })
+  const Dotted = Toolkit.make(DottedLookup)
+  const dottedCalls: Array<string> = []
+  const DottedLive = Dotted.toLayer({
+    "issue.lookup": ({ key }) => Effect.sync(() => (dottedCalls.push(key), { title: `Title of ${key}` }))
+  })
+
+  it.live(
+    "a hosted tool whose name holds a '.' is allowed, runs, and its events carry the catalog's name",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* ChatCompletionsServer.make({
+          script: (request) =>
+            ChatCompletionsServer.toolResults(request).length === 0
+              ? ChatCompletionsServer.callTool("mcp__tether__issue_lookup", { key: "ISSUE-1" })
+              : ChatCompletionsServer.text("done")
+        })
+        const sandbox = yield* Harness.sandbox
+        dottedCalls.length = 0
+        const events = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            driver: driverFor(server.baseUrl),
+            definition: { instructions: "", skills: [], tools: Dotted },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection
+          })
+          return Array.from(yield* Stream.runCollect(agent.stream("Look up ISSUE-1.")))
+        }).pipe(Effect.scoped, Effect.provide([DottedLive, Harness.layer]))
+        expect(dottedCalls).toEqual(["ISSUE-1"])
+        const calls = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
+        expect(calls.map((c) => [c.phase, c.name, c.source])).toEqual([
+          ["start", "issue.lookup", "host"],
+          ["end", "issue.lookup", "host"]
+        ])
+        expect(events.at(-1)?._tag).toBe("RunFinished")
+      }).pipe(Effect.scoped),
+    90_000
+  )
 })

@@ -226,6 +226,7 @@ export const open = (
         const session = yield* restore(ctx.live.attach(channel, {
           hostedKey: ctx.hostedKey,
           session: request.session,
+          hostedTools: request.hosted.tools,
           request,
           hostedToken: sessionCredential.token,
           hostedToolsListed: sessionCredential.listed,

@@ -394,6 +394,7 @@ export const execute = (
   const parseContext: Driver.ParseContext = {
     hostedKey: ctx.hostedKey,
     session: request.session,
+    hostedTools: request.tools ?? ctx.tools,
     ...(outputSchema === undefined ? {} : { outputSchema })
   }
   const scrubber = Redaction.makeOutputScrubber(ctx.redactor)

@@ -107,9 +107,18 @@ export const renderMcpConfig = (request: Driver.InvocationRequest): string => {
   return JSON.stringify({ mcpServers }, null, 2) + "\n"
 }
 
-/** `mcp__<server>__<tool>` for the hosted tools, `mcp__<server>` for each external source. */
+/**
+ * `mcp__<server>__<tool>` for the hosted tools (as the CLI names them), `mcp__<server>` for each
+ * external source.
+ */
+/** The hosted tools' `--allowedTools` rules (none when two clash: `prepare` refuses those). @internal */
+export const hostedRules = (request: Driver.InvocationRequest): ReadonlyArray<string> => {
+  const hosted = parser.hostedRules(request.hosted.key, request.hosted.tools)
+  return "rules" in hosted ? hosted.rules : []
+}
+
 const allowedTools = (config: Config, request: Driver.InvocationRequest): ReadonlyArray<string> => [
-  ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
+  ...hostedRules(request),
   ...request.mcp.map((server) => `mcp__${server.key}`),
   ...(config.allowedTools ?? [])
 ]
@@ -187,6 +196,8 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (home === undefined || tmp === undefined) {
       return yield* Effect.fail(protocolError("the execution clone has no `home` and `tmp` siblings"))
     }
+    const clash = parser.clashOf("Claude Code", request.hosted.key, request.hosted.tools)
+    if (clash !== undefined) return yield* Effect.fail(protocolError(clash))
     const path = yield* Path.Path
     const files: Array<Driver.MaterializedFile> = [{
       path: mcpConfigFile,

@@ -58,9 +58,56 @@ const lineTerminator = /[\n\r\u2028\u2029]/
  * quadratically on `mcp__`, many underscores and a line break (seconds at 64 KiB, minutes at
  * 1 MiB), and parsing is synchronous: the whole host would wait.
  */
-const toolOf = (providerName: string, hostedKey: string) => {
+/**
+ * An MCP tool's name as Claude Code (and CodeBuddy Code) name it: every character outside
+ * `[A-Za-z0-9_-]` becomes `_` (a catalog name may hold `.`).
+ *
+ * @internal
+ */
+export const toolName = (name: string): string => name.replace(/[^A-Za-z0-9_-]/g, "_")
+
+/**
+ * The `--allowedTools` rules of the hosted tools, `mcp__<key>__<tool>` as the CLI names them, or
+ * the first two catalog names it would name alike (`a.b` and `a_b`), which it cannot tell apart.
+ *
+ * @internal
+ */
+export const hostedRules = (
+  key: string,
+  tools: ReadonlyArray<string>
+): { readonly rules: ReadonlyArray<string> } | { readonly clash: readonly [string, string] } => {
+  const seen = new Map<string, string>()
+  for (const tool of tools) {
+    const named = toolName(tool)
+    const other = seen.get(named)
+    if (other !== undefined) return { clash: [other, tool] }
+    seen.set(named, tool)
+  }
+  return { rules: [...seen.keys()].map((named) => `mcp__${toolName(key)}__${named}`) }
+}
+
+/** Why a definition's hosted tools cannot run on the CLI, `undefined` when they can. @internal */
+export const clashOf = (product: string, key: string, tools: ReadonlyArray<string>): string | undefined => {
+  const rules = hostedRules(key, tools)
+  return "clash" in rules
+    ? `${product} names the hosted tools ${JSON.stringify(rules.clash[0])} and ${
+      JSON.stringify(rules.clash[1])
+    } alike (mcp__${toolName(key)}__${
+      toolName(rules.clash[0])
+    }: each character outside [A-Za-z0-9_-] becomes _), so it cannot tell them apart: rename one`
+    : undefined
+}
+
+const toolOf = (providerName: string, hostedKey: string, hostedTools: ReadonlyArray<string> | undefined) => {
   const hosted = `mcp__${hostedKey}__`
-  if (providerName.startsWith(hosted)) return { name: providerName.slice(hosted.length), source: "host" as const }
+  if (providerName.startsWith(hosted)) {
+    const name = providerName.slice(hosted.length)
+    // The CLI names a tool as `toolName` rewrites it: the catalog's name is the one rewritten so.
+    const catalogName = hostedTools === undefined || hostedTools.includes(name)
+      ? name
+      : hostedTools.find((tool) => toolName(tool) === name) ?? name
+    return { name: catalogName, source: "host" as const }
+  }
   if (providerName.startsWith("mcp__")) {
     const separator = providerName.indexOf("__", 6)
     if (separator !== -1 && separator + 2 < providerName.length && !lineTerminator.test(providerName)) {
@@ -197,7 +244,7 @@ const onAssistant = (record: Json, state: State, context: Driver.ParseContext): 
       out.add({ _tag: "ReasoningDelta", text: block["thinking"] })
     } else if (block["type"] === "tool_use") {
       const callId = str(block["id"]) ?? ""
-      const tool = toolOf(str(block["name"]) ?? "", context.hostedKey)
+      const tool = toolOf(str(block["name"]) ?? "", context.hostedKey, context.hostedTools)
       state.tools.set(callId, tool)
       out.add({
         _tag: "ToolCall",

@@ -7,6 +7,7 @@ import * as Redacted from "effect/Redacted"
 import type { Config } from "../CodeBuddy.js"
 import * as Binary from "./binary.js"
 import * as claude from "./claude.js"
+import * as claudeParse from "./claudeParse.js"
 import * as parser from "./codebuddyParse.js"
 import * as Env from "./env.js"
 import * as Skills from "./skills.js"
@@ -92,7 +93,7 @@ const protocolError = (detail: string) => new Driver.ProtocolError({ reason: "Pr
  * configured permission rules for built-in tools.
  */
 const allowedTools = (config: Config, request: Driver.InvocationRequest): ReadonlyArray<string> => [
-  ...request.hosted.tools.map((tool) => `mcp__${request.hosted.key}__${tool}`),
+  ...claude.hostedRules(request),
   ...request.mcp.map((server) => `mcp__${server.key}`),
   ...(config.allowedTools ?? [])
 ]
@@ -147,6 +148,8 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
         )
       )
     }
+    const clash = claudeParse.clashOf("CodeBuddy Code", request.hosted.key, request.hosted.tools)
+    if (clash !== undefined) return yield* Effect.fail(protocolError(clash))
     const path = yield* Path.Path
     // The prompt goes to stdin as plain text. With `--input-format stream-json` a tool call the
     // CLI needs permission for waits for an answer on stdin forever, even after EOF.
