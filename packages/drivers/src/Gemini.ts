@@ -13,7 +13,13 @@
  * is per run: a policy file named by its content (`<clone>/.gemini/tether-tools-<digest>.toml`,
  * every hosted tool denied but the turn's) passed with `--policy` (with the user's own policy
  * paths again, which `--policy` replaces), so concurrent runs with other tool sets never read each
- * other's allow-list. Instructions are
+ * other's allow-list. A hosted tool whose `mcp_<key>_<tool>` is over 63 characters is offered by the
+ * CLI under a shortened name (its first 30 and last 30 characters around `...`): the policy allows
+ * it under that name and the driver reports it under the catalog's. A turn's `builtinTools.deny` is
+ * a policy file of its own, whose rules rank above anything the copied profile can allow (priority
+ * 999, given both as the first `--policy` and as the first `--admin-policy`, before the user's
+ * `adminPolicyPaths` again): a denied built-in is neither offered nor run, whatever the profile's
+ * `tools.allowed`, policy files or `adminPolicyPaths` say. Instructions are
  * written to `<clone>/.gemini/tether-instructions.md`, which `context.fileName` names, so the CLI
  * loads it as global context into the request's `systemInstruction`. The user's `settings.json`
  * is read as the CLI reads it: JSON with comments.
@@ -68,7 +74,10 @@ export interface Config {
    * process. The choice is logged once (Info); a `SpawnFailed` says what was tried.
    */
   readonly binary?: string
-  /** Default model (`-m`); a turn's `model` wins. Absent: the CLI's own default (`auto`, which adds a router request). */
+  /**
+   * Default model (`-m`); a turn's `model` wins. Absent: the CLI's own default (`auto`, which adds a
+   * router request). Part of threads' compatibility fingerprint (`sessionConfig`).
+   */
   readonly model?: string
   /**
    * Extra variables for the CLI, e.g. `GOOGLE_GEMINI_BASE_URL` or `GEMINI_API_KEY` (as
@@ -82,7 +91,8 @@ export interface Config {
   /**
    * `security.auth.selectedType` written into the clone's settings. Absent: the user's copied
    * value, else `gemini-api-key`. (Required in headless mode: with `GOOGLE_GEMINI_BASE_URL` set,
-   * the type derived from the environment is rejected with exit 41.)
+   * the type derived from the environment is rejected with exit 41.) Part of threads' compatibility
+   * fingerprint.
    */
   readonly authType?: string
   /**
@@ -90,7 +100,10 @@ export interface Config {
    * decides from the profile's `trustedFolders.json` and exits 55 in an untrusted folder.
    */
   readonly trustWorkspace?: boolean
-  /** `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`); absent: the CLI's default. */
+  /**
+   * `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`); absent: the CLI's default. Part of
+   * threads' compatibility fingerprint.
+   */
   readonly approvalMode?: "default" | "auto_edit" | "yolo" | "plan"
   /**
    * Attempts per model request (`general.maxAttempts` in the clone's settings, at most 10). The
@@ -165,11 +178,16 @@ export const instructionsFile: string = internal.instructionsFile
  * `prepare` fails with `ProtocolError` when a sandbox level or a fork is requested, the
  * layout's siblings are missing, the clone's settings are not a JSON object, or they already
  * declare an MCP server under the hosted key (`HostedToolsUnavailable`) or a definition
- * source's key. `parse` maps the stream-json protocol: `init` → `SessionStarted` (a resumed
- * session that comes back with another id fails with `ResumeRejected`), `message` user →
+ * source's key, or when two of the turn's hosted tools would reach the CLI under one name (it
+ * shortens names over 63 characters, `mcp_<key>_` included: `HostedToolsUnavailable`, naming
+ * both). Its `sessionConfig` (what enters threads' compatibility fingerprint) is `model`,
+ * `authType` and `approvalMode` (absent when none is set); never `env` or `binary`. `parse` maps
+ * the stream-json protocol: `init` → `SessionStarted` (a resumed session that comes back with
+ * another id fails with `ResumeRejected`), `message` user →
  * `Message`, assistant deltas → `TextDelta` (and the assembled assistant `Message` when a tool
  * call or the result closes it), `tool_use` / `tool_result` → `ToolCall` start / end (host
- * tools named `mcp_<hostedKey>_<tool>` come back as `<tool>` with source `host`), `error` →
+ * tools named `mcp_<hostedKey>_<tool>` come back as `<tool>` with source `host`, and so does a
+ * tool of the run whose name the CLI shortened, under the catalog's name), `error` →
  * `Notice`, `result` → `Usage` + `Terminal` (`ok` when `status` is `success`; the final text is
  * the assistant text after the last tool call). Unknown records and non-JSON lines become
  * `Notice`s. `classifyExit` turns "Error resuming session" into `ResumeRejected`.
@@ -236,7 +254,10 @@ export const driverConfig = (
 ): Effect.Effect<Driver.Driver, ConfigError.ConfigError> => Effect.map(EffectConfig.unwrap(config), driver)
 
 /**
- * The parser alone (what `driver(config).parse` is).
+ * The parser alone: what `driver(config).parse` is, except for a hosted tool whose name the CLI
+ * shortened (over 63 characters with `mcp_<key>_`): the driver knows the tools of the runs it
+ * prepared, this parser only those of a context that carries them (`hostedTools`), and otherwise
+ * reports the shortened name.
  *
  * @since 0.1.0
  * @category parsing

@@ -325,6 +325,54 @@ describe("Gemini.driver prepare", () => {
       expect(own(named)).toEqual([Path.join(configured, policyFile(named).path), "/etc/team-policies", "~/more.toml"])
     })))
 
+  it.effect("a turn's denied built-ins: a policy file of their own at priority 999, first --policy and first --admin-policy", () =>
+    run(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* clone({ adminPolicyPaths: ["/etc/team-admin"], policyPaths: ["/etc/team-policies"] })
+      yield* fs.makeDirectory(Path.join(dir, ".gemini", "policies"))
+      const inv = yield* prepare(
+        { binary: "gemini" },
+        request(dir, { builtinTools: { deny: ["run_shell_command", "read_file"] } })
+      )
+      const policies = inv.files.filter((f) => /^\.gemini\/tether-tools-[0-9a-f]{16}\.toml$/.test(f.path))
+      const denial = policies.find((f) => f.content.includes("run_shell_command"))!
+      const hostedFile = policies.find((f) => f !== denial)!
+      expect(Toml.parse(denial.content)).toEqual({
+        rule: [{ toolName: ["run_shell_command", "read_file"], decision: "deny", priority: 999 }]
+      })
+      expect(denial.mode).toBe(0o600)
+      expect(Toml.parse(hostedFile.content)).toEqual({
+        rule: [denyHosted, allowHosted(["close_issue", "lookup_issue"])]
+      })
+      const flags = (flag: string) => inv.args.flatMap((a, i) => inv.args[i - 1] === flag ? [a] : [])
+      expect(flags("--policy")).toEqual([
+        Path.join(dir, denial.path),
+        Path.join(dir, hostedFile.path),
+        "/etc/team-policies"
+      ])
+      expect(flags("--admin-policy")).toEqual([Path.join(dir, denial.path), "/etc/team-admin"])
+      // Without denied built-ins: one policy file, no admin policy (the user's own stay the CLI's to read).
+      const plain = yield* prepare({ binary: "gemini" }, request(dir, { builtinTools: { deny: [] } }))
+      expect(plain.args).not.toContain("--admin-policy")
+      expect(plain.files.filter((f) => f.path.startsWith(".gemini/tether-tools-"))).toHaveLength(1)
+    })))
+
+  it.effect("a hosted tool name Gemini shortens (from 53 characters) is allowed under Gemini's name", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      const at52 = "a".repeat(26) + "b".repeat(26)
+      const at53 = "c".repeat(27) + "d".repeat(26)
+      const inv = yield* prepare(
+        { binary: "gemini" },
+        request(dir, { hosted: { ...request(dir).hosted, tools: [at52, at53] } })
+      )
+      // mcp_tether_ + 53 characters is 64: the first 30 and the last 30 around "...".
+      const shortened = `mcp_tether_${at53}`.slice(0, 30) + "..." + `mcp_tether_${at53}`.slice(-30)
+      expect(policyOf(inv)).toEqual({
+        rule: [denyHosted, allowHosted([at52, shortened.slice("mcp_tether_".length)])]
+      })
+    })))
+
   it.effect("reads the user's settings as the CLI does: JSON with comments and trailing commas", () =>
     run(Effect.gen(function*() {
       const dir = yield* clone([

@@ -119,31 +119,99 @@ export const hostedEntry = (request: Driver.InvocationRequest): Json => ({
 })
 
 /**
- * The turn's hosted-tool allow-list as a policy file (given to the run with `--policy`): every
- * hosted tool is denied (a denied tool is not offered to the model) except the turn's tools, and
- * so is every built-in the turn's `builtinTools.deny` names.
- * The clone's `settings.json` is read by every run of the agent, so nothing of a turn goes
- * there; this file is named by its content, so a run never sees it change. The rules rank just
- * above the allow rule the CLI derives from the server's `trust` (user tier + 0.2): the user's
- * own exclusions (`tools.exclude`, `mcp.excluded`) and higher-priority policies still win.
+ * The run's hosted tools Gemini CLI names otherwise than `mcp_<key>_<tool>` (a long name it
+ * shortens): Gemini's name → the catalog's. Fails with `HostedToolsUnavailable` when two of the
+ * run's tools would reach the model under one name (neither the CLI nor the parser could tell
+ * them apart).
  *
  * @internal
  */
-export const renderToolPolicy = (request: Driver.InvocationRequest): Effect.Effect<Driver.MaterializedFile> =>
-  Effect.sync(() => {
+export const renamedTools = (
+  hosted: Driver.InvocationRequest["hosted"]
+): Effect.Effect<ReadonlyMap<string, string>, Driver.ProtocolError> =>
+  Effect.suspend(() => {
+    const renamed = parser.renaming(hosted)
+    return renamed instanceof Driver.ProtocolError ? Effect.fail(renamed) : Effect.succeed(renamed)
+  })
+
+/** A policy file named by its content: a run never sees it change, concurrent runs never share a changing file. */
+const policyFile = (rules: ReadonlyArray<{ readonly [key: string]: string | number | ReadonlyArray<string> }>) => {
+  const content = Toml.stringify({ rule: rules }) + "\n"
+  const digest = createHash("sha256").update(content).digest("hex").slice(0, 16)
+  return { path: toolPolicyPattern.replace("*", digest), content, mode: 0o600 } satisfies Driver.MaterializedFile
+}
+
+/**
+ * The turn's hosted-tool allow-list as a policy file (given to the run with `--policy`): every
+ * hosted tool is denied (a denied tool is not offered to the model) except the turn's tools.
+ * The clone's `settings.json` is read by every run of the agent, so nothing of a turn goes
+ * there; this file is named by its content, so a run never sees it change. The rules rank just
+ * above the allow rule the CLI derives from the server's `trust` (user tier + 0.2): the user's
+ * own exclusions (`tools.exclude`, `mcp.excluded`) and higher-priority policies still win (a
+ * policy that allows a hosted tool the turn leaves out only gets it offered: the run's gateway
+ * credential lists and calls the turn's tools only). A tool whose name Gemini shortens is allowed
+ * under the name Gemini gives it (a rule's `mcpName` + `toolName` is matched as
+ * `mcp_<mcpName>_<toolName>`, exactly); a key whose shortened names do not keep the
+ * `mcp_<key>_` prefix is refused.
+ *
+ * @internal
+ */
+export const renderToolPolicy = (
+  request: Driver.InvocationRequest
+): Effect.Effect<Driver.MaterializedFile, Driver.ProtocolError> =>
+  Effect.gen(function*() {
+    yield* renamedTools(request.hosted)
+    const prefix = `mcp_${request.hosted.key}_`
+    const names: Array<string> = []
+    for (const tool of request.hosted.tools) {
+      const name = parser.geminiToolName(request.hosted.key, tool)
+      if (!name.startsWith(prefix)) {
+        return yield* Effect.fail(
+          new Driver.ProtocolError({
+            reason: "HostedToolsUnavailable",
+            detail: `Gemini CLI names hosted tool "${tool}" "${name}", which no policy rule of server ` +
+              `"${request.hosted.key}" can allow`
+          })
+        )
+      }
+      names.push(name.slice(prefix.length))
+    }
     const rules: Array<{ readonly [key: string]: string | number | ReadonlyArray<string> }> = [
       { mcpName: request.hosted.key, toolName: "*", decision: "deny", priority: 210 }
     ]
-    if (request.hosted.tools.length > 0) {
-      rules.push({ mcpName: request.hosted.key, toolName: [...request.hosted.tools], decision: "allow", priority: 220 })
+    if (names.length > 0) {
+      rules.push({ mcpName: request.hosted.key, toolName: names, decision: "allow", priority: 220 })
     }
-    // The turn's denied built-ins (e.g. `run_shell_command`): not offered, refused if called.
-    const denied = request.builtinTools?.deny ?? []
-    if (denied.length > 0) rules.push({ toolName: [...denied], decision: "deny", priority: 230 })
-    const content = Toml.stringify({ rule: rules }) + "\n"
-    const digest = createHash("sha256").update(content).digest("hex").slice(0, 16)
-    return { path: toolPolicyPattern.replace("*", digest), content, mode: 0o600 }
+    return policyFile(rules)
   })
+
+/**
+ * The turn's denied built-ins (`builtinTools.deny`, e.g. `run_shell_command`) as a policy file of
+ * their own, `undefined` when there are none: not offered, refused if called, whatever the copied
+ * profile allows.
+ *
+ * Gemini CLI 0.61 (`policy/config.js`, `policy/policy-engine.js` in its core) ranks a rule at
+ * `tier + priority / 1000` (priority 0..999) and takes the first matching rule in descending rank
+ * (a stable sort: at a tie, the rule loaded first). Tiers: default 1, extension 2 (never allow),
+ * workspace 3 (workspace policies are off in 0.61), user 4, admin 5. Every `--policy` file is
+ * user tier, and so are the profile's `settings.json` rules: `tools.allowed` (+0.3), `tools.core`
+ * (+0.25), trusted servers (+0.2), saved "always allow" rules (+0.95), and the user's policy files
+ * (+0..0.999). At priority 999, first of the `--policy` paths, the deny outranks all of them, and
+ * wins a tie with a user rule at 999 (loaded after it). The admin tier outranks the user tier
+ * whatever the priority: the machine's system policies directory (an administrator's, left alone)
+ * and `adminPolicyPaths`, which a user's copied `settings.json` may set. So the same file is also
+ * given as the run's first `--admin-policy` (before the user's `adminPolicyPaths` again, which the
+ * flag replaces): at admin tier 5.999 only the system directory's own rules, loaded first, could
+ * tie it. When the system directory holds policies, the CLI ignores every admin policy path (the
+ * user's too) and the file's user-tier copy still holds. The clone's `settings.json` is shared by
+ * every run of the agent, so a turn's denial cannot go into its `tools.exclude`.
+ *
+ * @internal
+ */
+export const renderBuiltinPolicy = (request: Driver.InvocationRequest): Driver.MaterializedFile | undefined => {
+  const denied = request.builtinTools?.deny ?? []
+  return denied.length === 0 ? undefined : policyFile([{ toolName: [...denied], decision: "deny", priority: 999 }])
+}
 
 /**
  * An entry this driver rendered (this or an earlier agent on the same directory): a loopback
@@ -267,6 +335,15 @@ const readSettings = (request: Driver.InvocationRequest) =>
   )
 
 /**
+ * The admin policy paths the copied settings name (`--admin-policy` replaces them, so they are
+ * passed again after the run's own).
+ */
+const userAdminPolicyPaths = (settings: Json): ReadonlyArray<string> => {
+  const configured = settings["adminPolicyPaths"]
+  return Array.isArray(configured) ? configured.filter((p): p is string => typeof p === "string") : []
+}
+
+/**
  * The policy paths the CLI would read for the user (`--policy` replaces them, so they are passed
  * again): the `policyPaths` setting, else the user's policies directory when it exists.
  */
@@ -374,8 +451,17 @@ export const processSetup = (config: Config, request: Driver.InvocationRequest) 
     const settings = yield* renderSettings(config, request, current)
     const path = yield* Path.Path
     const policy = yield* renderToolPolicy(request)
-    const policies = [path.join(request.profileDir, policy.path), ...(yield* userPolicyPaths(request, current))]
+    const denial = renderBuiltinPolicy(request)
+    const denialPath = denial === undefined ? [] : [path.join(request.profileDir, denial.path)]
+    // The denial first: at a tie of rank, the rule loaded first wins (see `renderBuiltinPolicy`).
+    const policies = [
+      ...denialPath,
+      path.join(request.profileDir, policy.path),
+      ...(yield* userPolicyPaths(request, current))
+    ]
+    const adminPolicies = denial === undefined ? [] : [...denialPath, ...userAdminPolicyPaths(current)]
     const files: Array<Driver.MaterializedFile> = [{ path: settingsFile, content: settings, mode: 0o600 }, policy]
+    if (denial !== undefined) files.push(denial)
     if (request.instructions.length > 0) {
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
@@ -385,6 +471,7 @@ export const processSetup = (config: Config, request: Driver.InvocationRequest) 
     if (config.trustWorkspace !== false) options.push("--skip-trust")
     if (config.approvalMode !== undefined) options.push("--approval-mode", config.approvalMode)
     for (const file of policies) options.push("--policy", file)
+    for (const file of adminPolicies) options.push("--admin-policy", file)
     return {
       files,
       env: buildEnv(config, request, home, tmp),
@@ -428,14 +515,36 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
     : undefined
 }
 
+/**
+ * What enters threads' compatibility fingerprint (DESIGN §10): what decides the conversation a
+ * resumed session continues. The model (a session resumed on another model is another
+ * conversation), the authentication type (which backend holds and serves it: Gemini API, Vertex
+ * AI, a Google account) and the approval mode (what the CLI runs without asking: `plan` is read
+ * only). Never `env` (it may hold secrets: the key, a base URL with credentials in it; a proxy or
+ * a relocated endpoint serving the same model is not another conversation), nor the binary path,
+ * the trust flag, the retry bound or the live timeouts (how a process runs, not what it continues).
+ *
+ * @internal
+ */
+export const sessionConfig = (config: Config): { readonly [key: string]: unknown } | undefined => {
+  const out: { [key: string]: unknown } = {}
+  if (config.model !== undefined) out["model"] = config.model
+  if (config.authType !== undefined) out["authType"] = config.authType
+  if (config.approvalMode !== undefined) out["approvalMode"] = config.approvalMode
+  // None of them set: absent, as before the driver had one, so those agents' threads still resume.
+  return Object.keys(out).length === 0 ? undefined : out
+}
+
 /** @internal */
 export const driver = (config: Config = {}): Driver.Driver => {
   const binary = Binary.resolve(binarySpec, config.binary)
   const announce = Binary.announce("gemini", binary)
   const prepareTurn = prepare(config, binary)
+  const session = sessionConfig(config)
   return {
     name: "gemini",
     capabilities,
+    ...(session === undefined ? {} : { sessionConfig: session }),
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: parser.parse,
@@ -443,7 +552,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     injectedArguments,
     // Asked on live threads only (ACP `session/request_permission`); headless `-p` has no prompt to route.
     approvals: { live: true },
-    live: GeminiLive.live(config, binary, announce, processSetup),
+    live: GeminiLive.live(config, binary, announce, processSetup, (request) => parser.renamedOf(request.hosted)),
     install: "install it with `npm install @google/gemini-cli`"
   }
 }

@@ -15,7 +15,7 @@ import type { Config } from "../Gemini.js"
 import * as Acp from "./acp.js"
 import * as AcpMap from "./acpMap.js"
 import type * as Binary from "./binary.js"
-import { toolIdentity } from "./geminiParse.js"
+import { type Renamed, toolIdentity } from "./geminiParse.js"
 
 /**
  * The function name inside a Gemini CLI 0.61 tool call id. The CLI names every call
@@ -39,12 +39,15 @@ export const functionName = (toolCallId: string): string | undefined => {
 /**
  * Gemini's ACP tool calls carry no tool name (only a title for display): the name comes from
  * the call id, then maps exactly as in the one-shot parser (`mcp_<hostedKey>_<tool>` is the
- * hosted tool `<tool>`).
+ * hosted tool `<tool>`; a hosted tool Gemini renamed, one of `renamed`, is the catalog's).
  *
  * @internal
  */
-export const naming: AcpMap.Naming = (call, hostedKey) =>
-  toolIdentity(call.name ?? functionName(call.toolCallId) ?? call.title ?? "", hostedKey)
+export const namingWith = (renamed: Renamed): AcpMap.Naming => (call, hostedKey) =>
+  toolIdentity(call.name ?? functionName(call.toolCallId) ?? call.title ?? "", hostedKey, renamed)
+
+/** {@link namingWith} for a process without renamed hosted tools. @internal */
+export const naming: AcpMap.Naming = namingWith(new Map())
 
 /** The UTC minute as Gemini CLI writes it into a chat file's name (`2026-12-01T08-36`). @internal */
 export const minuteOf = (millis: number): string => new Date(millis).toISOString().slice(0, 16).replace(/:/g, "-")
@@ -102,7 +105,8 @@ export const live = (
   config: Config,
   binary: Binary.Binary,
   announce: Effect.Effect<void>,
-  processSetup: Setup
+  processSetup: Setup,
+  renamedOf: (request: Driver.InvocationRequest) => Renamed
 ): Driver.Live => {
   const options: Acp.Options = {
     naming,
@@ -142,6 +146,8 @@ export const live = (
         } satisfies Driver.Invocation
       }),
     // Core's approvals reach the agent's permission requests inside the ACP client itself.
-    attach: (channel, context) => Acp.attach(options, channel, context)
+    // The process serves one tool set (core reopens it for another), the request's.
+    attach: (channel, context) =>
+      Acp.attach({ ...options, naming: namingWith(renamedOf(context.request)) }, channel, context)
   }
 }

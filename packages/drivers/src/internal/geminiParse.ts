@@ -16,6 +16,8 @@ const num = (u: unknown): number | undefined => typeof u === "number" && Number.
  * reading of its record.
  */
 interface State {
+  /** The run's hosted tools Gemini renamed (looked up before the cache of identities). */
+  readonly renamed: Renamed
   sessionId: string | undefined
   model: string | undefined
   /** Assistant text since the last tool call (the candidate final text). */
@@ -31,7 +33,8 @@ interface State {
 }
 
 /** The state a run starts from (with its own map of calls). */
-const initial = (): State => ({
+const initial = (renamed: Renamed): State => ({
+  renamed,
   sessionId: undefined,
   model: undefined,
   segment: "",
@@ -45,11 +48,78 @@ const initial = (): State => ({
 /** The CLI's sanitization of an MCP server name inside a tool name. */
 const sanitize = (name: string): string => name.replace(/[^a-zA-Z0-9_\-.:]/g, "_")
 
+/**
+ * The run's hosted tools Gemini names otherwise than `mcp_<key>_<tool>` (it shortens a long name):
+ * Gemini's name → the catalog's (see `renaming`).
+ *
+ * @internal
+ */
+export type Renamed = ReadonlyMap<string, string>
+
+const noneRenamed: Renamed = new Map()
+
+/**
+ * The name Gemini CLI 0.61 gives tool `tool` of MCP server `server`, as its model and its policy
+ * engine see it (`generateValidName` in its core's `tools/mcp-tool.js`): `mcp_<server>_<tool>`,
+ * characters outside `[a-zA-Z0-9_\-.:]` replaced by `_`, and a name over 63 characters shortened
+ * to its first 30 and last 30 characters around `...`. A catalog name (`[A-Za-z0-9_.-]`, up to 128
+ * characters) is shortened from 53 characters on under the `tether` key.
+ *
+ * @internal
+ */
+export const geminiToolName = (server: string, tool: string): string => {
+  const joined = `${server}_${tool}`
+  let name = (joined.startsWith("mcp_") ? joined : `mcp_${joined}`).replace(/[^a-zA-Z0-9_\-.:]/g, "_")
+  if (/^[^a-zA-Z_]/.test(name)) name = `_${name}`
+  return name.length > 63 ? `${name.slice(0, 30)}...${name.slice(-30)}` : name
+}
+
+type HostedTools = { readonly key: string; readonly tools: ReadonlyArray<string> }
+
+/**
+ * The tools of `hosted` Gemini CLI names otherwise than `mcp_<key>_<tool>` (Gemini's name → the
+ * catalog's), or the `HostedToolsUnavailable` error when two would reach it under one name.
+ *
+ * @internal
+ */
+export const renaming = (hosted: HostedTools): ReadonlyMap<string, string> | Driver.ProtocolError => {
+  const byGeminiName = new Map<string, string>()
+  const renamed = new Map<string, string>()
+  for (const tool of hosted.tools) {
+    const name = geminiToolName(hosted.key, tool)
+    const other = byGeminiName.get(name)
+    if (other !== undefined && other !== tool) {
+      return new Driver.ProtocolError({
+        reason: "HostedToolsUnavailable",
+        detail: `hosted tools "${other}" and "${tool}" would both reach Gemini CLI as "${name}" ` +
+          `(it shortens a tool name over 63 characters, "mcp_${hosted.key}_" included, to its first and last 30): ` +
+          `give one of them a shorter or more distinct name, or leave one out of the turn's tools`
+      })
+    }
+    byGeminiName.set(name, tool)
+    if (name !== `mcp_${hosted.key}_${tool}`) renamed.set(name, tool)
+  }
+  return renamed
+}
+
+/** {@link renaming} of a tool set `prepare` or `live.open` accepted (so without a clash). @internal */
+export const renamedOf = (hosted: HostedTools): Renamed => {
+  const renamed = renaming(hosted)
+  return renamed instanceof Driver.ProtocolError ? noneRenamed : renamed
+}
+
+/** The renamed hosted tools of a run, from the tools its parse context carries. @internal */
+export const renamedInContext = (context: Driver.ParseContext): Renamed =>
+  context.hostedTools === undefined ? noneRenamed : renamedOf({ key: context.hostedKey, tools: context.hostedTools })
+
 /** @internal */
 export const toolIdentity = (
   toolName: string,
-  hostedKey: string
+  hostedKey: string,
+  renamed: Renamed = noneRenamed
 ): { readonly name: string; readonly source: "host" | "mcp" | "builtin" } => {
+  const catalogName = renamed.size === 0 ? undefined : renamed.get(toolName)
+  if (catalogName !== undefined) return { name: catalogName, source: "host" }
   const hostedPrefix = `mcp_${sanitize(hostedKey)}_`
   if (toolName.startsWith(hostedPrefix)) return { name: toolName.slice(hostedPrefix.length), source: "host" }
   if (toolName.startsWith("mcp_")) return { name: toolName, source: "mcp" }
@@ -154,7 +224,10 @@ export const step = (
       const toolName = str(record["tool_name"]) ?? ""
       let identity = state.lastIdentity
       if (identity === undefined || toolName !== state.lastToolName) {
-        identity = identityOf(toolName, context.hostedKey)
+        const catalogName = state.renamed.size === 0 ? undefined : state.renamed.get(toolName)
+        identity = catalogName === undefined
+          ? identityOf(toolName, context.hostedKey)
+          : { name: catalogName, source: "host" }
         state.lastToolName = toolName
         state.lastIdentity = identity
       }
@@ -212,8 +285,22 @@ export const step = (
   }
 }
 
-/** @internal */
-export const parse: Driver.Driver["parse"] = Driver.parseFromLines((context) => {
-  const state = initial()
-  return (line) => step(state, line, context)
-})
+/**
+ * The parser of a run whose hosted tools Gemini renamed as `renamed` says (`renamedOf` is asked
+ * once per run, with its context).
+ *
+ * @internal
+ */
+export const parseWith = (renamedOf: (context: Driver.ParseContext) => Renamed): Driver.Driver["parse"] =>
+  Driver.parseFromLines((context) => {
+    const state = initial(renamedOf(context))
+    return (line) => step(state, line, context)
+  })
+
+/**
+ * The parser of a run whose renamed hosted tools are known from its context (without the run's
+ * tools in it, a shortened name is reported as Gemini gives it).
+ *
+ * @internal
+ */
+export const parse: Driver.Driver["parse"] = parseWith(renamedInContext)
