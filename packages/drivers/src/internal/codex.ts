@@ -262,15 +262,40 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     } satisfies Driver.Invocation
   })
 
+/**
+ * What enters threads' compatibility fingerprint (DESIGN §10): what decides the conversation a
+ * resumed session continues. The model, the model provider by its id and name (another provider
+ * serves another conversation; its base URL is where it is reached, and its key is a secret), and
+ * the settings merged into the clone's `config.toml` (they are the materialized settings). Never
+ * `env`, the binary or the reconnect bound. Absent when none is set, as before the driver had one,
+ * so those agents' threads still resume.
+ *
+ * @internal
+ */
+export const sessionConfig = (config: Config): { readonly [key: string]: unknown } | undefined => {
+  const out: { [key: string]: unknown } = {}
+  if (config.model !== undefined) out["model"] = config.model
+  if (config.modelProvider !== undefined) {
+    out["modelProvider"] = {
+      id: config.modelProvider.id,
+      ...(config.modelProvider.name === undefined ? {} : { name: config.modelProvider.name })
+    }
+  }
+  if (config.settings !== undefined) out["settings"] = config.settings
+  return Object.keys(out).length === 0 ? undefined : out
+}
+
 /** @internal */
 export const driver = (config: Config = {}): Driver.Driver => {
   const binary = Binary.resolve(binarySpec, config.binary)
   const announce = Binary.announce("codex", binary)
   const prepareTurn = prepare(config, binary)
   const materializeRun = materialize(config, binary)
+  const session = sessionConfig(config)
   return {
     name: "codex",
     capabilities,
+    ...(session === undefined ? {} : { sessionConfig: session }),
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: parser.parseWith({ maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),

@@ -188,6 +188,20 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
     ? new Driver.ProtocolError({ reason: "ResumeRejected", detail: `no Cursor session ${info.session.id}` })
     : undefined
 
+/**
+ * What enters threads' compatibility fingerprint (DESIGN §10): the model and `force` (what the
+ * CLI runs without asking). Never `env`, the binary or the data directory (where chats are kept,
+ * not what they are). Absent when none is set, so those agents' threads still resume.
+ *
+ * @internal
+ */
+export const sessionConfig = (config: Config): { readonly [key: string]: unknown } | undefined => {
+  const out: { [key: string]: unknown } = {}
+  if (config.model !== undefined) out["model"] = config.model
+  if (config.force === true) out["force"] = true
+  return Object.keys(out).length === 0 ? undefined : out
+}
+
 /** @internal */
 export const driver = (config: Config = {}): Driver.Driver => {
   // Cursor's CLI is not published on npm: the `binary` option, else `agent` on the PATH.
@@ -200,9 +214,11 @@ export const driver = (config: Config = {}): Driver.Driver => {
     : { command: config.binary, prefix: config.binaryArgs ?? [], source: "the `binary` option" }
   const announce = Binary.announce("cursor", binary)
   const prepareTurn = prepare(config, binary)
+  const session = sessionConfig(config)
   return {
     name: "cursor",
     capabilities,
+    ...(session === undefined ? {} : { sessionConfig: session }),
     layout,
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: parser.parse,
