@@ -57,6 +57,11 @@ describe("Mcp.validate", () => {
   it("refuses the hosted key in any case and malformed keys", () => {
     expect(reason(Mcp.stdio("tether", "node"))).toBe("ReservedKey")
     expect(reason(Mcp.http("Tether", "http://127.0.0.1:1/mcp"))).toBe("ReservedKey")
+    // CLIs would name their tools as hosted ones (`mcp_tether_x_<tool>`, `mcp__tether__x__<tool>`).
+    for (const key of ["tether_x", "TETHER__x", "tether_approval"]) {
+      expect(reason(Mcp.stdio(key, "node"))).toBe("ReservedKey")
+    }
+    for (const key of ["tether-x", "tetherx", "x_tether"]) expect(reason(Mcp.stdio(key, "node"))).toBeUndefined()
     for (const key of ["", "a b", "a.b", "x".repeat(65), "é"]) expect(reason(Mcp.stdio(key, "node"))).toBe("InvalidKey")
   })
 

@@ -99,6 +99,26 @@ describe("Claude.parse on recorded 2.1.197 fixtures", () => {
       }
     }))
 
+  it.effect("a call is the host's only when it names one of the run's hosted tools", () =>
+    Effect.gen(function*() {
+      // A server of the copied profile named `tether__x` names its tools as hosted ones would be.
+      const record = (id: string, name: string) =>
+        JSON.stringify({
+          type: "assistant",
+          message: { role: "assistant", content: [{ type: "tool_use", id, name, input: {} }] }
+        })
+      const calls = (hostedTools?: ReadonlyArray<string>) =>
+        Effect.map(
+          run([record("a", "mcp__tether__x__lookup"), record("b", "mcp__tether__issue_lookup")], {
+            ...(hostedTools === undefined ? {} : { hostedTools })
+          }),
+          (result) => ok(result).flatMap((o) => o._tag === "ToolCall" ? [[o.name, o.source]] : [])
+        )
+      expect(yield* calls(["issue.lookup"])).toEqual([["x__lookup", "mcp"], ["issue.lookup", "host"]])
+      // Without the run's tools (a third-party caller's context): by the prefix alone, as before.
+      expect(yield* calls()).toEqual([["x__lookup", "host"], ["issue_lookup", "host"]])
+    }))
+
   it.effect("a tool that answers isError ends with isError and its text", () =>
     Effect.gen(function*() {
       const out = ok(yield* run(lines(`${fixtures}/mcp-reject.jsonl`)))

@@ -67,6 +67,23 @@ describe("Gemini.parse (recorded fixtures)", () => {
       expect(out.at(-1)).toBe(terminal)
     }))
 
+  it.effect("a call is the host's only when it names one of the run's hosted tools", () =>
+    Effect.gen(function*() {
+      // A server of the copied profile named `echo_x` names its tools `mcp_echo_x_<tool>`.
+      const use = (id: string, name: string) =>
+        JSON.stringify({ type: "tool_use", timestamp: "t", tool_name: name, tool_id: id, parameters: {} })
+      const calls = (hostedTools?: ReadonlyArray<string>) =>
+        Effect.map(
+          outputs([use("a", "mcp_echo_x_lookup"), use("b", "mcp_echo_echo")], {
+            ...context(),
+            ...(hostedTools === undefined ? {} : { hostedTools })
+          }),
+          (out) => out.flatMap((o) => o._tag === "ToolCall" ? [[o.name, o.source]] : [])
+        )
+      expect(yield* calls(["echo"])).toEqual([["mcp_echo_x_lookup", "mcp"], ["echo", "host"]])
+      expect(yield* calls()).toEqual([["x_lookup", "host"], ["echo", "host"]])
+    }))
+
   it.effect("a host tool round trip: start and end carry the catalog name, input and output", () =>
     Effect.gen(function*() {
       const out = yield* outputs(fixture("tool.jsonl"))

@@ -160,6 +160,17 @@ export const validate = (
   if (key.toLowerCase() === `${hostedKey.toLowerCase()}_approval`) {
     return fail(key, "ReservedKey", `${JSON.stringify(`${hostedKey}_approval`)} is the approver tool's key`)
   }
+  // CLIs name a tool `mcp_<key>_<tool>` (Gemini) or `mcp__<key>__<tool>` (Claude Code): under a key
+  // that starts with the hosted key and `_`, a source's tools would be named as hosted tools.
+  if (key.toLowerCase().startsWith(`${hostedKey.toLowerCase()}_`)) {
+    return fail(
+      key,
+      "ReservedKey",
+      `keys starting with ${
+        JSON.stringify(`${hostedKey}_`)
+      } are reserved: a CLI would name their tools as the hosted tools`
+    )
+  }
   if (source.tools !== undefined) {
     if (!Array.isArray(source.tools) || source.tools.some((name) => typeof name !== "string" || name === "")) {
       return fail(key, "InvalidKey", "tools must be non-empty tool names")

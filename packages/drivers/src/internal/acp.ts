@@ -178,7 +178,10 @@ export const attach = (
           AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
           context.hostedKey
         )
-      if (identity.source === "host" || (identity.source === "mcp" && declared(identity.name))) {
+      // Named as a hosted tool and one of the process's hosted tools: a server of the agent's own
+      // configuration named like the hosted key (`tether__x`) is not the host's.
+      const hosted = identity.source === "host" && request.hosted.tools.includes(identity.name)
+      if (hosted || (identity.source === "mcp" && declared(identity.name))) {
         return Effect.succeed(AcpApproval.allowHosted)
       }
       return approve === undefined

@@ -105,8 +105,10 @@ const toolOf = (providerName: string, hostedKey: string, hostedTools: ReadonlyAr
     // The CLI names a tool as `toolName` rewrites it: the catalog's name is the one rewritten so.
     const catalogName = hostedTools === undefined || hostedTools.includes(name)
       ? name
-      : hostedTools.find((tool) => toolName(tool) === name) ?? name
-    return { name: catalogName, source: "host" as const }
+      : hostedTools.find((tool) => toolName(tool) === name)
+    // Not one of the run's hosted tools: a server of the copied profile named like the hosted key
+    // and `__` (`tether__x`) names its tools `mcp__tether__x__<tool>` too.
+    if (catalogName !== undefined) return { name: catalogName, source: "host" as const }
   }
   if (providerName.startsWith("mcp__")) {
     const separator = providerName.indexOf("__", 6)

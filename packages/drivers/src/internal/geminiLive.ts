@@ -15,7 +15,7 @@ import type { Config } from "../Gemini.js"
 import * as Acp from "./acp.js"
 import * as AcpMap from "./acpMap.js"
 import type * as Binary from "./binary.js"
-import { type Renamed, toolIdentity } from "./geminiParse.js"
+import { onlyHosted, type Renamed, toolIdentity } from "./geminiParse.js"
 
 /**
  * The function name inside a Gemini CLI 0.61 tool call id. The CLI names every call
@@ -43,8 +43,11 @@ export const functionName = (toolCallId: string): string | undefined => {
  *
  * @internal
  */
-export const namingWith = (renamed: Renamed): AcpMap.Naming => (call, hostedKey) =>
-  toolIdentity(call.name ?? functionName(call.toolCallId) ?? call.title ?? "", hostedKey, renamed)
+export const namingWith =
+  (renamed: Renamed, hostedTools?: ReadonlyArray<string>): AcpMap.Naming => (call, hostedKey) => {
+    const name = call.name ?? functionName(call.toolCallId) ?? call.title ?? ""
+    return onlyHosted(toolIdentity(name, hostedKey, renamed), name, hostedTools)
+  }
 
 /** {@link namingWith} for a process without renamed hosted tools. @internal */
 export const naming: AcpMap.Naming = namingWith(new Map())
@@ -148,6 +151,10 @@ export const live = (
     // Core's approvals reach the agent's permission requests inside the ACP client itself.
     // The process serves one tool set (core reopens it for another), the request's.
     attach: (channel, context) =>
-      Acp.attach({ ...options, naming: namingWith(renamedOf(context.request)) }, channel, context)
+      Acp.attach(
+        { ...options, naming: namingWith(renamedOf(context.request), context.request.hosted.tools) },
+        channel,
+        context
+      )
   }
 }

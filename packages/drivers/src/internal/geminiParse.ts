@@ -112,6 +112,22 @@ export const renamedOf = (hosted: HostedTools): Renamed => {
 export const renamedInContext = (context: Driver.ParseContext): Renamed =>
   context.hostedTools === undefined ? noneRenamed : renamedOf({ key: context.hostedKey, tools: context.hostedTools })
 
+/**
+ * A tool named as a hosted one that is not one of the run's hosted tools (`hostedTools`, when
+ * known) is another server's: a server of the copied profile whose name starts with the hosted
+ * key and `_` (`tether_x`) names its tools `mcp_tether_x_<tool>` too.
+ *
+ * @internal
+ */
+export const onlyHosted = (
+  identity: ReturnType<typeof toolIdentity>,
+  toolName: string,
+  hostedTools: ReadonlyArray<string> | undefined
+): ReturnType<typeof toolIdentity> =>
+  identity.source === "host" && hostedTools !== undefined && !hostedTools.includes(identity.name)
+    ? { name: toolName, source: "mcp" }
+    : identity
+
 /** @internal */
 export const toolIdentity = (
   toolName: string,
@@ -226,7 +242,7 @@ export const step = (
       if (identity === undefined || toolName !== state.lastToolName) {
         const catalogName = state.renamed.size === 0 ? undefined : state.renamed.get(toolName)
         identity = catalogName === undefined
-          ? identityOf(toolName, context.hostedKey)
+          ? onlyHosted(identityOf(toolName, context.hostedKey), toolName, context.hostedTools)
           : { name: catalogName, source: "host" }
         state.lastToolName = toolName
         state.lastIdentity = identity
