@@ -441,6 +441,8 @@ describe("Claude agent end to end (real CLI)", () => {
         Effect.scoped,
         Effect.provide([BothLive, Harness.layer])
       )
+      // The tag first: a turn that ran would fail with its whole Result printed.
+      expect(error._tag).toBe("RunError")
       expect(error).toMatchObject({ _tag: "RunError", reason: "PrepareFailed" })
       expect((error as AgentError.RunError).detail).toContain("\"issue.lookup\" and \"issue_lookup\" alike")
       expect(yield* server.messages).toHaveLength(0)
