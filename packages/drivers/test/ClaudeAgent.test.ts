@@ -19,6 +19,7 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs/promises"
+import { Clashing, ClashingLive, Dotted, dottedCalls, DottedLive } from "./DottedTools.js"
 
 const LookupIssue = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
@@ -366,18 +367,6 @@ describe("Claude agent end to end (real CLI)", () => {
     }).pipe(Effect.scoped), 60_000)
 
   // Claude Code turns each character of an MCP tool's name outside [A-Za-z0-9_-] into `_`.
-  const DottedLookup = Tool.make("issue.lookup", {
-    description: "Look up one issue by key.",
-    input: { key: Schema.String },
-    output: Schema.Struct({ title: Schema.String }),
-    revision: "issue.lookup/v1"
-  })
-  const Dotted = Toolkit.make(DottedLookup)
-  const dottedCalls: Array<string> = []
-  const DottedLive = Dotted.toLayer({
-    "issue.lookup": ({ key }) => Effect.sync(() => (dottedCalls.push(key), { title: `Title of ${key}` }))
-  })
-
   it.live(
     "a hosted tool whose name holds a '.' is allowed, runs, and its events carry the catalog's name",
     () =>
@@ -413,18 +402,6 @@ describe("Claude agent end to end (real CLI)", () => {
     90_000
   )
 
-  const Underscored = Tool.make("issue_lookup", {
-    description: "Look up one issue by key, again.",
-    input: { key: Schema.String },
-    output: Schema.Struct({ title: Schema.String }),
-    revision: "issue_lookup/v1"
-  })
-  const Both = Toolkit.make(DottedLookup, Underscored)
-  const BothLive = Both.toLayer({
-    "issue.lookup": ({ key }) => Effect.succeed({ title: key }),
-    issue_lookup: ({ key }) => Effect.succeed({ title: key })
-  })
-
   it.live("two hosted tools the CLI would name alike are refused before it starts", () =>
     Effect.gen(function*() {
       const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("never") })
@@ -432,14 +409,14 @@ describe("Claude agent end to end (real CLI)", () => {
       const error = yield* Effect.gen(function*() {
         const agent = yield* Agent.make({
           driver: driverFor(server),
-          definition: { instructions: "", skills: [], tools: Both },
+          definition: { instructions: "", skills: [], tools: Clashing },
           workspace: sandbox.workspace,
           profile: sandbox.selection
         })
         return yield* Effect.flip(agent.run("Look up ISSUE-1."))
       }).pipe(
         Effect.scoped,
-        Effect.provide([BothLive, Harness.layer])
+        Effect.provide([ClashingLive, Harness.layer])
       )
       // The tag first: a turn that ran would fail with its whole Result printed.
       expect(error._tag).toBe("RunError")

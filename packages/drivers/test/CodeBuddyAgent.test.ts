@@ -20,6 +20,7 @@ import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { Dotted, dottedCalls, DottedLive } from "./DottedTools.js"
 
 const LookupIssue = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
@@ -388,18 +389,6 @@ describe("CodeBuddy agent end to end (real CLI)", () => {
   )
 
   // CodeBuddy Code names MCP tools as Claude Code does: each character outside [A-Za-z0-9_-] becomes `_`.
-  const DottedLookup = Tool.make("issue.lookup", {
-    description: "Look up one issue by key.",
-    input: { key: Schema.String },
-    output: Schema.Struct({ title: Schema.String }),
-    revision: "issue.lookup/v1"
-  })
-  const Dotted = Toolkit.make(DottedLookup)
-  const dottedCalls: Array<string> = []
-  const DottedLive = Dotted.toLayer({
-    "issue.lookup": ({ key }) => Effect.sync(() => (dottedCalls.push(key), { title: `Title of ${key}` }))
-  })
-
   it.live(
     "a hosted tool whose name holds a '.' is allowed, runs, and its events carry the catalog's name",
     () =>

@@ -5,31 +5,10 @@
  * provider is not resumed on another. No process is started.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Agent } from "@tether/core"
-import type * as Driver from "@tether/core/Driver"
 import { Codex, Cursor } from "@tether/drivers"
-import { Harness } from "@tether/testing"
-import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-
-/** The fingerprints of agents on one sandbox, one per driver. */
-const fingerprints = (drivers: ReadonlyArray<Driver.Driver>) =>
-  Effect.gen(function*() {
-    const sandbox = yield* Harness.sandbox
-    const out: Array<string> = []
-    for (const driver of drivers) {
-      const agent = yield* Agent.make({
-        driver,
-        definition: { instructions: "", tools: Toolkit.empty },
-        workspace: sandbox.workspace,
-        profile: sandbox.selection,
-        live: { threads: false }
-      })
-      out.push(agent.fingerprint)
-    }
-    return out
-  }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+import { fingerprints } from "./Fingerprints.js"
 
 const provider = (id: string, baseUrl: string, key: string): Codex.ModelProvider => ({
   id,

@@ -12,31 +12,17 @@ import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import { fingerprints } from "./Fingerprints.js"
 
 const env = (url: string, key: string) => ({ GOOGLE_GEMINI_BASE_URL: url, GEMINI_API_KEY: Redacted.make(key) })
 
 /** The fingerprints of agents on one sandbox, one per driver configuration. */
-const fingerprints = (configs: ReadonlyArray<Gemini.Config>) =>
-  Effect.gen(function*() {
-    const sandbox = yield* Harness.sandbox
-    const out: Array<string> = []
-    for (const config of configs) {
-      const agent = yield* Agent.make({
-        driver: Gemini.driver(config),
-        definition: { instructions: "", tools: Toolkit.empty },
-        workspace: sandbox.workspace,
-        profile: sandbox.selection,
-        live: { threads: false }
-      })
-      out.push(agent.fingerprint)
-    }
-    return out
-  }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+const fingerprintsOf = (configs: ReadonlyArray<Gemini.Config>) => fingerprints(configs.map((c) => Gemini.driver(c)))
 
 describe("Gemini compatibility fingerprint", () => {
   it.live("differs by the driver's model, auth type and approval mode; not by env, binary or bounds", () =>
     Effect.gen(function*() {
-      const [a, b, sameA, authType, approval, bare, bareAgain] = yield* fingerprints([
+      const [a, b, sameA, authType, approval, bare, bareAgain] = yield* fingerprintsOf([
         { model: "model-a", env: env("http://127.0.0.1:1", "key-1") },
         { model: "model-b", env: env("http://127.0.0.1:1", "key-1") },
         // Another endpoint, another key, another binary, other bounds: the same conversation.

@@ -70,8 +70,8 @@ const toolOutput = (text: string): unknown => {
   return parts.join("\n")
 }
 
-/** The failed terminal of a turn the CLI stopped without ending. */
-const gaveUp = (state: claude.State, error: string, record: claude.Json): Output => ({
+/** The failed terminal of a turn the CLI ended (or stopped) without a `result` record. */
+const failed = (state: claude.State, error: string, record: claude.Json): Output => ({
   _tag: "Terminal",
   ok: false,
   text: undefined,
@@ -111,16 +111,7 @@ const records = () => {
           return new Driver.ProtocolError({ reason: "ResumeRejected", detail: error })
         }
         // Printed instead of a `result` record, and the CLI exits: it ends the turn.
-        return [{
-          _tag: "Terminal",
-          ok: false,
-          text: undefined,
-          usage: undefined,
-          model: state.model,
-          session: state.sessionId,
-          error,
-          raw: record
-        }]
+        return [failed(state, error, record)]
       }
       case "assistant": {
         const message = claude.isRecord(record["message"]) ? record["message"] : {}
@@ -132,7 +123,7 @@ const records = () => {
           if (missingTools < toolNotFoundBeforeStall) return [report]
           return [
             report,
-            gaveUp(
+            failed(
               state,
               `${text} (CodeBuddy Code gave up after the model called a tool it does not have ${missingTools} times)`,
               record
@@ -149,7 +140,7 @@ const records = () => {
         if (errorReports < errorReportsBeforeStall) return [report]
         return [
           report,
-          gaveUp(state, `${text} (CodeBuddy Code gave up after ${errorReports} failed model requests)`, record)
+          failed(state, `${text} (CodeBuddy Code gave up after ${errorReports} failed model requests)`, record)
         ]
       }
       default:
