@@ -157,6 +157,25 @@ describe("ACP tool naming per agent", () => {
     })
   })
 
+  it("held to the process's hosted tools: their catalog names; another server named like the key is not the host", () => {
+    const meta = (toolName: string) => ({ claudeCode: { toolName } })
+    const naming = AcpMap.hostedNaming(AcpMap.claudeNaming, ["issue.lookup", "echo"])
+    // Claude Code names `issue.lookup` `mcp__tether__issue_lookup`.
+    expect(naming(info({ meta: meta("mcp__tether__issue_lookup") }), "tether")).toEqual({
+      name: "issue.lookup",
+      source: "host"
+    })
+    expect(naming(info({ meta: meta("mcp__tether__echo") }), "tether")).toEqual({ name: "echo", source: "host" })
+    // A server `tether__x` of the agent's own configuration.
+    expect(naming(info({ name: "mcp__tether__x__find", meta: meta("mcp__tether__x__find") }), "tether")).toEqual({
+      name: "mcp__tether__x__find",
+      source: "mcp"
+    })
+    expect(naming(info({ meta: meta("Bash") }), "tether")).toEqual({ name: "Bash", source: "builtin" })
+    // Without the process's tools: as the agent's naming says.
+    expect(AcpMap.hostedNaming(AcpMap.claudeNaming, undefined)).toBe(AcpMap.claudeNaming)
+  })
+
   it("codex-acp: MCP calls by their {server, tool} input; the title is only for display", () => {
     const mcp = (server: string) =>
       info({ title: `Tool: ${server}/echo`, input: { server, tool: "echo", arguments: {} } })

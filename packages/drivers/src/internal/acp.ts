@@ -91,7 +91,8 @@ export const attach = (
   Effect.gen(function*() {
     const request = context.request
     const run = yield* FiberSet.makeRuntimePromise<never, unknown, unknown>()
-    const mapper = AcpMap.makeMapper(context.hostedKey, options.naming)
+    const naming = AcpMap.hostedNaming(options.naming, request.hosted.tools)
+    const mapper = AcpMap.makeMapper(context.hostedKey, naming)
     /** Where the running turn's outputs go; `undefined` between turns (their updates are dropped). */
     let current: Mailbox.Mailbox<Driver.Output, Driver.ProtocolError> | undefined = undefined
     const deliver = (outputs: Driver.Output | ReadonlyArray<Driver.Output>): void => {
@@ -173,15 +174,14 @@ export const attach = (
     const approve = context.approve
     const decide = (params: Acp.RequestPermissionRequest): Effect.Effect<AcpApproval.Decision> => {
       const call = params.toolCall
+      // A call is the host's only when it is one of the process's hosted tools (`hostedNaming`): a
+      // server of the agent's own configuration named like the hosted key (`tether__x`) is not.
       const identity = mapper.identity(call.toolCallId) ??
-        options.naming(
+        naming(
           AcpMap.infoOf(call as unknown as { readonly [key: string]: unknown }, call.toolCallId),
           context.hostedKey
         )
-      // Named as a hosted tool and one of the process's hosted tools: a server of the agent's own
-      // configuration named like the hosted key (`tether__x`) is not the host's.
-      const hosted = identity.source === "host" && request.hosted.tools.includes(identity.name)
-      if (hosted || (identity.source === "mcp" && declared(identity.name))) {
+      if (identity.source === "host" || (identity.source === "mcp" && declared(identity.name))) {
         return Effect.succeed(AcpApproval.allowHosted)
       }
       return approve === undefined

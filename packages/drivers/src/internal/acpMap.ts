@@ -185,6 +185,24 @@ const quiet = new Set([
   "usage_update"
 ])
 
+/**
+ * `naming` held to the process's hosted tools (when known): a call named as a hosted tool is the
+ * host's only when it is one of them, by its catalog name or by the name the agent's CLI gives it
+ * (Claude Code, under claude-agent-acp, turns each character outside `[A-Za-z0-9_-]` into `_`);
+ * else it is another server's (one of the agent's own configuration named like the hosted key).
+ *
+ * @internal
+ */
+export const hostedNaming = (naming: Naming, hostedTools: ReadonlyArray<string> | undefined): Naming =>
+  hostedTools === undefined ? naming : (call, hostedKey) => {
+    const identity = naming(call, hostedKey)
+    if (identity.source !== "host" || hostedTools.includes(identity.name)) return identity
+    const catalogName = hostedTools.find((tool) => tool.replace(/[^A-Za-z0-9_-]/g, "_") === identity.name)
+    return catalogName !== undefined
+      ? { name: catalogName, source: "host" }
+      : { name: call.name ?? identity.name, source: "mcp" }
+  }
+
 /** A fresh mapper for one session. @internal */
 export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
   // Per turn; mutated in place (a copy per update would cost as much as the turn so far).
@@ -399,7 +417,7 @@ export const classify = <R>(line: string, on: LineHandlers<R>): R => {
  */
 export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
   Driver.parseFromLines((context) => {
-    const mapper = makeMapper(context.hostedKey, naming)
+    const mapper = makeMapper(context.hostedKey, hostedNaming(naming, context.hostedTools))
     const resumed = context.session._tag === "Resume" ? context.session.id : undefined
     const on: LineHandlers<Driver.LineOutputs> = {
       blank: () => none,
