@@ -135,8 +135,9 @@ export interface Config {
   /**
    * Extra variables for the agent (secrets as `Redacted`, unwrapped only for the spawn). The
    * driver sets each of `layout.selectorEnv` to the execution clone, `HOME` and `TMPDIR` to the
-   * clone's `home` / `tmp` siblings when the layout declares them; those win. The hosted token
-   * variable is never passed to the agent (the token goes in `session/new`).
+   * clone's `home` / `tmp` siblings when the layout declares them; those win. A variable of this
+   * option or of the host never sets the hosted token variable: core sets it to the process's own
+   * token (a live process also gets the session's token, see {@link Config.headerSecrets}).
    */
   readonly env?: { readonly [name: string]: string | Redacted.Redacted<string> }
   /** Names of host variables passed through unchanged when set (besides `PATH`, `LANG`, `LC_ALL`, `TZ`). */
@@ -149,6 +150,17 @@ export interface Config {
    * runner is told which one by name); with another function they are denied there.
    */
   readonly naming?: ToolNaming
+  /**
+   * How the secret MCP header values (the hosted tools' session token, an MCP source's
+   * `bearerTokenEnv`) reach the agent. `inline`: their values in `session/new`. `environment`:
+   * `Authorization: Bearer ${VAR}` references in `session/new`, the values in the agent's
+   * environment (the hosted token under the token variable's name plus `_S`, a source's under its
+   * `bearerTokenEnv`), for agents that put the headers on a command line, where any local user
+   * reads them: claude-agent-acp passes them to Claude Code as `--mcp-config`, and Claude Code
+   * expands the references from its environment. Default `environment` with {@link claudeNaming},
+   * else `inline`.
+   */
+  readonly headerSecrets?: "inline" | "environment"
   /**
    * Declared `resume` capability (default `true`); a resume still fails with `ResumeRejected`
    * when the agent's `initialize` does not offer `loadSession`.

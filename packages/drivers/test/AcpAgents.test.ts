@@ -49,6 +49,8 @@ interface Subject {
   readonly reasons: boolean
   /** The adapter answers the first prompt after a cancel with the cancelled turn's leftover. */
   readonly emptyTurnAfterCancel: boolean
+  /** The hosted token reaches the agent in its environment (`headerSecrets: "environment"`). */
+  readonly tokenInEnvironment: boolean
 }
 
 /**
@@ -128,6 +130,7 @@ const claudeSubject = Effect.gen(function*() {
     denialCancels: false,
     naming: AcpMap.claudeNaming,
     emptyTurnAfterCancel: true,
+    tokenInEnvironment: true,
     reasons: false,
     reportsUsage: true
   } satisfies Subject
@@ -181,6 +184,7 @@ const codexSubject = Effect.gen(function*() {
     denialCancels: true,
     naming: AcpMap.codexNaming,
     emptyTurnAfterCancel: false,
+    tokenInEnvironment: false,
     reasons: true,
     reportsUsage: false
   } satisfies Subject
@@ -471,15 +475,18 @@ const approvals = (mode: "live" | "oneShot") => (make: Effect.Effect<Subject, un
       const pids = [...first, ...second].flatMap((e) => e._tag === "ProcessStarted" ? [e.pid] : [])
       expect(new Set(pids).size).toBe(mode === "live" ? 1 : 2)
       if (mode === "oneShot") {
-        // The turn runner keeps both of the run's tokens from the agent it spawns: the hosted one
-        // goes to it only inside session/new, the approver's never. The agent's shell lists what
-        // it was given (core's marker is passed on, so the listing is of the agent's environment).
+        // The turn runner keeps the run's tokens from the agent it spawns: the hosted one goes to
+        // it inside session/new (codex-acp) or, for claude-agent-acp, whose headers reach a command
+        // line, under the session token variable (`_S`) its header references; the approver's
+        // never. The agent's shell lists what it was given (core's marker is passed on, so the
+        // listing is of the agent's environment).
         const listed = Array.from(yield* Stream.runCollect(agent.stream("list it [env]")))
         expect(listed.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
         const names = Fs.readFileSync(Path.join(sandbox.workspace, "env.txt"), "utf8").split("\n")
           .map((line) => line.split("=")[0])
         expect(names).toContain("TETHER_AGENT_MARKER")
-        expect(names.filter((name) => name?.startsWith("TETHER_MCP_"))).toEqual([])
+        const tokens = names.filter((name) => name?.startsWith("TETHER_MCP_"))
+        expect(tokens.map((name) => name?.endsWith("_S"))).toEqual(subject.tokenInEnvironment ? [true] : [])
       }
       return agent.marker
     }).pipe(
@@ -583,7 +590,7 @@ const adapterSuite = (subject: Effect.Effect<Subject, unknown, Scope.Scope>) => 
     90_000
   )
   it.live(
-    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not; the agent gets neither token in its environment",
+    "approvals on one-shot runs: the turn runner asks through the approver tool; allowed runs, denied does not; the agent never gets the approver's token, the hosted one only where its headers reference it",
     approvals("oneShot")(subject),
     90_000
   )

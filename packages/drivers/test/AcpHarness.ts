@@ -2,7 +2,8 @@
  * Test harness for the ACP driver with real ACP agents, offline: the two pinned adapters
  * configured against the scripted model servers, the hosted tools on a real gateway, and a live
  * process opened as core opens one (the invocation's files in the clone, exactly its environment
- * plus the token variable of the process's credential and the marker).
+ * plus the token variable of the process's credential, the session's token under that name plus
+ * `_S`, and the marker).
  */
 import { NodeContext } from "@effect/platform-node"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -148,6 +149,7 @@ export const openLive = (
       env: {
         ...invocation.env,
         [request.hosted.tokenVariable]: Redacted.value(credentials.environment),
+        [`${request.hosted.tokenVariable}_S`]: Redacted.value(presented),
         [Unstable.markerVariable]: marker
       }
     }).pipe(Effect.provide(NodeContext.layer))

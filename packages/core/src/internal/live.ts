@@ -111,7 +111,8 @@ const encoder = (frame: string | Driver.SecretFrame): string =>
 
 /**
  * Spawns the thread's live process from `request` (prompt empty) on two credentials of its own
- * (the one its environment carries, and the session's `hostedToken`) and attaches the driver's
+ * (the one its environment carries under the token variable, and the session's `hostedToken`,
+ * also in its environment under the token variable's name plus `_S`) and attaches the driver's
  * session. Everything it acquired is released by its `retire`; a failure releases it at once.
  *
  * @internal
@@ -178,6 +179,10 @@ export const open = (
           invocation,
           {
             [ctx.registration.tokenVariable]: Redacted.value(environment.token),
+            // The session's token as well, for an agent whose MCP configuration references it
+            // (`${tokenVariable}_S`, the ACP driver's `headerSecrets: "environment"`): a secret
+            // header given inline would reach a command line.
+            [`${ctx.registration.tokenVariable}_S`]: Redacted.value(sessionCredential.token),
             [Process.markerVariable]: ctx.marker
           },
           ctx.limits,

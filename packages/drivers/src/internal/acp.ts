@@ -67,7 +67,27 @@ export interface Options {
   readonly permission: Permission
   /** Declare the request's MCP sources in `session/new` (an agent with no configuration of its own). */
   readonly sources: boolean
+  /**
+   * How secret header values reach the agent: `inline` puts them in `session/new`;
+   * `environment` sends `Bearer ${VAR}` references the agent expands from its own environment
+   * (claude-agent-acp hands the headers to Claude Code on its command line, readable by any local
+   * user): the hosted token in {@link sessionTokenVariable}, a source's in its `bearerTokenEnv`.
+   * Default `inline`.
+   */
+  readonly headerSecrets?: HeaderSecrets
 }
+
+/** How secret MCP header values reach the agent. @internal */
+export type HeaderSecrets = "inline" | "environment"
+
+/**
+ * The variable of the agent's environment that holds the session's hosted token (its credential
+ * for `session/new`), beside `tokenVariable` (the process's own). Core's live process and the turn
+ * runner set it; the same rule is in core's `live.ts`.
+ *
+ * @internal
+ */
+export const sessionTokenVariable = (tokenVariable: string): string => `${tokenVariable}_S`
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
@@ -101,7 +121,7 @@ export const attach = (
       else if (outputs.length > 0) current.unsafeOfferAll(outputs)
     }
 
-    // The token goes into `session/new` as a placeholder; only the channel's write puts it in.
+    // Inline, the token goes into `session/new` as a placeholder; only the channel's write puts it in.
     const placeholder = `tether-secret-${randomBytes(18).toString("base64url")}`
     // As it must appear inside a JSON string (a gateway token needs no escaping; any value works).
     const jsonText = (value: string) => Redacted.make(JSON.stringify(value).slice(1, -1))
@@ -248,6 +268,11 @@ export const attach = (
               providerError(`MCP source "${server.key}": the host has no variable ${server.bearerTokenEnv}`)
             )
           }
+          if (options.headerSecrets === "environment") {
+            // The agent's environment has the variable (a referenced variable: `Env.buildEnv`).
+            headers.push({ name: "Authorization", value: `Bearer \${${server.bearerTokenEnv}}` })
+            return Effect.succeed({ type: server._tag, name: server.key, url: server.url, headers })
+          }
           const secret = `tether-secret-${randomBytes(18).toString("base64url")}`
           secrets.push({ placeholder: secret, value: jsonText(value) })
           headers.push({ name: "Authorization", value: `Bearer ${secret}` })
@@ -278,7 +303,12 @@ export const attach = (
           type: "http",
           name: request.hosted.key,
           url: request.hosted.url,
-          headers: [{ name: "Authorization", value: `Bearer ${placeholder}` }]
+          headers: [{
+            name: "Authorization",
+            value: options.headerSecrets === "environment"
+              ? `Bearer \${${sessionTokenVariable(request.hosted.tokenVariable)}}`
+              : `Bearer ${placeholder}`
+          }]
         })
       }
       const session = context.session

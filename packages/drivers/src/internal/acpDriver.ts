@@ -4,9 +4,10 @@
  *
  * - Live (`driver.live`): the agent itself is the long-lived process; `attach` is the ACP client.
  * - One-shot (`prepare` / `parse`): ACP has no one-shot mode (the session id the prompt needs is
- *   the agent's answer to `session/new`, and the hosted token goes inside that request, not in the
- *   environment). The invocation therefore runs the turn runner (`acpTurn.ts`) with this Node: it
- *   spawns the agent as its child in the same process group, drives one turn with the same ACP
+ *   the agent's answer to `session/new`, and the hosted token goes inside that request or, with
+ *   `headerSecrets: "environment"`, in the agent's environment, which the runner builds). The
+ *   invocation therefore runs the turn runner (`acpTurn.ts`) with this Node: it spawns the agent
+ *   as its child in the same process group, drives one turn with the same ACP
  *   client, relays the agent's stdout verbatim (what `parse` reads) and ends the agent. Its
  *   permission requests go to the run's approver tool on the gateway (`acpApproval.ts`) when the
  *   agent has approvals.
@@ -39,6 +40,7 @@ export interface TurnSpec {
   readonly request: Omit<Driver.InvocationRequest, "hostEnv">
   /** The driver's naming when it is a known one (`AcpMap.namings`), else `custom`. */
   readonly naming: string
+  readonly headerSecrets: Acp.HeaderSecrets
   readonly startTimeoutMs: number
   readonly cancelTimeoutMs: number
 }
@@ -122,13 +124,16 @@ export const parse = (naming: AcpMap.Naming): Driver.Driver["parse"] => AcpMap.p
 export const driver = (config: Config): Driver.Driver => {
   const naming = config.naming ?? AcpMap.genericNaming
   const name = config.name ?? "acp"
+  const headerSecrets: Acp.HeaderSecrets = config.headerSecrets ??
+    (naming === AcpMap.claudeNaming ? "environment" : "inline")
   const options: Acp.Options = {
     naming,
     startTimeout: config.live?.startTimeout ?? defaults.startTimeout,
     hostedToolsTimeout: config.live?.hostedToolsTimeout ?? defaults.hostedToolsTimeout,
     cancelTimeout: config.live?.cancelTimeout ?? defaults.cancelTimeout,
     permission: Acp.denyPermission,
-    sources: true
+    sources: true,
+    headerSecrets
   }
   const args = config.args ?? []
   return {
@@ -145,6 +150,7 @@ export const driver = (config: Config): Driver.Driver => {
           args,
           request: rest,
           naming: AcpMap.namingId(naming) ?? "custom",
+          headerSecrets,
           startTimeoutMs: Duration.toMillis(Duration.decode(options.startTimeout)),
           cancelTimeoutMs: Duration.toMillis(Duration.decode(options.cancelTimeout))
         }

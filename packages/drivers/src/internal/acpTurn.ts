@@ -6,7 +6,8 @@
  * the agent: stdin closed, SIGTERM, SIGKILL after a grace (ACP adapters do not exit at EOF).
  *
  * The hosted token is read from the variable the spec names and removed from the agent's
- * environment: it goes to the agent only inside `session/new`. A turn that could not run ends
+ * environment: it goes to the agent only inside `session/new`, or (`headerSecrets: "environment"`)
+ * under the session token variable that `session/new`'s header references. A turn that could not run ends
  * with one stderr line `tether-acp-turn: <reason>: <detail>` and exit code 2. Permission requests
  * for the hosted tools are allowed when the driver's naming is one of the known ones (the spec
  * names it: a function cannot be passed). All others are asked of core's approvals when the run
@@ -103,13 +104,20 @@ const program = Effect.gen(function*() {
   const tokenVariable = spec.request.hosted.tokenVariable
   const token = process.env[tokenVariable] ?? ""
   const approvals = spec.request.approvals
-  // Both tokens stay with the runner: the agent gets the hosted one inside `session/new` only and
+  // Both tokens stay with the runner: the agent gets the hosted one inside `session/new` (or, with
+  // `headerSecrets: "environment"`, under the session token variable its headers reference) and
   // never the approver's.
-  const kept = new Set([tokenVariable, ...(approvals === undefined ? [] : [approvals.tokenVariable])])
+  const sessionVariable = Acp.sessionTokenVariable(tokenVariable)
+  const kept = new Set([
+    tokenVariable,
+    sessionVariable,
+    ...(approvals === undefined ? [] : [approvals.tokenVariable])
+  ])
   const env: { [name: string]: string } = {}
   for (const [name, value] of Object.entries(process.env)) {
     if (value !== undefined && !kept.has(name)) env[name] = value
   }
+  if (spec.headerSecrets === "environment") env[sessionVariable] = token
   const child = yield* Effect.acquireRelease(
     Effect.sync(() => spawn(spec.command, [...spec.args], { cwd: spec.request.workspace, env, stdio: "pipe" })),
     (child) =>
@@ -169,7 +177,8 @@ const program = Effect.gen(function*() {
       hostedToolsTimeout: "1 minute",
       cancelTimeout: spec.cancelTimeoutMs,
       permission: Acp.denyPermission,
-      sources: true
+      sources: true,
+      headerSecrets: spec.headerSecrets
     },
     channel,
     {
