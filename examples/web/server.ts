@@ -106,7 +106,9 @@ const main = Effect.gen(function*() {
     driver: cli.driver,
     definition: { instructions: "You triage issues with the issue tools.", skills: [], tools: IssueTools },
     workspace: sandbox.workspace,
-    profile: live ? Profile.cloneNative(sandbox.root) : sandbox.selection
+    profile: live ? Profile.cloneNative(sandbox.root) : sandbox.selection,
+    // Served streams lose nothing: a slow browser slows the CLI down instead of losing text deltas.
+    events: { blocking: true }
   })
   left.marker = agent.marker
   left.clones = sandbox.root

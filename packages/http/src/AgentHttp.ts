@@ -11,7 +11,8 @@
  *   event per Tether event: `id` the event's `sequence`, `event` its `_tag`, `data` its JSON wire
  *   form (see `toWire`). Comments (`: heartbeat`) keep an idle stream alive. The stream ends after
  *   the run's `RunFinished` (a rejected resume retried fresh carries two runs; the second's ids
- *   continue after the first's). The run belongs to the router, not to the connection: a client
+ *   continue after the first's). A reader that falls behind is never dropped: the run waits for
+ *   it instead (see `Options.replay`). The run belongs to the router, not to the connection: a client
  *   that disconnects may reconnect within the grace; once no client has been reading for
  *   `reconnectGrace`, the run is canceled as by `DELETE`. The client that started the run counts
  *   as its reader from the start: the grace begins only when its response stops being read (or
@@ -19,8 +20,9 @@
  *   reads.
  * - `GET /threads/:key/runs/:run/events` with `Last-Event-ID`: the same stream again, replaying
  *   the events after that id from the run's bounded buffer (`replay` events), then live.
- *   Answers `410` when some of the missed events were already evicted; works until `retention`
- *   after the run's end.
+ *   Answers `410` when some of the missed events were already evicted (when they are evicted
+ *   between that answer and the stream's start, the stream is one `error` event
+ *   `events_expired`); works until `retention` after the run's end.
  * - `DELETE /threads/:key/runs/:run`: cancels the run; answers `204` once it has ended (its
  *   readers get `RunFinished` with outcome `canceled`).
  * - `POST /threads/:key/runs/:run/approvals/:id`, body `{ "decision": "allow" | "allowForSession" }` or
@@ -41,7 +43,8 @@
  * fixed texts (never an echo of the request): `401 unauthorized`; `404 not_found` for a thread the
  * principal may not use, exactly as for a missing thread or run, and for a path under `/threads`
  * that is no route; `400 invalid_json` / `invalid_request` / `invalid_last_event_id` /
- * `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large`; `415 unsupported_media_type`
+ * `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large` (see
+ * `Options.maxBodyBytes`); `415 unsupported_media_type`
  * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
  * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible` or `approval_resolved`; `410
  * events_expired`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
@@ -117,11 +120,29 @@ export interface Options<Principal, R> {
    * policy or model. Clients never choose them.
    */
   readonly turn?: (request: TurnRequest<Principal>) => Agent.Turn
-  /** Largest accepted request body (default 1 MiB); larger ones get `413`. */
+  /**
+   * Largest accepted request body (default 1 MiB). A larger one gets `413` as soon as it is (or is
+   * declared) larger; the rest of it is then read and discarded for up to 5 seconds, so that the
+   * answer is not lost to a connection reset, after which a body still arriving has its connection
+   * closed.
+   */
   readonly maxBodyBytes?: number
   /** How long a stream may stay silent before a heartbeat comment (default 15 seconds). */
   readonly heartbeat?: Duration.DurationInput
-  /** Events kept per run for reconnects (default 1024). */
+  /**
+   * A run's event buffer, in events (default 1024): what a reconnect (`Last-Event-ID`) can get
+   * back, and how far a connected reader may fall behind. An event leaves the buffer (oldest first,
+   * once it holds `replay`) only when every connected reader has read it: the requester's response
+   * (a reader from the run's start) and every `GET …/events` stream still open. While the slowest
+   * of them is `replay` events behind, the run waits for it: under the agent's default event policy
+   * its text and reasoning deltas are then dropped (counted in `Dropped`; the `Message` and the
+   * result keep the complete text) and its other events wait, so set the agent's
+   * `events: { blocking: true }` for streams that lose nothing. A connected reader is thus never
+   * ended for being slow (and one that stops reading without disconnecting holds its run until it
+   * reads again, disconnects or the run is canceled; a canceled run and a closing router wait for
+   * no reader). A reader that disconnected gets, on its reconnect, what is still buffered:
+   * `410 events_expired` when an event after its `Last-Event-ID` left the buffer meanwhile.
+   */
   readonly replay?: number
   /**
    * How long a run outlives its last reader before it is canceled (default 5 seconds). The client

@@ -2,7 +2,8 @@
  * The AG-UI endpoint, driven by the official `@ag-ui/client` (`HttpAgent`, which also verifies
  * the event sequence), in front of the real Claude Code CLI (offline).
  */
-import { type BaseEvent, EventType, HttpAgent } from "@ag-ui/client"
+import { type BaseEvent, EventType, HttpAgent, type Message } from "@ag-ui/client"
+import { EventEncoder } from "@ag-ui/encoder"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Event, Result } from "@tether/core"
 import { AgUi } from "@tether/http"
@@ -168,6 +169,111 @@ describe("AgUi.fromEvents", () => {
         EventType.TEXT_MESSAGE_END,
         EventType.RUN_FINISHED
       ])
+    }))
+
+  const started = new Event.RunStarted({ ...base, sequence: 0, provider: "p", effectiveTools: [], instructions: "" })
+  const delta = (sequence: number, text: string) => new Event.TextDelta({ ...base, sequence, text })
+  const message = (sequence: number, text: string) => new Event.Message({ ...base, sequence, role: "assistant", text })
+  const success = (sequence: number) =>
+    new Event.RunFinished({ ...base, sequence, outcome: "success", durationMs: 1, result })
+  const user: Message = { id: "u1", role: "user", content: "Is ISSUE-42 open?" }
+
+  /** The AG-UI events of `tether`, and the messages `@ag-ui/client` assembles from them. */
+  const through = (tether: ReadonlyArray<Event.Event>, options?: AgUi.Options) =>
+    Effect.gen(function*() {
+      const sent = Chunk.toReadonlyArray(
+        yield* Stream.fromIterable(tether).pipe(
+          AgUi.fromEvents({ threadId: "t", runId: "a" }, options),
+          Stream.runCollect
+        )
+      )
+      const encoder = new EventEncoder()
+      const body = sent.map((event) => encoder.encodeSSE(event)).join("")
+      const messages = yield* Effect.promise(async () => {
+        const client = new HttpAgent({
+          url: "http://127.0.0.1:9/unused",
+          threadId: "t",
+          initialMessages: [user],
+          fetch: async () => new Response(body, { headers: { "content-type": "text/event-stream" } })
+        })
+        await client.runAgent({ runId: "a" })
+        return client.messages
+      })
+      return { sent, messages }
+    })
+
+  it.effect("deltas dropped at the end: the rest of the Message's text follows before TEXT_MESSAGE_END", () =>
+    Effect.gen(function*() {
+      const { messages, sent } = yield* through([
+        started,
+        delta(1, "ISSUE-42 "),
+        message(2, "ISSUE-42 is open."),
+        success(3)
+      ])
+      expect(sent.map((event) => event.type)).toEqual([
+        EventType.RUN_STARTED,
+        EventType.TEXT_MESSAGE_START,
+        EventType.TEXT_MESSAGE_CONTENT,
+        EventType.TEXT_MESSAGE_CONTENT,
+        EventType.TEXT_MESSAGE_END,
+        EventType.RUN_FINISHED
+      ])
+      expect((sent[3] as unknown as { readonly delta: string }).delta).toBe("is open.")
+      expect(messages.map((m) => [m.role, m.content])).toEqual([["user", user.content], [
+        "assistant",
+        "ISSUE-42 is open."
+      ]])
+    }))
+
+  it.effect("deltas dropped in the middle: a MESSAGES_SNAPSHOT gives the client the complete text, its conversation kept", () =>
+    Effect.gen(function*() {
+      const call = new Event.ToolCall({
+        ...base,
+        sequence: 1,
+        phase: "start",
+        callId: "c1",
+        name: "lookup_issue",
+        source: "host",
+        input: { key: "ISSUE-42" }
+      })
+      const ended = new Event.ToolCall({
+        ...base,
+        sequence: 2,
+        phase: "end",
+        callId: "c1",
+        name: "lookup_issue",
+        source: "host",
+        output: { state: "open" },
+        isError: true
+      })
+      const tether = [
+        started,
+        call,
+        ended,
+        delta(3, "ISSUE-42 "),
+        // "is " was dropped under backpressure.
+        delta(5, "open."),
+        new Event.Dropped({ ...base, sequence: 5, count: 1, kinds: ["TextDelta"] }),
+        message(6, "ISSUE-42 is open."),
+        success(7)
+      ]
+      const { messages, sent } = yield* through(tether, { messages: [user] })
+      const types = sent.map((event) => event.type)
+      expect(types.slice(-3)).toEqual([EventType.TEXT_MESSAGE_END, EventType.MESSAGES_SNAPSHOT, EventType.RUN_FINISHED])
+      // What the client holds: its own message, the call, its result (with its metadata), the whole text.
+      expect(messages).toHaveLength(4)
+      expect(messages[0]).toEqual(user)
+      expect(messages[1]).toMatchObject({
+        role: "assistant",
+        toolCalls: [{ id: "c1", function: { name: "lookup_issue" } }]
+      })
+      expect(messages[2]).toMatchObject({ role: "tool", toolCallId: "c1", metadata: { tether: { isError: true } } })
+      expect(messages[3]).toMatchObject({ role: "assistant", content: "ISSUE-42 is open." })
+      // Without the client's conversation, the complete text comes as a message of its own.
+      const bare = yield* through(tether)
+      expect(bare.sent.map((event) => event.type)).not.toContain(EventType.MESSAGES_SNAPSHOT)
+      expect(bare.messages[0]).toEqual(user)
+      expect(bare.messages.at(-1)).toMatchObject({ role: "assistant", content: "ISSUE-42 is open." })
     }))
 
   it.effect("a source that fails before RunFinished ends with RUN_ERROR, not a failure", () =>

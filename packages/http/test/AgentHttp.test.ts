@@ -49,6 +49,50 @@ const raw = (options: Http.RequestOptions, body: Buffer) =>
     }))
 
 /**
+ * A POST of `total` bytes written in chunks of 16 KiB as the server takes them, chunked (no
+ * declared length) unless `declared`; its answer, or status 0 when the connection failed before
+ * one arrived. The client stops sending once answered, as a browser does.
+ */
+const largePost = (path: string, total: number, declared = false) =>
+  Effect.flatMap(Fixture, ({ origin }) =>
+    Effect.async<{ readonly status: number; readonly body: string }>((resume) => {
+      const url = new URL(origin)
+      let answered = false
+      const req = Http.request({
+        host: url.hostname,
+        port: url.port,
+        method: "POST",
+        path,
+        headers: {
+          ...alice,
+          ...json,
+          ...(declared ? { "content-length": String(total) } : { "transfer-encoding": "chunked" })
+        }
+      }, (res) => {
+        answered = true
+        let text = ""
+        res.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")))
+        res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, body: text })))
+        res.on("error", () => resume(Effect.succeed({ status: res.statusCode ?? 0, body: text })))
+      })
+      // Writes after the answer may fail (the server stops reading): only a missing answer counts.
+      req.on("error", () => {
+        if (!answered) resume(Effect.succeed({ status: 0, body: "" }))
+      })
+      const chunk = Buffer.alloc(16 * 1024, "a")
+      let sent = 0
+      const write = () => {
+        while (sent < total && !answered && !req.destroyed) {
+          sent += chunk.length
+          if (!req.write(chunk)) return void req.once("drain", write)
+        }
+        if (!req.destroyed) req.end()
+      }
+      write()
+      return Effect.sync(() => req.destroy())
+    }))
+
+/**
  * Polls until no process of the agent is left: a canceled run's CLI is stopped in the background,
  * and a thread's warm process once the router closed the thread's idle handle (1 s after its last
  * use in the fixture).
@@ -181,48 +225,33 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         expect(elsewhere).toEqual(foreign)
       }))
 
-    it.effect("a reconnect after the buffer dropped the missed events is 410; one within it gets the rest", () =>
+    it.effect("a reader behind a 3-event buffer still gets the whole run; a reconnect after the buffer dropped the missed events is 410, one within it gets the rest", () =>
       Effect.gen(function*() {
-        // Whether the live reader itself keeps up with a 3-event buffer depends on how the CLI's
-        // output is chunked (a loaded machine delivers bursts): when it falls behind it gets the
-        // expiry live (an `error` frame) and the run goes on to its end (or its cancellation after
-        // the reconnect grace). The buffer's edge is therefore found by probing, once the run ended.
-        let original: ReturnType<typeof events> = []
-        let key = ""
-        let runId: string | undefined
-        for (let attempt = 0; attempt < 3 && runId === undefined; attempt++) {
-          key = `alice%2Fsmall-${attempt}`
-          original = events(
-            yield* readAll(
-              yield* request(`/small/threads/${key}/turns`, {
-                method: "POST",
-                headers: { ...json, ...alice },
-                body: JSON.stringify({ input: "Is ISSUE-42 open?" })
-              })
-            )
+        const original = events(
+          yield* readAll(
+            yield* request("/small/threads/alice%2Fsmall/turns", {
+              method: "POST",
+              headers: { ...json, ...alice },
+              body: JSON.stringify({ input: "Is ISSUE-42 open?" })
+            })
           )
-          expect(["RunFinished", "error"]).toContain(original.at(-1)?.event)
-          runId = original.find((frame) => typeof frame.data?.runId === "string")?.data.runId
-        }
-        expect(runId).toBeDefined()
-        yield* runEnded(`/small/threads/${key}`)
-        const path = `/small/threads/${key}/runs/${runId}/events`
-        const after = (id: string | number) => request(path, { headers: { ...alice, "last-event-id": String(id) } })
-        const expired = yield* errorOf(yield* after(0))
+        )
+        // The run waited for its reader: every event, in order, to its RunFinished.
+        expect(original.at(-1)?.event).toBe("RunFinished")
+        const ids = original.map((frame) => Number(frame.id))
+        expect(ids).toEqual(ids.map((_, i) => i))
+        const runId = original[0]!.data.runId as string
+        yield* runEnded("/small/threads/alice%2Fsmall")
+        // Its reader gone, the buffer keeps the last 3 events.
+        const path = `/small/threads/alice%2Fsmall/runs/${runId}/events`
+        const after = (id: number) => request(path, { headers: { ...alice, "last-event-id": String(id) } })
+        const last = ids.at(-1)!
+        const expired = yield* errorOf(yield* after(last - 4))
         expect(expired.status).toBe(410)
         expect(JSON.parse(expired.body).error.code).toBe("events_expired")
-        let edge = 1
-        let response = yield* after(edge)
-        while (response.status === 410 && edge < 100) {
-          yield* Effect.promise(() => response.text())
-          response = yield* after(++edge)
-        }
-        expect(response.status).toBe(200)
-        const rest = events(yield* readAll(response))
-        expect(rest.map((frame) => Number(frame.id))).toEqual([edge + 1, edge + 2, edge + 3])
-        expect(rest.at(-1)?.event).toBe("RunFinished")
-        if (original.at(-1)?.event === "RunFinished") expect(rest).toEqual(original.slice(-3))
-        const tail = events(yield* readAll(yield* after(rest[1]!.id!)))
+        const rest = events(yield* readAll(yield* after(last - 3)))
+        expect(rest).toEqual(original.slice(-3))
+        const tail = events(yield* readAll(yield* after(last - 1)))
         expect(tail.map((frame) => frame.event)).toEqual(["RunFinished"])
       }))
 
@@ -332,6 +361,64 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         expect((yield* request("/agent/threads/alice%2Fbad", { headers: alice })).status).toBe(404)
         expect(yield* noProcessLeft).toBe(true)
       }))
+
+    it.effect("a body far past the limit, chunked or declared, gets its 413 answer, not a reset", () =>
+      Effect.gen(function*() {
+        // The fixture's limit is 4 KiB: from past it to far past the hard cap and any socket buffer.
+        for (const declared of [false, true]) {
+          for (const total of [16 * 1024, 512 * 1024, 8 * 1024 * 1024]) {
+            const answer = yield* largePost("/agent/threads/alice%2Fhuge/turns", total, declared)
+            expect({ declared, total, status: answer.status }).toEqual({ declared, total, status: 413 })
+            expect(JSON.parse(answer.body).error.code).toBe("body_too_large")
+          }
+        }
+        // Nothing ran.
+        expect((yield* request("/agent/threads/alice%2Fhuge", { headers: alice })).status).toBe(404)
+      }))
+
+    it.effect("a client that goes on sending after its 413 has the connection closed after a bounded time", () =>
+      Effect.gen(function*() {
+        const { origin } = yield* Fixture
+        const url = new URL(origin)
+        const keepAlive = yield* Effect.acquireRelease(
+          Effect.sync(() => new Http.Agent({ keepAlive: true })),
+          (agent) => Effect.sync(() => agent.destroy())
+        )
+        const outcome = yield* Effect.async<{ readonly status: number; readonly closedAfterMs: number }>((resume) => {
+          let status = 0
+          let answeredAt = 0
+          const req = Http.request({
+            host: url.hostname,
+            port: url.port,
+            method: "POST",
+            path: "/agent/threads/alice%2Fendless/turns",
+            // Keep-alive, as a browser's: the client does not close the connection itself.
+            agent: keepAlive,
+            headers: { ...alice, ...json, "transfer-encoding": "chunked" }
+          }, (res) => {
+            status = res.statusCode ?? 0
+            answeredAt = Date.now()
+            res.resume()
+          })
+          // Ignores the answer: 16 KiB every 20 ms, until the server closes the connection.
+          const chunk = Buffer.alloc(16 * 1024, "a")
+          const timer = setInterval(() => req.write(chunk), 20)
+          req.on("socket", (socket) =>
+            socket.on("close", () => {
+              clearInterval(timer)
+              resume(Effect.succeed({ status, closedAfterMs: answeredAt === 0 ? -1 : Date.now() - answeredAt }))
+            }))
+          req.on("error", () => undefined)
+          return Effect.sync(() => {
+            clearInterval(timer)
+            req.destroy()
+          })
+        })
+        expect(outcome.status).toBe(413)
+        // Read and dropped for 5 seconds after the answer, then closed.
+        expect(outcome.closedAfterMs).toBeGreaterThan(4_000)
+        expect(outcome.closedAfterMs).toBeLessThan(15_000)
+      }).pipe(Effect.scoped))
 
     it.effect("closing the router's scope cancels its runs and ends their streams", () =>
       Effect.gen(function*() {

@@ -4,7 +4,10 @@
  * @internal
  */
 import type {
+  AssistantMessage,
   BaseEvent,
+  Message,
+  MessagesSnapshotEvent,
   RunErrorEvent,
   RunFinishedEvent,
   RunStartedEvent,
@@ -15,7 +18,8 @@ import type {
   ToolCallArgsEvent,
   ToolCallEndEvent,
   ToolCallResultEvent,
-  ToolCallStartEvent
+  ToolCallStartEvent,
+  ToolMessage
 } from "@ag-ui/core"
 import { EventType } from "@ag-ui/core"
 import type * as Event from "@tether/core/Event"
@@ -48,19 +52,143 @@ const text = (value: unknown): string => {
   }
 }
 
+/**
+ * The conversation as an AG-UI client assembles it from the events it is sent (as
+ * `@ag-ui/client`'s `defaultApplyEvents` does for the events a mapper sends): what a
+ * `MESSAGES_SNAPSHOT` must restate, since a client drops the messages a snapshot leaves out.
+ */
+const makeConversation = (initial: ReadonlyArray<Message>) => {
+  const messages: Array<Message> = initial.map((message) => structuredClone(message))
+  // The run's text messages by id (their ids are fresh UUIDs: none is among the client's).
+  const texts = new Map<string, { content: string }>()
+  const apply = (event: BaseEvent): void => {
+    switch (event.type) {
+      case EventType.TEXT_MESSAGE_START: {
+        const { messageId } = event as TextMessageStartEvent
+        const message = { id: messageId, role: "assistant" as const, content: "" }
+        texts.set(messageId, message)
+        messages.push(message)
+        return
+      }
+      case EventType.TEXT_MESSAGE_CONTENT: {
+        const { delta, messageId } = event as TextMessageContentEvent
+        const message = texts.get(messageId)
+        if (message !== undefined) message.content += delta
+        return
+      }
+      case EventType.TOOL_CALL_START: {
+        const { toolCallId, toolCallName } = event as ToolCallStartEvent
+        if (callOf(toolCallId) !== undefined) return
+        const message: AssistantMessage = {
+          id: toolCallId,
+          role: "assistant",
+          toolCalls: [{ id: toolCallId, type: "function", function: { name: toolCallName, arguments: "" } }]
+        }
+        messages.push(message)
+        return
+      }
+      case EventType.TOOL_CALL_ARGS: {
+        const { delta, toolCallId } = event as ToolCallArgsEvent
+        const call = callOf(toolCallId)
+        if (call !== undefined) call.function.arguments += delta
+        return
+      }
+      case EventType.TOOL_CALL_RESULT: {
+        const result = event as ToolCallResultEvent
+        const message: ToolMessage = {
+          id: result.messageId,
+          toolCallId: result.toolCallId,
+          role: "tool",
+          content: result.content,
+          ...(result.metadata === undefined ? {} : { metadata: structuredClone(result.metadata) })
+        }
+        // After the assistant message that made the call and the tool messages already there.
+        const at = messages.findIndex((candidate) =>
+          candidate.role === "assistant" && candidate.toolCalls?.some((call) => call.id === result.toolCallId) === true
+        )
+        if (at === -1) {
+          messages.push(message)
+          return
+        }
+        let index = at + 1
+        while (index < messages.length && messages[index]!.role === "tool") index++
+        messages.splice(index, 0, message)
+        return
+      }
+    }
+  }
+  const callOf = (id: string) => {
+    for (const message of messages) {
+      if (message.role !== "assistant") continue
+      const call = message.toolCalls?.find((candidate) => candidate.id === id)
+      if (call !== undefined) return call
+    }
+    return undefined
+  }
+  /** The conversation with the text message `id` set to `text`, as a snapshot event. */
+  const snapshot = (id: string, text: string, timestamp: number): MessagesSnapshotEvent => {
+    const message = texts.get(id)
+    if (message !== undefined) message.content = text
+    return { type: EventType.MESSAGES_SNAPSHOT, messages: structuredClone(messages), timestamp }
+  }
+  return { apply, snapshot }
+}
+
 /** @internal */
-export const makeMapper = (ids: { readonly threadId: string; readonly runId: string }): Mapper => {
+export const makeMapper = (
+  ids: { readonly threadId: string; readonly runId: string },
+  /** The conversation the client sent: given, a text that needs correcting is restated by a snapshot. */
+  input?: ReadonlyArray<Message>
+): Mapper => {
   let started = false
   let ended = false
-  let message: string | undefined
+  /** The text message being streamed: its id and the text sent for it so far. */
+  let message: { readonly id: string; text: string } | undefined
   let finished: Event.RunFinished | undefined
   const calls = new Set<string>()
+  const conversation = input === undefined ? undefined : makeConversation(input)
 
   const closeMessage = (timestamp: number): Array<BaseEvent> => {
     if (message === undefined) return []
-    const end: TextMessageEndEvent = { type: EventType.TEXT_MESSAGE_END, messageId: message, timestamp }
+    const end: TextMessageEndEvent = { type: EventType.TEXT_MESSAGE_END, messageId: message.id, timestamp }
     message = undefined
     return [end]
+  }
+
+  /** A whole text message: start, content, end. */
+  const wholeMessage = (text: string, timestamp: number): Array<BaseEvent> => {
+    const messageId = randomUUID()
+    return [
+      { type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant", timestamp },
+      { type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta: text, timestamp },
+      { type: EventType.TEXT_MESSAGE_END, messageId, timestamp }
+    ] satisfies [TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent]
+  }
+
+  /**
+   * The streamed message's end, given its complete text: the missing rest when what was streamed
+   * is a beginning of it (deltas dropped at the end), else a correction — a snapshot of the
+   * conversation with the complete text (or, without the conversation, the text again as a new
+   * message).
+   */
+  const completeMessage = (open: { readonly id: string; readonly text: string }, text: string, timestamp: number) => {
+    if (text.startsWith(open.text)) {
+      const rest = text.slice(open.text.length)
+      const content: Array<BaseEvent> = rest === ""
+        ? []
+        : [
+          {
+            type: EventType.TEXT_MESSAGE_CONTENT,
+            messageId: open.id,
+            delta: rest,
+            timestamp
+          } satisfies TextMessageContentEvent
+        ]
+      return [...content, ...closeMessage(timestamp)]
+    }
+    const end = closeMessage(timestamp)
+    if (conversation === undefined) return [...end, ...wholeMessage(text, timestamp)]
+    return [...end, conversation.snapshot(open.id, text, timestamp)]
   }
 
   const startCall = (event: Event.ToolCall): Array<BaseEvent> => {
@@ -81,7 +209,7 @@ export const makeMapper = (ids: { readonly threadId: string; readonly runId: str
     return [start, args, end]
   }
 
-  const onEvent = (event: Event.Event): ReadonlyArray<BaseEvent> => {
+  const map = (event: Event.Event): ReadonlyArray<BaseEvent> => {
     if (ended) return []
     switch (event._tag) {
       case "RunStarted": {
@@ -100,18 +228,19 @@ export const makeMapper = (ids: { readonly threadId: string; readonly runId: str
         if (event.text === "") return []
         const out: Array<BaseEvent> = []
         if (message === undefined) {
-          message = randomUUID()
+          message = { id: randomUUID(), text: "" }
           const start: TextMessageStartEvent = {
             type: EventType.TEXT_MESSAGE_START,
-            messageId: message,
+            messageId: message.id,
             role: "assistant",
             timestamp: event.time
           }
           out.push(start)
         }
+        message.text += event.text
         const content: TextMessageContentEvent = {
           type: EventType.TEXT_MESSAGE_CONTENT,
-          messageId: message,
+          messageId: message.id,
           delta: event.text,
           timestamp: event.time
         }
@@ -120,15 +249,11 @@ export const makeMapper = (ids: { readonly threadId: string; readonly runId: str
       }
       case "Message": {
         if (event.role !== "assistant") return []
-        // Streamed as deltas: the message ends here. Otherwise it arrives whole.
-        if (message !== undefined) return closeMessage(event.time)
-        if (event.text === "") return []
-        const messageId = randomUUID()
-        return [
-          { type: EventType.TEXT_MESSAGE_START, messageId, role: "assistant", timestamp: event.time },
-          { type: EventType.TEXT_MESSAGE_CONTENT, messageId, delta: event.text, timestamp: event.time },
-          { type: EventType.TEXT_MESSAGE_END, messageId, timestamp: event.time }
-        ] satisfies [TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent]
+        // Streamed as deltas: the message ends here, completed (or corrected) by its whole text,
+        // which counts, not the deltas (some may have been dropped on the way: `Dropped`).
+        if (message !== undefined) return completeMessage(message, event.text, event.time)
+        // Otherwise it arrives whole.
+        return event.text === "" ? [] : wholeMessage(event.text, event.time)
       }
       case "ToolCall": {
         const out: Array<BaseEvent> = closeMessage(event.time)
@@ -156,6 +281,13 @@ export const makeMapper = (ids: { readonly threadId: string; readonly runId: str
       default:
         return []
     }
+  }
+
+  // The conversation follows what is sent (a snapshot is built from it, never applied to it).
+  const onEvent = conversation === undefined ? map : (event: Event.Event): ReadonlyArray<BaseEvent> => {
+    const out = map(event)
+    for (const sent of out) if (sent.type !== EventType.MESSAGES_SNAPSHOT) conversation.apply(sent)
+    return out
   }
 
   const onEnd = (): ReadonlyArray<BaseEvent> => {

@@ -54,8 +54,6 @@ export const body = (failure: HttpFailure) => ({ error: { code: failure.code, me
 
 /** @internal */
 export const respond = (failure: HttpFailure): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.unsafeJson(body(failure), {
-    status: failure.status,
-    // The rest of an oversized body is not read: the connection cannot carry another request.
-    ...(failure.status === 413 ? { headers: { connection: "close" } } : {})
-  })
+  // No `connection: close` on a 413: the rest of the body is drained (see `Body.readJson`), and
+  // Node would reset a connection it closes with input unread, taking the answer with it.
+  HttpServerResponse.unsafeJson(body(failure), { status: failure.status })

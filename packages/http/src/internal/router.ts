@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type { BaseEvent } from "@ag-ui/core"
+import type { BaseEvent, Message } from "@ag-ui/core"
 import { EventEncoder } from "@ag-ui/encoder"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -22,6 +22,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as AgentHttp from "../AgentHttp.js"
 import * as AgUi from "./agui.js"
+import * as Body from "./body.js"
 import * as Failure from "./failure.js"
 import type { HttpFailure } from "./failure.js"
 import * as Paths from "./paths.js"
@@ -78,6 +79,21 @@ const contentText = (content: unknown): string | undefined => {
   return parts.length === 0 ? undefined : parts.join("\n")
 }
 
+/**
+ * The client's messages as it sent them (each with its id and role), which a correction snapshot
+ * restates; `undefined` when one has no id (the mapper then corrects a text without a snapshot).
+ */
+const conversationOf = (json: unknown): ReadonlyArray<Message> | undefined => {
+  const messages = (json as { readonly messages?: unknown }).messages
+  if (!Array.isArray(messages)) return undefined
+  const complete = messages.every((message: unknown) =>
+    typeof message === "object" && message !== null &&
+    typeof (message as { readonly id?: unknown }).id === "string" &&
+    typeof (message as { readonly role?: unknown }).role === "string"
+  )
+  return complete ? messages as ReadonlyArray<Message> : undefined
+}
+
 /** @internal */
 export const make = <Principal, R>(
   options: AgentHttp.Options<Principal, R>
@@ -110,6 +126,10 @@ export const make = <Principal, R>(
       idleTimeout: Duration.decode(options.threads?.idleTimeout ?? "5 minutes"),
       max: options.threads?.max ?? 1024
     })
+    // Registered after the thread handles: it runs before their close, so that the turns their
+    // close cancels never wait for a reader to make room for their last events.
+    const closing = yield* Deferred.make<void>()
+    yield* Effect.addFinalizer(() => Deferred.succeed(closing, undefined))
 
     const authenticate = Effect.flatMap(
       HttpServerRequest.HttpServerRequest,
@@ -119,30 +139,7 @@ export const make = <Principal, R>(
     const allowed = (access: AgentHttp.Access<Principal>, key: string) =>
       access.threads(key) ? Effect.void : Failure.notFound
 
-    const readJson = Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const type = request.headers["content-type"] ?? ""
-      if (!/^application\/json\s*(;|$)/i.test(type)) return yield* Failure.unsupportedMediaType
-      const declared = request.headers["content-length"]
-      if (declared !== undefined && Number(declared) > maxBodyBytes) return yield* Failure.bodyTooLarge
-      // Past the limit the body is still read (and dropped) up to a hard cap, so the client gets
-      // its 413 rather than a reset; beyond the cap the connection is dropped.
-      const hardCap = maxBodyBytes + Math.max(maxBodyBytes, 64 * 1024)
-      const chunks: Array<Uint8Array> = []
-      let size = 0
-      yield* request.stream.pipe(
-        Stream.mapError(() => Failure.invalidRequest),
-        Stream.runForEach((chunk) => {
-          size += chunk.length
-          if (size > hardCap) return Failure.bodyTooLarge
-          if (size <= maxBodyBytes) chunks.push(chunk)
-          return Effect.void
-        })
-      )
-      if (size > maxBodyBytes) return yield* Failure.bodyTooLarge
-      const text = Buffer.concat(chunks).toString("utf8")
-      return yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => Failure.invalidJson })
-    })
+    const readJson = Body.readJson({ maxBodyBytes, fibers })
 
     const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown) =>
       Schema.decodeUnknown(schema)(value).pipe(Effect.mapError(() => Failure.invalidRequest))
@@ -209,7 +206,7 @@ export const make = <Principal, R>(
      */
     const start = (access: AgentHttp.Access<Principal>, key: string, input: string, resumeOnly: boolean) =>
       Effect.gen(function*() {
-        const entry = yield* Runs.makeEntry(key, replay)
+        const entry = yield* Runs.makeEntry(key, replay, closing)
         const reservation = yield* Runs.reserve(entry)
         // The request's scope closes once its response has been written (or abandoned).
         yield* Effect.addFinalizer(() => Runs.release(entry, reservation, readers))
@@ -367,13 +364,14 @@ export const make = <Principal, R>(
       const request = yield* HttpServerRequest.HttpServerRequest
       // Authentication first; the thread key is in the body.
       const access = yield* authenticate
-      const body = yield* decode(AgUiBody, yield* readJson)
+      const json = yield* readJson
+      const body = yield* decode(AgUiBody, json)
       yield* allowed(access, body.threadId)
       const last = body.messages[body.messages.length - 1]
       const input = last?.role === "user" ? contentText(last.content) : undefined
       if (input === undefined) return yield* Failure.invalidRequest
       const { entry, reservation } = yield* start(access, body.threadId, input, false)
-      const mapper = AgUi.makeMapper({ threadId: body.threadId, runId: body.runId })
+      const mapper = AgUi.makeMapper({ threadId: body.threadId, runId: body.runId }, conversationOf(json))
       const agUi = new EventEncoder(
         request.headers["accept"] === undefined ? {} : { accept: request.headers["accept"] }
       )

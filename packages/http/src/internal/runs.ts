@@ -1,7 +1,7 @@
 /**
  * The runs a router serves: each run's events in a bounded replay buffer, the clients reading
- * them, and the run's cancellation (on request, or when its last client has been gone for the
- * reconnect grace).
+ * them (a frame a connected client has not read is never evicted: the run waits for it), and the
+ * run's cancellation (on request, or when its last client has been gone for the reconnect grace).
  *
  * @internal
  */
@@ -21,6 +21,11 @@ export interface Frame {
   readonly event: Event.Event | undefined
 }
 
+/** A connected reader of a run: the id of the last frame it was given (-1: none yet). @internal */
+export interface Reader {
+  last: number
+}
+
 /** @internal */
 export interface Entry {
   readonly key: string
@@ -35,21 +40,26 @@ export interface Entry {
   done: boolean
   /** Completed (and replaced) at every change: a new frame, or the end. */
   changed: Deferred.Deferred<void>
+  /** Completed (and replaced) whenever a reader moves on or leaves: a waiting publisher looks again. */
+  progress: Deferred.Deferred<void>
   readonly finished: Deferred.Deferred<void>
   /** Completing it cancels the run (see `Agent.Turn.cancel`). */
   readonly cancel: Deferred.Deferred<void>
-  subscribers: number
-  /** Bumped whenever the subscriber count changes, so a stale grace timer does nothing. */
+  /** Completed when the router starts closing: its runs' publishers stop waiting for readers. */
+  readonly closing: Deferred.Deferred<void>
+  /** The connected readers (the requester's reservation included), whose unread frames are kept. */
+  readonly readers: Set<Reader>
+  /** Bumped whenever the readers change, so a stale grace timer does nothing. */
   generation: number
   /** Whether a `RunFinished` arrived (the stream ending otherwise is an error frame). */
   sawFinished: boolean
 }
 
 /** @internal */
-export const makeEntry = (key: string, capacity: number): Effect.Effect<Entry> =>
+export const makeEntry = (key: string, capacity: number, closing: Deferred.Deferred<void>): Effect.Effect<Entry> =>
   Effect.map(
-    Effect.all([Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>()]),
-    ([changed, finished, cancel]): Entry => ({
+    Effect.all([Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>()]),
+    ([changed, progress, finished, cancel]): Entry => ({
       key,
       runIds: new Set(),
       capacity,
@@ -59,9 +69,11 @@ export const makeEntry = (key: string, capacity: number): Effect.Effect<Entry> =
       offset: 0,
       done: false,
       changed,
+      progress,
       finished,
       cancel,
-      subscribers: 0,
+      closing,
+      readers: new Set(),
       generation: 0,
       sawFinished: false
     })
@@ -74,18 +86,70 @@ const signal = (entry: Entry): Effect.Effect<void> =>
     return Deferred.succeed(previous, undefined)
   })
 
-/** Buffers one event (evicting the oldest past the capacity) and wakes the readers. @internal */
-export const publish = (entry: Entry, event: Event.Event | undefined): Effect.Effect<void> =>
+const wake = (entry: Entry): Effect.Effect<void> =>
   Effect.suspend(() => {
-    if (event?._tag === "RunStarted" && entry.runIds.size > 0) entry.offset = entry.lastId + 1
-    if (event?._tag === "RunStarted") entry.runIds.add(event.runId)
-    if (event?._tag === "RunFinished") entry.sawFinished = true
-    const id = event === undefined ? entry.lastId + 1 : entry.offset + event.sequence
-    entry.lastId = id
-    entry.frames.push({ id, event })
-    if (entry.frames.length > entry.capacity) entry.evictedUpTo = entry.frames.shift()!.id
-    return signal(entry)
+    const previous = entry.progress
+    entry.progress = Deferred.unsafeMake(FiberId.none)
+    return Deferred.succeed(previous, undefined)
   })
+
+/**
+ * Evicts the oldest frames every connected reader has read while the buffer is full; whether
+ * there is room for one more frame.
+ */
+const makeRoom = (entry: Entry): boolean => {
+  if (entry.frames.length < entry.capacity) return true
+  let slowest = Infinity
+  for (const reader of entry.readers) slowest = Math.min(slowest, reader.last)
+  while (entry.frames.length >= entry.capacity && entry.frames[0]!.id <= slowest) {
+    entry.evictedUpTo = entry.frames.shift()!.id
+  }
+  return entry.frames.length < entry.capacity
+}
+
+/**
+ * Waits until the buffer has room: a full buffer whose oldest frame a connected reader has not
+ * read yet holds the publisher (and so the run: see the agent's event policy) until that reader
+ * moves on or leaves. A run being canceled, or a router closing, waits for nobody: its last events
+ * are added past the capacity.
+ */
+const room = (entry: Entry): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    // Taken before looking: a reader that moves on from now on completes this one.
+    const progress = entry.progress
+    if (makeRoom(entry)) return Effect.void
+    return Effect.flatMap(
+      Effect.zip(Deferred.isDone(entry.cancel), Deferred.isDone(entry.closing)),
+      ([canceled, closing]) =>
+        canceled || closing ? Effect.void : Effect.zipRight(
+          Effect.raceAll([
+            Deferred.await(progress),
+            Deferred.await(entry.cancel),
+            Deferred.await(entry.closing)
+          ]),
+          room(entry)
+        )
+    )
+  })
+
+/**
+ * Buffers one event and wakes the readers. When the buffer is full, the oldest frames every
+ * connected reader has read are evicted; while the slowest connected reader has not read the
+ * oldest one, this waits for it (see `room`). @internal
+ */
+export const publish = (entry: Entry, event: Event.Event | undefined): Effect.Effect<void> =>
+  Effect.zipRight(
+    room(entry),
+    Effect.suspend(() => {
+      if (event?._tag === "RunStarted" && entry.runIds.size > 0) entry.offset = entry.lastId + 1
+      if (event?._tag === "RunStarted") entry.runIds.add(event.runId)
+      if (event?._tag === "RunFinished") entry.sawFinished = true
+      const id = event === undefined ? entry.lastId + 1 : entry.offset + event.sequence
+      entry.lastId = id
+      entry.frames.push({ id, event })
+      return signal(entry)
+    })
+  )
 
 /** Marks the end of the run's events. @internal */
 export const end = (entry: Entry): Effect.Effect<void> =>
@@ -104,26 +168,30 @@ export type Item =
   | { readonly _tag: "Expired" }
 
 const heartbeatItem: Item = { _tag: "Heartbeat" }
+const expiredItem: Item = { _tag: "Expired" }
 
 type Timers = { readonly grace: Duration.Duration; readonly timers: FiberSet.FiberSet<void, never> }
 
 /**
  * A reader's place held for the client that started the run, from before the run starts until
  * that client's response stream takes it (`subscribe`) or the request ends without reading
- * (`release`): the grace counts from when the requester stops reading, never before it started.
+ * (`release`): the grace counts from when the requester stops reading, never before it started,
+ * and the run's frames are kept for it from the first one.
  *
  * @internal
  */
 export interface Reservation {
   held: boolean
+  readonly reader: Reader
 }
 
-/** Counts a reader for the entry until the reservation is taken over or released. @internal */
+/** Counts a reader (at the run's start) for the entry until the reservation is taken over or released. @internal */
 export const reserve = (entry: Entry): Effect.Effect<Reservation> =>
   Effect.sync(() => {
-    entry.subscribers++
+    const reader: Reader = { last: -1 }
+    entry.readers.add(reader)
     entry.generation++
-    return { held: true }
+    return { held: true, reader }
   })
 
 /** Gives the reserved place up (once; nothing after a `subscribe` took it over). @internal */
@@ -131,15 +199,16 @@ export const release = (entry: Entry, reservation: Reservation, options: Timers)
   Effect.suspend(() => {
     if (!reservation.held) return Effect.void
     reservation.held = false
-    return leave(entry, options)
+    return leave(entry, reservation.reader, options)
   })
 
 /**
  * The frames after `after` (-1: from the start), then each new one until the run's end; a
- * heartbeat whenever `idle` passes without one. A reader that falls behind the buffer gets
- * `Expired` and ends. While the stream is read the entry counts a subscriber (taking over
- * `reservation`'s place when it is still held); when the last one leaves before the end, the run
- * is canceled after `grace` unless a reader comes back.
+ * heartbeat whenever `idle` passes without one. While the stream is read the entry counts it as a
+ * connected reader (taking over `reservation`'s place when it is still held): no frame it has not
+ * read is evicted, the publisher waits for it instead. A reader that comes after the frames it
+ * asks for were evicted gets `Expired` and ends, without ever counting as a reader. When the last
+ * reader leaves before the end, the run is canceled after `grace` unless a reader comes back.
  *
  * @internal
  */
@@ -154,31 +223,31 @@ export const subscribe = (
   reservation?: Reservation
 ): Stream.Stream<Item> =>
   Stream.unwrapScoped(Effect.gen(function*() {
-    yield* Effect.acquireRelease(
-      Effect.sync(() => {
+    const reader = yield* Effect.acquireRelease(
+      Effect.sync((): Reader | undefined => {
         if (reservation?.held === true) {
           reservation.held = false
-        } else {
-          entry.subscribers++
+          reservation.reader.last = after
+          entry.generation++
+          return reservation.reader
         }
+        // Evicted between the request's check and now: this reader never joins.
+        if (expired(entry, after)) return undefined
+        const joined: Reader = { last: after }
+        entry.readers.add(joined)
         entry.generation++
+        return joined
       }),
-      () => leave(entry, options)
+      (joined) => joined === undefined ? Effect.void : leave(entry, joined, options)
     )
-    let last = after
-    let ended = false
+    if (reader === undefined) return Stream.make(expiredItem)
     const next: Effect.Effect<Chunk.Chunk<Item>, Option.Option<never>> = Effect.suspend(() => {
-      if (ended) return Effect.fail(Option.none())
-      if (expired(entry, last)) {
-        ended = true
-        return Effect.succeed(Chunk.of<Item>({ _tag: "Expired" }))
-      }
       let from = entry.frames.length
-      while (from > 0 && entry.frames[from - 1]!.id > last) from--
+      while (from > 0 && entry.frames[from - 1]!.id > reader.last) from--
       if (from < entry.frames.length) {
         const fresh = entry.frames.slice(from).map((frame): Item => ({ _tag: "Frame", frame }))
-        last = entry.lastId
-        return Effect.succeed(Chunk.unsafeFromArray(fresh))
+        reader.last = entry.lastId
+        return Effect.as(wake(entry), Chunk.unsafeFromArray(fresh))
       }
       if (entry.done) return Effect.fail(Option.none())
       return Deferred.await(entry.changed).pipe(
@@ -189,11 +258,11 @@ export const subscribe = (
     return Stream.repeatEffectChunkOption(next)
   }))
 
-const leave = (entry: Entry, options: Timers): Effect.Effect<void> =>
+const leave = (entry: Entry, reader: Reader, options: Timers): Effect.Effect<void> =>
   Effect.suspend(() => {
-    entry.subscribers--
+    entry.readers.delete(reader)
     entry.generation++
-    return watch(entry, options)
+    return Effect.zipRight(wake(entry), watch(entry, options))
   })
 
 /**
@@ -203,7 +272,7 @@ const leave = (entry: Entry, options: Timers): Effect.Effect<void> =>
 const watch = (entry: Entry, options: Timers): Effect.Effect<void> =>
   Effect.suspend(() => {
     const generation = entry.generation
-    if (entry.subscribers > 0 || entry.done) return Effect.void
+    if (entry.readers.size > 0 || entry.done) return Effect.void
     if (Duration.toMillis(options.grace) <= 0) return Deferred.succeed(entry.cancel, undefined)
     // May be forked from a finalizer: the timer must stay interruptible (the router's close ends it).
     return FiberSet.run(
@@ -211,7 +280,7 @@ const watch = (entry: Entry, options: Timers): Effect.Effect<void> =>
       Effect.interruptible(
         Effect.sleep(options.grace).pipe(
           Effect.zipRight(Effect.suspend(() =>
-            entry.generation === generation && entry.subscribers === 0 && !entry.done
+            entry.generation === generation && entry.readers.size === 0 && !entry.done
               ? Deferred.succeed(entry.cancel, undefined)
               : Effect.void
           )),
