@@ -120,6 +120,67 @@ describe("tracing", () => {
     )
   }, 120_000)
 
+  it.live("a tool handler that fails: its error text and cause chain are in no span event or attribute", () => {
+    const exporter = new InMemorySpanExporter()
+    const observed: Array<Harness.Observed> = []
+    // The handler's error quotes the argument, and its cause a live token (the registration's).
+    const FailingLive = Tools.toLayer({
+      lookup_issue: ({ key }) =>
+        Effect.die(
+          new Error(`no issue ${key}`, {
+            cause: new Error(`upstream refused key ${observed.map((r) => Redacted.value(r.token)).join(" ")}`)
+          })
+        )
+    })
+    return Effect.gen(function*() {
+      yield* Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          respond: AnthropicServer.roundTrip(
+            () => AnthropicServer.callTool("lookup_issue", { key: argument }),
+            () => AnthropicServer.reply("done")
+          )
+        })
+        const sandbox = yield* Harness.sandbox
+        const agent = yield* Agent.make({
+          driver: Claude.driver({
+            env: {
+              ANTHROPIC_BASE_URL: server.url,
+              ANTHROPIC_API_KEY: Redacted.make(apiKey),
+              CLAUDE_CODE_MAX_RETRIES: "0"
+            }
+          }),
+          definition: { instructions, skills: [], tools: Tools },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        const result = yield* agent.run(prompt)
+        expect(result.text).toBe("done")
+      }).pipe(Effect.scoped)
+
+      const spans = exporter.getFinishedSpans()
+      const calls = spans.filter((span) => span.name === "Gateway.call")
+      expect(calls).toHaveLength(1)
+      expect(calls[0]!.attributes).toEqual({
+        "tool.name": "lookup_issue",
+        "tool.outcome": "failed",
+        "tool.code": "internal_error"
+      })
+      const texts = spans.flatMap(everyText)
+      const tokens = observed.map((registration) => Redacted.value(registration.token))
+      expect(tokens.length).toBeGreaterThan(0)
+      for (const forbidden of [argument, "no issue", "upstream refused", apiKey, ...tokens]) {
+        expect(texts.filter((text) => text.includes(forbidden)), forbidden).toEqual([])
+      }
+      expect(texts.filter((text) => /[A-Za-z0-9_-]{43}/.test(text))).toEqual([])
+    }).pipe(
+      Effect.provide([FailingLive, Harness.recordingLayer(observed)]),
+      Effect.provide(NodeSdk.layer(() => ({
+        resource: { serviceName: "tether-test" },
+        spanProcessor: new SimpleSpanProcessor(exporter)
+      })))
+    )
+  }, 120_000)
+
   it.live("a failed span records no code.stacktrace (Effect's capture of a line inside Tether)", () => {
     const exporter = new InMemorySpanExporter()
     return Effect.gen(function*() {

@@ -17,16 +17,30 @@ export interface OutputScrubber {
   readonly flush: (sink: (output: Driver.Output) => void) => void
 }
 
-/** @internal */
-export const makeOutputScrubber = (redactor: Gateway.Redactor): OutputScrubber => {
+/**
+ * `onToken` is called whenever an output carried a live token (whole or a long enough piece of
+ * one, in a value or across deltas): the raw output the outputs were parsed from holds it too,
+ * possibly in pieces no window finds (see `rawOf` in run.ts). Checked by identity: the redactor
+ * returns what it was given when it replaced nothing, so a clean output costs nothing more.
+ *
+ * @internal
+ */
+export const makeOutputScrubber = (redactor: Gateway.Redactor, onToken: () => void = () => {}): OutputScrubber => {
   let text = ""
   let reasoning = ""
+  const windowed = (input: string): string => {
+    const out = redactor.window(input)
+    if (out !== input) onToken()
+    return out
+  }
   const delta = (
     held: string,
     output: { readonly _tag: "TextDelta" | "ReasoningDelta"; readonly text: string },
     sink: (output: Driver.Output) => void
   ): string => {
-    const all = redactor.text(held === "" ? output.text : held + output.text)
+    const joined = held === "" ? output.text : held + output.text
+    const all = redactor.text(joined)
+    if (all !== joined) onToken()
     const hold = redactor.heldBack(all)
     const out = hold === 0 ? all : all.slice(0, all.length - hold)
     if (out !== "") sink(out === output.text ? output : { _tag: output._tag, text: out })
@@ -34,8 +48,8 @@ export const makeOutputScrubber = (redactor: Gateway.Redactor): OutputScrubber =
   }
   const flush = (sink: (output: Driver.Output) => void): void => {
     // The deltas ended inside what could be a token: a long enough piece of one is replaced.
-    if (text !== "") sink({ _tag: "TextDelta", text: redactor.window(text) })
-    if (reasoning !== "") sink({ _tag: "ReasoningDelta", text: redactor.window(reasoning) })
+    if (text !== "") sink({ _tag: "TextDelta", text: windowed(text) })
+    if (reasoning !== "") sink({ _tag: "ReasoningDelta", text: windowed(reasoning) })
     text = ""
     reasoning = ""
   }
@@ -45,21 +59,23 @@ export const makeOutputScrubber = (redactor: Gateway.Redactor): OutputScrubber =
         // What the other kind holds back came first: it is released before this delta.
         case "TextDelta":
           if (reasoning !== "") {
-            sink({ _tag: "ReasoningDelta", text: redactor.window(reasoning) })
+            sink({ _tag: "ReasoningDelta", text: windowed(reasoning) })
             reasoning = ""
           }
           text = delta(text, output, sink)
           return
         case "ReasoningDelta":
           if (text !== "") {
-            sink({ _tag: "TextDelta", text: redactor.window(text) })
+            sink({ _tag: "TextDelta", text: windowed(text) })
             text = ""
           }
           reasoning = delta(reasoning, output, sink)
           return
         default:
           flush(sink)
-          sink(redactor.value(output))
+          const scrubbed = redactor.value(output)
+          if (scrubbed !== output) onToken()
+          sink(scrubbed)
       }
     },
     flush

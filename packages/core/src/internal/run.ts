@@ -163,6 +163,31 @@ interface State {
   overflow: boolean
   /** Approval id → its transcript entry. */
   approvals: Map<string, number>
+  /** The run is a live thread's turn: its process, and its credential, outlive it. */
+  live: boolean
+}
+
+/**
+ * The warm processes whose outputs carried a live token in some turn. Their stdout tail is kept
+ * out of a result: the process's credential lives as long as the process, and a CLI streams text
+ * in pieces (Claude Code's `stream_event` `text_delta` records, a tool input's `input_json_delta`),
+ * each too short for a window to recognise (a piece of a few characters is no token, and masking
+ * every short run that occurs in a token would mask most of the text), while joining them gives
+ * the token back. The outputs parsed from those records are scrubbed as a stream (`Redaction`),
+ * which is what tells that a token went by; dropping the tail of such a process is sound whatever
+ * the driver's record format and costs nothing on a clean turn. A one-shot run's credential is
+ * revoked when its terminal record arrives, before its result is built: its tail is kept.
+ */
+const carriedToken = new WeakSet<Process.Running>()
+
+/**
+ * Notes that the run's outputs carried a live token: on a live thread's turn, its process's
+ * stdout tail is kept out of every later result.
+ *
+ * @internal
+ */
+export const noteToken = (state: Pick<State, "live" | "running">): void => {
+  if (state.live && state.running !== undefined) carriedToken.add(state.running)
 }
 
 // Drivers may hand plain objects; the result and events carry `Usage` instances (encodable).
@@ -278,8 +303,16 @@ const rawDecodedOnRead = (fields: Omit<Raw, "stdout">, tail: Process.RawTail): R
   return raw
 }
 
-/** The raw output of a run: bounded tails, scrubbed as windows (a token cut by an edge is replaced too). */
-const rawOf = (ctx: Context, state: State): Raw => {
+/**
+ * The raw output of a run: bounded tails, scrubbed as windows (a token cut by an edge is replaced
+ * too); a live process's stdout tail is left out once its outputs carried a token (`carriedToken`).
+ *
+ * @internal
+ */
+export const rawOf = (
+  ctx: Pick<Context, "redactor">,
+  state: Pick<State, "live" | "running" | "terminal">
+): Raw => {
   const running = state.running
   const terminal = state.terminal === undefined ? {} : { terminal: state.terminal.raw }
   if (running === undefined) {
@@ -287,6 +320,15 @@ const rawOf = (ctx: Context, state: State): Raw => {
   }
   const stdout = running.stdoutTail()
   const stderr = running.stderrTail()
+  if (state.live && carriedToken.has(running)) {
+    return new Raw({
+      stdout: "",
+      stderr: ctx.redactor.window(Process.decodeTail(stderr)),
+      stdoutBytes: stdout.total,
+      stderrBytes: stderr.total,
+      ...terminal
+    }, true)
+  }
   const fields = {
     stderr: ctx.redactor.window(Process.decodeTail(stderr)),
     stdoutBytes: stdout.total,
@@ -329,19 +371,45 @@ const fail = (failure: Failure) => Effect.fail(failure)
 /** How long a failed run waits for the end of the CLI's stderr after the CLI exited. */
 const stderrGrace = Duration.millis(500)
 
-/** A failure's cause as it may leave the library: token values replaced. */
-const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
+/** How many errors of a `cause` chain are rebuilt; the rest of a longer one (or a cycle) is cut. */
+const causeChain = 16
+
+/**
+ * A failure's cause as it may leave the library: token values replaced. An `Error` is checked as
+ * Effect renders it (`renderErrorCause`: its `cause` chain too) and in its own fields; one that
+ * holds a token is rebuilt as an `Error` with its name, message, stack, own fields and `cause`
+ * chain scrubbed.
+ *
+ * @internal
+ */
+export const scrubCause = (redactor: Gateway.Redactor, cause: unknown, depth = 0): unknown => {
   if (cause instanceof ProtocolError) {
     const detail = redactor.text(cause.detail)
     return detail === cause.detail ? cause : new ProtocolError({ reason: cause.reason, detail })
   }
   if (cause instanceof Error) {
+    if (depth >= causeChain) return redactor.text(String(cause))
     const message = redactor.text(cause.message)
     const stack = cause.stack === undefined ? undefined : redactor.text(cause.stack)
-    if (message === cause.message && stack === cause.stack) return cause
-    const scrubbed = new Error(message)
+    let changed = message !== cause.message || stack !== cause.stack
+    const fields: Array<readonly [string, unknown]> = []
+    for (const key of Object.keys(cause)) {
+      if (key === "message" || key === "stack" || key === "cause") continue
+      const field = (cause as unknown as Record<string, unknown>)[key]
+      const next = scrubCause(redactor, field, depth + 1)
+      if (next !== field) changed = true
+      fields.push([redactor.text(key), next])
+      if (fields[fields.length - 1]![0] !== key) changed = true
+    }
+    const hasCause = "cause" in cause
+    const inner = hasCause ? scrubCause(redactor, cause.cause, depth + 1) : undefined
+    if (hasCause && inner !== cause.cause) changed = true
+    if (!changed) return cause
+    const scrubbed = new Error(message, hasCause ? { cause: inner } : undefined)
     scrubbed.name = cause.name
-    if (stack !== undefined) scrubbed.stack = stack
+    if (stack === undefined) delete scrubbed.stack
+    else scrubbed.stack = stack
+    for (const [key, next] of fields) (scrubbed as unknown as Record<string, unknown>)[key] = next
     return scrubbed
   }
   return redactor.value(cause)
@@ -388,7 +456,8 @@ export const execute = (
     terminal: undefined,
     running: undefined,
     overflow: false,
-    approvals: new Map()
+    approvals: new Map(),
+    live: false
   }
   const outputSchema = request.structured?.outputSchema
   const parseContext: Driver.ParseContext = {
@@ -397,7 +466,7 @@ export const execute = (
     hostedTools: request.tools ?? ctx.tools,
     ...(outputSchema === undefined ? {} : { outputSchema })
   }
-  const scrubber = Redaction.makeOutputScrubber(ctx.redactor)
+  const scrubber = Redaction.makeOutputScrubber(ctx.redactor, () => noteToken(state))
   // A run whose events nobody reads (`Agent.run`): its content deltas reach neither an event nor
   // the result (whose text is the terminal record's or the last message's), so they are skipped.
   const quiet = emitter === Emitter.discarding
@@ -889,6 +958,7 @@ export const execute = (
       // driver whose CLI reads a resumed session only later refuses a missing one at its attach.
       request.accepted?.()
       state.running = warm.running
+      state.live = true
       // Whether the process may serve the next turn: a turn that failed in the protocol or lost
       // its process leaves it to be shut down.
       let healthy = true

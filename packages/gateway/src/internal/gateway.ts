@@ -461,7 +461,12 @@ export const make = (options: Options = {}): Effect.Effect<
         // A model that saw a token (a shell printed the environment) can pass it as an argument,
         // and a handler's failure may quote its input: the host's log never gets it. The call
         // fibers start from this runtime, whose loggers are wrapped once here, not per call.
-        const run = yield* redactor.logs(FiberSet.runtime(calls)<never>())
+        // Nor is a call's log line an event of its span (Effect's tracer logger would record it
+        // with the cause, whose text may quote the call's arguments): `Gateway.call` carries
+        // only the tool's name and outcome.
+        const run = yield* redactor.logs(FiberSet.runtime(calls)<never>()).pipe(
+          Effect.locallyWith(FiberRef.currentLoggers, Redact.withoutSpanEvents)
+        )
         const owner = { open: true }
         yield* Effect.addFinalizer(() => Effect.sync(() => owner.open = false))
 

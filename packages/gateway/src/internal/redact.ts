@@ -32,6 +32,23 @@ const isPlainObject = (u: unknown): u is { readonly [key: string]: unknown } => 
   return proto === Object.prototype || proto === null
 }
 
+/** Effect's tracer logger (a log line becomes an event of the current span) and its wraps here. */
+const spanEventLoggers = new WeakSet<object>([Logger.tracerLogger])
+
+/**
+ * `loggers` without Effect's tracer logger, also where a redactor wrapped it: log lines written
+ * under them become no span events.
+ *
+ * @internal
+ */
+export const withoutSpanEvents = (
+  loggers: HashSet.HashSet<Logger.Logger<unknown, unknown>>
+): HashSet.HashSet<Logger.Logger<unknown, unknown>> => {
+  let out = loggers
+  for (const logger of loggers) if (spanEventLoggers.has(logger)) out = HashSet.remove(out, logger)
+  return out
+}
+
 /** @internal */
 export interface Redactor {
   readonly text: (text: string) => string
@@ -321,8 +338,9 @@ export const make = (tokens: Tokens): Redactor => {
   }
   const deep = (input: unknown, depth: number): unknown => {
     if (typeof input === "string") return whole(input)
-    // Deeper than any document a CLI prints: left alone rather than risking the stack.
-    if (depth > 256) return input
+    // Deeper than any document a CLI prints: the rest is walked without recursion rather than
+    // risking the stack (a model can nest a tool call's input as deep as it likes).
+    if (depth > 256) return deepIterative(input)
     if (Array.isArray(input)) {
       let out: Array<unknown> | undefined
       for (let i = 0; i < input.length; i++) {
@@ -352,6 +370,82 @@ export const make = (tokens: Tokens): Redactor => {
     }
     return input
   }
+  /**
+   * `deep` without recursion, for what lies below its depth cap: an explicit stack of the arrays
+   * and plain objects being read, each copied on its first changed child, as `deep` does. A value
+   * already on the path (a cycle) is left as it is there: its strings are scrubbed where it was
+   * first reached.
+   */
+  const deepIterative = (root: unknown): unknown => {
+    if (!Array.isArray(root) && !isPlainObject(root)) return typeof root === "string" ? whole(root) : root
+    interface Frame {
+      readonly input: ReadonlyArray<unknown> | { readonly [key: string]: unknown }
+      readonly keys: ReadonlyArray<string> | undefined
+      readonly length: number
+      i: number
+      out: Array<unknown> | { [key: string]: unknown } | undefined
+    }
+    const frameOf = (input: ReadonlyArray<unknown> | { readonly [key: string]: unknown }): Frame => {
+      const keys = Array.isArray(input) ? undefined : Object.keys(input)
+      return {
+        input,
+        keys,
+        length: keys === undefined ? (input as ReadonlyArray<unknown>).length : keys.length,
+        i: 0,
+        out: undefined
+      }
+    }
+    const onPath = new Set<unknown>([root])
+    const stack: Array<Frame> = [frameOf(root as ReadonlyArray<unknown>)]
+    let done: unknown
+    let finished = false
+    for (;;) {
+      const frame = stack[stack.length - 1]!
+      if (finished) {
+        finished = false
+        if (frame.keys === undefined) {
+          const input = frame.input as ReadonlyArray<unknown>
+          if (done !== input[frame.i]) {
+            frame.out ??= input.slice()
+            ;(frame.out as Array<unknown>)[frame.i] = done
+          }
+        } else {
+          const input = frame.input as { readonly [key: string]: unknown }
+          const key = frame.keys[frame.i]!
+          const nextKey = whole(key)
+          if (done !== input[key] || nextKey !== key) {
+            if (frame.out === undefined) {
+              const out: { [key: string]: unknown } = {}
+              for (const k of frame.keys) out[k] = input[k]
+              frame.out = out
+            }
+            const out = frame.out as { [key: string]: unknown }
+            if (nextKey !== key) delete out[key]
+            out[nextKey] = done
+          }
+        }
+        frame.i++
+      }
+      if (frame.i < frame.length) {
+        const child = frame.keys === undefined
+          ? (frame.input as ReadonlyArray<unknown>)[frame.i]
+          : (frame.input as { readonly [key: string]: unknown })[frame.keys[frame.i]!]
+        if ((Array.isArray(child) || isPlainObject(child)) && !onPath.has(child)) {
+          onPath.add(child)
+          stack.push(frameOf(child))
+        } else {
+          done = typeof child === "string" ? whole(child) : child
+          finished = true
+        }
+        continue
+      }
+      stack.pop()
+      onPath.delete(frame.input)
+      done = frame.out ?? frame.input
+      if (stack.length === 0) return done
+      finished = true
+    }
+  }
   const value = <A>(input: A): A => tokens.size === 0 ? input : deep(input, 0) as A
   const heldBack = (input: string): number => input.length === 0 || tokens.size === 0 ? 0 : tokens.endingStart(input)
   const window = (input: string): string => {
@@ -365,7 +459,9 @@ export const make = (tokens: Tokens): Redactor => {
   }
   const cause = (input: Cause.Cause<unknown>): Cause.Cause<unknown> => {
     if (Cause.isEmpty(input)) return input
-    const pretty = Cause.pretty(input)
+    // Rendered as Effect's loggers render it (its tracer logger too): with each error's `cause`
+    // chain, where a handler's error may quote a token it was given.
+    const pretty = Cause.pretty(input, { renderErrorCause: true })
     const scrubbed = text(pretty)
     // The structure is lost only when there was a token to take out of it.
     return scrubbed === pretty ? input : Cause.fail(scrubbed)
@@ -378,8 +474,8 @@ export const make = (tokens: Tokens): Redactor => {
     }
     return annotations
   }
-  const wrap = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> =>
-    Logger.make((options) => {
+  const wrap = <M, O>(logger: Logger.Logger<M, O>): Logger.Logger<M, O> => {
+    const out = Logger.make<M, O>((options) => {
       const message = value(options.message)
       const annotations = annotationsOf(options.annotations)
       const scrubbed = cause(options.cause)
@@ -389,6 +485,9 @@ export const make = (tokens: Tokens): Redactor => {
           : { ...options, message, annotations, cause: scrubbed }
       )
     })
+    if (spanEventLoggers.has(logger)) spanEventLoggers.add(out)
+    return out
+  }
   // The same logger set is wrapped once (a gateway wraps it for every call).
   const wrapped = new WeakMap<
     HashSet.HashSet<Logger.Logger<unknown, unknown>>,
