@@ -402,7 +402,7 @@ export interface ExitInfo {
  * CLI process: `prepare` (turn → invocation: argv, env allow-list, files), `parse` (stdout lines →
  * events and the terminal record) and the optional session hooks. A driver performs no I/O of its
  * own: the agent spawns, writes files and cleans up, so every driver gets the same isolation,
- * redaction and close guarantees. Conformance is checked by `@tether/testing`'s `Conformance.run`.
+ * redaction and close guarantees. Conformance is checked by `@tether/testing`'s `Conformance.clauses`.
  *
  * @since 0.1.0
  * @category models

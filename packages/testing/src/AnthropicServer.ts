@@ -29,9 +29,13 @@ export interface StepUsage {
  *
  * - `Text`: an assistant message with one text block (streamed in several deltas), `end_turn`.
  * - `ToolUse`: an optional text block, then a `tool_use` block (input streamed as
- *   `input_json_delta`), `stop_reason: "tool_use"`. A `name` without a `__` prefix is resolved
- *   against the request's `tools`: a tool named exactly so, else one ending in `__<name>`
- *   (so `callTool("lookup")` calls `mcp__<server>__lookup`).
+ *   `input_json_delta`), `stop_reason: "tool_use"`. A `name` without the `mcp__` prefix is
+ *   resolved against the request's `tools`: a tool named exactly so, else
+ *   `mcp__<server>__<name>` with a single server segment, `name` written as Claude writes tool
+ *   names (each character outside `[A-Za-z0-9_-]` becomes `_`): `callTool("lookup")` calls
+ *   `mcp__tether__lookup`, `callTool("ns__tool")` `mcp__tether__ns__tool`,
+ *   `callTool("issue.lookup")` `mcp__tether__issue_lookup`. A name several tools match is a
+ *   scripting error, answered 500 with a message, as is a `respond` that throws.
  * - `Fail`: the HTTP status with the API's error body `{"type":"error","error":{type,message}}`.
  * - `Delayed`: `step`, answered after `millis` (real time) — a model that keeps a turn busy.
  * - `Pieces`: an assistant message with one text block streamed as one delta per piece,

@@ -58,9 +58,15 @@ export interface Subject {
   readonly plainText?: string
   /** A turn the provider keeps working on for at least several seconds (for cancellation). */
   readonly slow: Agent.Input
-  /** A turn after which the provider exits without its terminal record, if it can be made to. */
+  /**
+   * A turn after which the provider exits without its terminal record, if it can be made to.
+   * Without it, clause C8 (crash) is left out.
+   */
   readonly crash?: Agent.Input
-  /** What `Agent.make` needs besides a scope (default `Harness.layer`). */
+  /**
+   * What `Agent.make` needs besides a scope (default `Harness.layer`). The live clauses wrap its
+   * gateway (`Harness.recordingLayer`) to probe every token of the agent after close.
+   */
   readonly layer?: Layer.Layer<
     Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path
   >
@@ -254,17 +260,26 @@ export const clauses = (subject: Subject): ReadonlyArray<Clause> => {
       id: "C4",
       title: "reaping: after close no process of the agent and no clone remain",
       run: Effect.gen(function*() {
-        const [marker, root] = yield* withAgent(subject, (agent, sandbox) =>
-          Effect.gen(function*() {
-            yield* Effect.asVoid(agent.run(subject.plain))
-            yield* agent.close()
-            return [agent.marker, sandbox.root] as const
-          }))
+        const sandbox = yield* Harness.sandbox
+        // The agent's scope closes (core reaps and removes or retains its clone) while the
+        // sandbox is still there to look into.
+        const marker = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            driver: subject.driver,
+            definition: { instructions: "", skills: [], tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            ...subject.options
+          })
+          yield* Effect.asVoid(agent.run(subject.plain))
+          yield* agent.close()
+          return agent.marker
+        }).pipe(Effect.scoped, Effect.provide(subject.layer ?? Harness.layer))
         const left = yield* Harness.markedProcesses(marker)
         yield* check("C4", left.length === 0, `processes left: ${left.join(",")}`)
-        const clones = yield* Harness.entries(root)
+        const clones = yield* Harness.entries(sandbox.root)
         yield* check("C4", clones.length === 0, `clones left: ${clones.join(",")}`)
-      })
+      }).pipe(Effect.scoped)
     },
     {
       id: "C5",
@@ -446,7 +461,9 @@ const withLiveAgent = <A, E>(
 ) =>
   Effect.gen(function*() {
     const observed: Array<Harness.Observed> = []
-    const layer = subject.layer ?? Harness.recordingLayer(observed)
+    const credentials: Array<Harness.Observed> = []
+    // The subject's own layer is wrapped too: its gateway's tokens are probed as well.
+    const layer = Harness.recordingLayer(observed, { credentials, base: subject.layer ?? Harness.layer })
     return yield* Effect.gen(function*() {
       // A bystander registration keeps the gateway listening, so the agent's token is seen refused.
       const gateway = yield* Gateway.Gateway
@@ -467,8 +484,10 @@ const withLiveAgent = <A, E>(
       yield* check(clause, left.length === 0, `processes left after close: ${left.join(",")}`)
       const clones = yield* Harness.entries(sandbox.root)
       yield* check(clause, clones.length === 0, `clones left after close: ${clones.join(",")}`)
-      // observed[0] is the bystander; each later one is a credential of the agent, revoked by now.
-      for (const credential of observed.slice(1)) {
+      // observed[0] is the bystander; each later one is the agent's registration; each credential
+      // was minted from it for one of the agent's processes (the token its CLI used): all revoked.
+      yield* check(clause, credentials.length > 0, "no credential of the agent was minted through the gateway")
+      for (const credential of [...observed.slice(1), ...credentials]) {
         const status = yield* Harness.probe(credential)
         yield* check(clause, status === 401, `a token of the agent answers ${status} after close`)
       }

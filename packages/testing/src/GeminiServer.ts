@@ -32,8 +32,10 @@ export interface StepUsage {
  *
  * - `Text`: a model content with text parts (streamed over several chunks), `finishReason: "STOP"`.
  * - `FunctionCall`: optional text, then a `functionCall` part. A `name` is resolved against
- *   the request's `functionDeclarations`: a declaration named exactly so, else one ending in
- *   `_<name>` (so `callTool("lookup")` calls `mcp_<server>_lookup`).
+ *   the request's `functionDeclarations`: a declaration named exactly so, else
+ *   `mcp_<server>_<name>` with a single server segment (so `callTool("lookup")` calls
+ *   `mcp_tether_lookup`, not `mcp_tether_issue_lookup`), else one ending in `_<name>`. A name
+ *   several declarations match at the same step is a scripting error: answered 500 with a message.
  * - `Fail`: the HTTP status with the API's error body `{"error":{code,message,status}}`.
  *
  * A `delay` (milliseconds) holds the answer back that long, as a slow model does; a client that

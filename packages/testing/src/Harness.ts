@@ -67,27 +67,57 @@ export interface Observed {
 }
 
 /**
- * The real gateway, wrapped so a test can see each registration's URL and token (to prove the
- * token gets 401 after close). The list is appended to as agents register.
+ * What `recordingLayer` records besides each registration, and which gateway it wraps.
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface RecordingOptions {
+  /**
+   * Where each credential minted from a registration is recorded, in order: the per-process
+   * tokens CLIs actually use (core mints one for each provider process).
+   */
+  readonly credentials?: Array<Observed>
+  /** The layer whose gateway is wrapped (default `layer`): a subject's own layer is recorded too. */
+  readonly base?: Layer.Layer<Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path>
+}
+
+/**
+ * The gateway of `options.base` (default `layer`), wrapped so a test can see each registration's
+ * URL and token in `observed` and, given `options.credentials`, each credential minted from it
+ * there (to prove every token gets 401 after close). The lists are appended to as agents register
+ * and mint.
  *
  * @since 0.1.0
  * @category layers
  */
 export const recordingLayer = (
-  observed: Array<Observed>
-): Layer.Layer<Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path> =>
-  Layer.merge(
-    Layer.scoped(
+  observed: Array<Observed>,
+  options: RecordingOptions = {}
+): Layer.Layer<Gateway.Gateway | CommandExecutor.CommandExecutor | FileSystem.FileSystem | Path.Path> => {
+  const base = options.base ?? layer
+  const credentials = options.credentials
+  return Layer.merge(
+    base,
+    // Built from the same (memoized) `base`: its Gateway replaces base's in the merged context.
+    Layer.effect(
       Gateway.Gateway,
-      Effect.map(Gateway.make(), (gateway) => ({
-        redactor: gateway.redactor,
+      Effect.map(Gateway.Gateway, (gateway) => ({
+        ...gateway,
         register: (executor) =>
-          Effect.tap(gateway.register(executor), (registration) =>
-            Effect.sync(() => observed.push({ url: registration.url, token: registration.token })))
+          Effect.map(gateway.register(executor), (registration) => {
+            observed.push({ url: registration.url, token: registration.token })
+            return credentials === undefined ? registration : {
+              ...registration,
+              credential: (credentialOptions) =>
+                Effect.tap(registration.credential(credentialOptions), (credential) =>
+                  Effect.sync(() => credentials.push({ url: registration.url, token: credential.token })))
+            }
+          })
       }))
-    ),
-    NodeContext.layer
+    ).pipe(Layer.provide(base))
   )
+}
 
 /**
  * Scoped temp directories: `source` (a provider profile with a settings file), `root` (where

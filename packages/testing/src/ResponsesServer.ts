@@ -2,7 +2,8 @@
  * A scripted OpenAI Responses API server on `127.0.0.1:0` for running the real Codex CLI
  * offline. It answers `POST /v1/responses` with the server-sent events the API streams
  * (`response.created`, `response.output_item.added` / `.done`, `response.output_text.delta`,
- * function-call items, `response.completed` with usage) and records every request.
+ * function-call items, `response.completed` with usage) and records every request: those to
+ * `POST /v1/responses` in `requests`, every other one (answered 404) in `otherRequests`.
  *
  * Codex offers MCP tools as a `namespace` tool (`mcp__<server>`) and expects a call to name
  * both the namespace and the tool: use {@link mcpTool}. Use an unknown model slug (the default
@@ -79,6 +80,18 @@ export interface RecordedRequest {
 }
 
 /**
+ * A request to any other path than `POST /v1/responses` (answered 404, e.g. `GET /v1/models`).
+ *
+ * @since 0.4.0
+ * @category models
+ */
+export interface OtherRequest {
+  readonly method: string
+  readonly path: string
+  readonly headers: { readonly [name: string]: string }
+}
+
+/**
  * Chooses the answer to each request. A script that throws answers 500.
  *
  * @since 0.1.0
@@ -124,8 +137,10 @@ export interface ResponsesServer {
   readonly port: number
   readonly baseUrl: string
   readonly model: string
-  /** Every request received so far, in order. */
+  /** Every `POST /v1/responses` received so far, in order. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
+  /** Every other request received so far (answered 404), in order. */
+  readonly otherRequests: Effect.Effect<ReadonlyArray<OtherRequest>>
   /** Replaces the script for the following requests. */
   readonly setScript: (script: Script) => Effect.Effect<void>
 }

@@ -228,3 +228,52 @@ describe("AnthropicServer", () => {
       expect(refused).toBe(true)
     }))
 })
+
+describe("AnthropicServer tool names and scripting errors", () => {
+  const toolName = (text: string) =>
+    parseSse(text).find((e) =>
+      e.event === "content_block_start" && (e.data["content_block"] as any).type === "tool_use"
+    )
+      ?.data["content_block"] as { readonly name: string } | undefined
+
+  it.scopedLive("a name with __ but no mcp__ prefix resolves to mcp__<server>__<name>", () =>
+    Effect.gen(function*() {
+      const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.callTool("ns__tool", {}) })
+      const response = yield* post(server.url, request("go", ["Bash", "mcp__tether__ns__tool"]))
+      expect(toolName(response.text)?.name).toBe("mcp__tether__ns__tool")
+    }))
+
+  it.scopedLive("a catalog name with characters Claude rewrites resolves (issue.lookup → issue_lookup)", () =>
+    Effect.gen(function*() {
+      const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.callTool("issue.lookup", {}) })
+      const response = yield* post(server.url, request("go", ["mcp__tether__lookup", "mcp__tether__issue_lookup"]))
+      expect(toolName(response.text)?.name).toBe("mcp__tether__issue_lookup")
+    }))
+
+  it.scopedLive("a short name calls the exact mcp__<server>__<name>, not a longer one ending in it", () =>
+    Effect.gen(function*() {
+      const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.callTool("lookup", {}) })
+      const response = yield* post(server.url, request("go", ["mcp__tether__issue__lookup", "mcp__tether__lookup"]))
+      expect(toolName(response.text)?.name).toBe("mcp__tether__lookup")
+    }))
+
+  it.scopedLive("a name several tools match is a scripting error: 500 with a message", () =>
+    Effect.gen(function*() {
+      const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.callTool("lookup", {}) })
+      const response = yield* post(server.url, request("go", ["mcp__a__lookup", "mcp__b__lookup"]))
+      expect(response.status).toBe(500)
+      expect(JSON.parse(response.text).error.message).toMatch(/lookup is ambiguous: mcp__a__lookup, mcp__b__lookup/)
+    }))
+
+  it.scopedLive("a responder that throws answers 500 with its message instead of hanging", () =>
+    Effect.gen(function*() {
+      const server = yield* AnthropicServer.make({
+        respond: () => {
+          throw new Error("no step for this")
+        }
+      })
+      const response = yield* post(server.url, request("go")).pipe(Effect.timeout("5 seconds"))
+      expect(response.status).toBe(500)
+      expect(JSON.parse(response.text).error.message).toMatch(/no step for this/)
+    }))
+})

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import type { Driver } from "@tether/core"
 import { ProtocolError } from "@tether/core/Driver"
 import { Conformance, FakeCli, Reference } from "@tether/testing"
 import * as Effect from "effect/Effect"
@@ -68,7 +69,34 @@ describe("the fake CLI driver passes the conformance suite", () => {
   for (const clause of Conformance.clauses(subject)) it.live(`${clause.id} ${clause.title}`, () => clause.run)
 })
 
+/** The fake CLI, but its CLI appends to its materialized `mcp.json` first: core keeps the clone. */
+const cloneKeeping = (): Driver.Driver => {
+  const fake = FakeCli.driver()
+  return {
+    ...fake,
+    prepare: (request) =>
+      Effect.map(fake.prepare(request), (spec) => ({
+        ...spec,
+        command: "/bin/sh",
+        args: ["-c", `printf '\\n' >> "$${FakeCli.selectorEnv}/mcp.json" && exec "$0" "$@"`, spec.command, ...spec.args]
+      }))
+  }
+}
+
 describe("the suite can fail", () => {
+  it.live("a driver whose CLI changes its materialized file (the clone is retained) fails C4", () =>
+    Effect.gen(function*() {
+      const subject: Conformance.Subject = {
+        driver: cloneKeeping(),
+        plain: FakeCli.script({ op: "text", text: "plain answer" }),
+        slow: FakeCli.script({ op: "sleep", ms: 60_000 })
+      }
+      const clause = Conformance.clauses(subject).find((c) => c.id === "C4")!
+      const error = yield* Effect.flip(clause.run)
+      expect(error).toMatchObject({ _tag: "ConformanceFailure", clause: "C4" })
+      expect(String((error as Conformance.ConformanceFailure).detail)).toMatch(/^clones left: /)
+    }))
+
   it.live("a driver that loses its terminal record fails C2", () =>
     Effect.gen(function*() {
       const broken = Reference.driver({ respond: (prompt) => Reference.answer(prompt).slice(0, 3) })

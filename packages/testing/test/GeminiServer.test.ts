@@ -143,6 +143,35 @@ describe("GeminiServer", () => {
       ])
     }).pipe(Effect.scoped))
 
+  it.live("a short tool name calls the exact mcp_<server>_<name>, not a longer one ending in it", () =>
+    Effect.gen(function*() {
+      const server = yield* GeminiServer.make({ respond: () => GeminiServer.callTool("lookup", {}) })
+      const url = `${server.url}/v1beta/models/m:streamGenerateContent?alt=sse`
+      const res = yield* post(url, body([user("go")], ["mcp_tether_issue_lookup", "mcp_tether_lookup"]))
+      expect(events(res.text).at(-1).candidates[0].content.parts[0].functionCall.name).toBe("mcp_tether_lookup")
+    }).pipe(Effect.scoped))
+
+  it.live("a short tool name several declarations match is a scripting error: 500 with a message", () =>
+    Effect.gen(function*() {
+      const server = yield* GeminiServer.make({ respond: () => GeminiServer.callTool("lookup", {}) })
+      const url = `${server.url}/v1beta/models/m:streamGenerateContent?alt=sse`
+      const res = yield* post(url, body([user("go")], ["mcp_a_lookup", "mcp_b_lookup"]))
+      expect(res.status).toBe(500)
+      expect(JSON.parse(res.text).error.message).toMatch(/lookup is ambiguous: mcp_a_lookup, mcp_b_lookup/)
+    }).pipe(Effect.scoped))
+
+  it.live("a responder that throws answers 500 with its message", () =>
+    Effect.gen(function*() {
+      const server = yield* GeminiServer.make({
+        respond: () => {
+          throw new Error("no step for this")
+        }
+      })
+      const res = yield* post(`${server.url}/v1beta/models/m:generateContent`, body([user("go")]))
+      expect(res.status).toBe(500)
+      expect(JSON.parse(res.text).error.message).toMatch(/no step for this/)
+    }).pipe(Effect.scoped))
+
   it.live("stops listening when its scope closes", () =>
     Effect.gen(function*() {
       const url = yield* GeminiServer.make().pipe(Effect.map((s) => s.url), Effect.scoped)

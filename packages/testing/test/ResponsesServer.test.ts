@@ -187,6 +187,21 @@ describe("ResponsesServer", () => {
       expect((yield* server.requests).length).toBe(2)
     }).pipe(Effect.scoped))
 
+  it.live("records a request to another path (GET /v1/models, answered 404) in otherRequests", () =>
+    Effect.gen(function*() {
+      const server = yield* ResponsesServer.make()
+      const status = yield* Effect.promise(() =>
+        fetch(`${server.baseUrl}/models`, { headers: { authorization: "Bearer k" } }).then((r) => r.status)
+      )
+      expect(status).toBe(404)
+      expect(yield* server.otherRequests).toMatchObject([{
+        method: "GET",
+        path: "/v1/models",
+        headers: { authorization: "Bearer k" }
+      }])
+      expect(yield* server.requests).toEqual([])
+    }).pipe(Effect.scoped))
+
   it.live("a delayed step answers later; closing the scope ends the wait and stops the listener", () =>
     Effect.gen(function*() {
       let port = 0

@@ -72,10 +72,22 @@ export const roundTrip = (
   return results.length > 0 ? after(results) : first(request)
 }
 
-const resolveToolName = (name: string, request: MessagesRequest): string => {
+/**
+ * The tool a `ToolUse` names: itself when a tool is named so or it has the `mcp__` prefix, else
+ * the `mcp__<server>__<name>` (`name` written as Claude writes tool names: each character outside
+ * `[A-Za-z0-9_-]` becomes `_`) with a single server segment; several → a message (answered 500).
+ */
+const resolveToolName = (name: string, request: MessagesRequest): { readonly name: string } | string => {
   const names = (request.tools ?? []).map((t) => t.name)
-  if (names.includes(name) || name.includes("__")) return name
-  return names.find((n) => n.endsWith(`__${name}`)) ?? name
+  if (names.includes(name) || name.startsWith("mcp__")) return { name }
+  const written = name.replace(/[^A-Za-z0-9_-]/g, "_")
+  const matches = names.filter((n) => {
+    if (!n.startsWith("mcp__")) return false
+    const end = n.indexOf("__", 5)
+    return end > 5 && n.slice(end + 2) === written
+  })
+  if (matches.length > 1) return `AnthropicServer: the tool name ${name} is ambiguous: ${matches.join(", ")}`
+  return { name: matches[0] ?? name }
 }
 
 /** Splits text into a few chunks so a stream has several deltas. */
@@ -101,7 +113,7 @@ const streamEvents = (
   messageId: string,
   toolId: string,
   model: string,
-  request: MessagesRequest
+  toolName: string
 ): Array<Array<string>> => {
   const text = step._tag === "Pieces" ? step.pieces.join("") : step.text
   const usage = usageOf(step.usage, `${text ?? ""}${step._tag === "ToolUse" ? JSON.stringify(step.input) : ""}`)
@@ -150,7 +162,7 @@ const streamEvents = (
     tail.push(sse("content_block_start", {
       type: "content_block_start",
       index,
-      content_block: { type: "tool_use", id: toolId, name: resolveToolName(step.name, request), input: {} }
+      content_block: { type: "tool_use", id: toolId, name: toolName, input: {} }
     }))
     tail.push(
       sse("content_block_delta", {
@@ -188,13 +200,19 @@ export const make = (options: Options = {}): Effect.Effect<AnthropicServer, Anth
     const recorded = yield* Ref.make<ReadonlyArray<RecordedRequest>>([])
     const counter = yield* Ref.make(0)
 
-    const nextStep = (request: MessagesRequest): Effect.Effect<Step | undefined> =>
+    const nextStep = (request: MessagesRequest): Effect.Effect<Step | undefined, string> =>
       Ref.modify(
         queue,
         (steps): readonly [Step | undefined, ReadonlyArray<Step>] =>
           steps.length > 0 ? [steps[0], steps.slice(1)] : [undefined, steps]
       ).pipe(
-        Effect.map((step) => step ?? options.respond?.(request))
+        Effect.flatMap((step) =>
+          step !== undefined ? Effect.succeed(step) : Effect.try({
+            try: () => options.respond?.(request),
+            // A responder that throws is a scripting error, answered 500 with its message.
+            catch: (error) => `AnthropicServer: ${error instanceof Error ? error.message : String(error)}`
+          })
+        )
       )
 
     const handle = (req: Http.IncomingMessage, res: Http.ServerResponse, body: string): Effect.Effect<void> =>
@@ -209,7 +227,8 @@ export const make = (options: Options = {}): Effect.Effect<AnthropicServer, Anth
         const isMessages = req.method === "POST" && path === "/v1/messages" && isRecord(json) &&
           Array.isArray(json["messages"])
         const request = isMessages ? json as MessagesRequest : undefined
-        let step = request !== undefined ? yield* nextStep(request) : undefined
+        const next = request !== undefined ? yield* Effect.either(nextStep(request)) : undefined
+        let step = next?._tag === "Right" ? next.right : undefined
         const n = yield* Ref.updateAndGet(counter, (c) => c + 1)
         yield* Ref.update(recorded, (all) => [
           ...all,
@@ -228,9 +247,12 @@ export const make = (options: Options = {}): Effect.Effect<AnthropicServer, Anth
           res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify(error))
           return
         }
-        if (step === undefined || step._tag === "Fail") {
-          const status = step?.status ?? 500
-          const message = step?.message ?? "AnthropicServer: the script is exhausted"
+        const resolved = step?._tag === "ToolUse" ? resolveToolName(step.name, request) : { name: "" }
+        const scriptError = next?._tag === "Left" ? next.left : typeof resolved === "string" ? resolved : undefined
+        if (step === undefined || step._tag === "Fail" || scriptError !== undefined) {
+          const status = step?._tag === "Fail" && scriptError === undefined ? step.status : 500
+          const message = scriptError ?? (step?._tag === "Fail" ? step.message : undefined) ??
+            "AnthropicServer: the script is exhausted"
           const error = { type: "error", error: { type: errorTypes[status] ?? "api_error", message } }
           res.writeHead(status, {
             "content-type": "application/json",
@@ -246,7 +268,13 @@ export const make = (options: Options = {}): Effect.Effect<AnthropicServer, Anth
           "cache-control": "no-cache",
           "request-id": `req_${n}`
         })
-        const groups = streamEvents(step, `msg_scripted${n}`, id, model, request)
+        const groups = streamEvents(
+          step,
+          `msg_scripted${n}`,
+          id,
+          model,
+          typeof resolved === "string" ? "" : resolved.name
+        )
         for (const [index, group] of groups.entries()) {
           if (index > 0 && step._tag === "Pieces") yield* step.between
           res.write(group.join(""))
@@ -279,7 +307,20 @@ export const make = (options: Options = {}): Effect.Effect<AnthropicServer, Anth
       req.on("data", (chunk: Buffer) => parts.push(chunk))
       req.on("end", () => {
         const body = Buffer.concat(parts).toString("utf8")
-        runHandler(handle(req, res, body).pipe(Effect.onInterrupt(() => Effect.sync(() => res.destroy()))))
+        runHandler(
+          handle(req, res, body).pipe(
+            // Any defect still ends the response: a client never waits on a handler that died.
+            Effect.catchAllDefect((defect) =>
+              Effect.sync(() => {
+                if (res.headersSent) return res.destroy()
+                const message = `AnthropicServer: ${defect instanceof Error ? defect.message : String(defect)}`
+                const error = { type: "error", error: { type: "api_error", message } }
+                res.writeHead(500, { "content-type": "application/json" }).end(JSON.stringify(error))
+              })
+            ),
+            Effect.onInterrupt(() => Effect.sync(() => res.destroy()))
+          )
+        )
       })
     })
 

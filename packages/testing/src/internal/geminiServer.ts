@@ -69,10 +69,32 @@ export const roundTrip = (
   return responses.length > 0 ? after(responses) : first(request)
 }
 
-const resolveToolName = (name: string, request: GenerateRequest): string => {
+/** A step the request cannot be answered with (e.g. an ambiguous tool name): answered 500. */
+class ScriptError {
+  constructor(readonly message: string) {}
+}
+
+/**
+ * The declaration a `FunctionCall` names: the exact name, else the one `mcp_<server>_<name>`
+ * with a single server segment, else the one ending in `_<name>`; several → `ScriptError`.
+ */
+const resolveToolName = (name: string, request: GenerateRequest): string | ScriptError => {
   const names = declaredTools(request)
   if (names.includes(name)) return name
-  return names.find((n) => n.endsWith(`_${name}`)) ?? name
+  const pick = (candidates: ReadonlyArray<string>): string | ScriptError | undefined =>
+    candidates.length === 1
+      ? candidates[0]
+      : candidates.length > 1
+      ? new ScriptError(`GeminiServer: the tool name ${name} is ambiguous: ${candidates.join(", ")}`)
+      : undefined
+  const exact = names.filter((n) => /^mcp_[^_]+_/.test(n) && n.slice(n.indexOf("_", 4) + 1) === name)
+  return pick(exact) ?? pick(names.filter((n) => n.endsWith(`_${name}`))) ?? name
+}
+
+const functionCallOf = (step: Step, request: GenerateRequest): Part | ScriptError | undefined => {
+  if (step._tag !== "FunctionCall") return undefined
+  const name = resolveToolName(step.name, request)
+  return typeof name === "string" ? { functionCall: { name, args: step.args ?? {} } } : name
 }
 
 const chunks = (text: string, size: number): Array<string> => {
@@ -93,6 +115,7 @@ const usageOf = (usage: StepUsage | undefined, text: string) => {
 /** The `GenerateContentResponse` chunks of one successful reply. */
 const responseChunks = (
   step: Extract<Step, { _tag: "Text" | "FunctionCall" }>,
+  call: Part | undefined,
   request: GenerateRequest,
   responseId: string
 ): Array<unknown> => {
@@ -116,27 +139,31 @@ const responseChunks = (
     return out
   }
   for (const piece of textParts) out.push(candidate([{ text: piece }], false))
-  out.push(candidate([{ functionCall: { name: resolveToolName(step.name, request), args: step.args ?? {} } }], true))
+  if (call !== undefined) out.push(candidate([call], true))
   return out
 }
 
 /** The same reply as one non-streamed `GenerateContentResponse`. */
 const wholeResponse = (
   step: Extract<Step, { _tag: "Text" | "FunctionCall" }>,
+  call: Part | undefined,
   request: GenerateRequest,
   responseId: string
 ): unknown => {
   const text = step.text ?? ""
   const parts: Array<Part> = text.length > 0 || step._tag === "Text" ? [{ text }] : []
-  if (step._tag === "FunctionCall") {
-    parts.push({ functionCall: { name: resolveToolName(step.name, request), args: step.args ?? {} } })
-  }
+  if (call !== undefined) parts.push(call)
   return {
     candidates: [{ content: { parts, role: "model" }, finishReason: "STOP", index: 0 }],
     usageMetadata: usageOf(step.usage, `${text}${step._tag === "FunctionCall" ? JSON.stringify(step.args) : ""}`),
     modelVersion: request.model,
     responseId
   }
+}
+
+const scriptError = (res: Http.ServerResponse, message: string): void => {
+  const error = { error: { code: 500, message, status: statusNames[500] } }
+  res.writeHead(500, { "content-type": "application/json; charset=UTF-8" }).end(JSON.stringify(error))
 }
 
 const modelOf = (path: string): { readonly model: string; readonly method: string } | undefined => {
@@ -190,12 +217,15 @@ export const make = (options: Options = {}): Effect.Effect<GeminiServer, GeminiS
         res.writeHead(status, { "content-type": "application/json; charset=UTF-8" }).end(JSON.stringify(error))
         return
       }
+      // Resolved before any delay, so a scripting error is answered here, not in a timer.
+      const call = functionCallOf(step, request)
+      if (call instanceof ScriptError) return scriptError(res, call.message)
       const answer = () => {
         if (res.destroyed) return
-        const parts = responseChunks(step, request, `resp-scripted-${n}`)
+        const parts = responseChunks(step, call, request, `resp-scripted-${n}`)
         if (target.method === "generateContent") {
           res.writeHead(200, { "content-type": "application/json; charset=UTF-8" })
-            .end(JSON.stringify(wholeResponse(step, request, `resp-scripted-${n}`)))
+            .end(JSON.stringify(wholeResponse(step, call, request, `resp-scripted-${n}`)))
           return
         }
         res.writeHead(200, {
@@ -222,8 +252,11 @@ export const make = (options: Options = {}): Effect.Effect<GeminiServer, GeminiS
       req.on("end", () => {
         try {
           handle(req, res, Buffer.concat(parts).toString("utf8"))
-        } catch {
-          if (!res.headersSent) res.writeHead(500).end()
+        } catch (error) {
+          // A responder that throws.
+          if (!res.headersSent) {
+            scriptError(res, `GeminiServer: ${error instanceof Error ? error.message : String(error)}`)
+          } else res.destroy()
         }
       })
     })

@@ -7,6 +7,7 @@ import type * as Scope from "effect/Scope"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import type {
+  OtherRequest,
   RecordedRequest,
   ResponsesServer,
   ResponsesServerOptions,
@@ -15,7 +16,7 @@ import type {
   UsageSpec
 } from "../ResponsesServer.js"
 import { ResponsesServerError } from "../ResponsesServer.js"
-import { listen, openAiErrorBody as errorBody, readBody, record, type Waits } from "./scriptedHttp.js"
+import { headersOf, listen, openAiErrorBody as errorBody, readBody, record, type Waits } from "./scriptedHttp.js"
 
 /** @internal */
 export const text = (
@@ -210,6 +211,7 @@ export const make = (
 ): Effect.Effect<ResponsesServer, ResponsesServerError, Scope.Scope> =>
   Effect.gen(function*() {
     const requests: Array<RecordedRequest> = []
+    const others: Array<OtherRequest> = []
     let script: Script = options?.script ?? (() => text("ok"))
     const model = options?.model ?? "fake-model"
     const expectedAuth = options?.apiKey === undefined ? undefined : `Bearer ${Redacted.value(options.apiKey)}`
@@ -218,6 +220,7 @@ export const make = (
       const raw = await readBody(req)
       const path = (req.url ?? "/").split("?")[0] ?? "/"
       if (req.method !== "POST" || path !== "/v1/responses") {
+        others.push({ method: req.method ?? "GET", path, headers: headersOf(req) })
         res.writeHead(404, { "content-type": "application/json" }).end(errorBody(404, "not found"))
         return
       }
@@ -256,6 +259,7 @@ export const make = (
       baseUrl: `http://127.0.0.1:${port}/v1`,
       model,
       requests: Effect.sync(() => requests.slice()),
+      otherRequests: Effect.sync(() => others.slice()),
       setScript: (next: Script) =>
         Effect.sync(() => {
           script = next
