@@ -140,10 +140,10 @@ describe("Gemini: the parser", () => {
         ["end", longName, "host"],
         ["start", "lookup_issue", "host"]
       ])
-      // Without the run's tools, or without the long one among them: as Gemini named it.
-      for (const tools of [undefined, ["lookup_issue"]]) {
-        expect((yield* callsOf(tools))[0]).toEqual(["start", shortened.slice("mcp_tether_".length), "host"])
-      }
+      // Without the run's tools: as Gemini named it, by the hosted prefix.
+      expect((yield* callsOf(undefined))[0]).toEqual(["start", shortened.slice("mcp_tether_".length), "host"])
+      // Not one of the run's tools: another server's, under Gemini's whole name.
+      expect((yield* callsOf(["lookup_issue"]))[0]).toEqual(["start", shortened, "mcp"])
     }))
 })
 
