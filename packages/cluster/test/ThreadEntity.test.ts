@@ -19,6 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import * as Path from "node:path"
 import * as Fixture from "./fixtures/agent.js"
 
@@ -87,6 +88,35 @@ describe("ThreadEntity on one runner", () => {
           resumed: true
         })
         expect(yield* record(threads, "tenant-42/issue-123")).toMatchObject({ session: first.session, turns: 2 })
+      })
+    ))
+
+  it.live("the client's spans carry the thread key's hash, never the key (docs/tracing.md)", () =>
+    withRunner(({ threads }) =>
+      Effect.gen(function*() {
+        const key = "tenant-42/SECRET-KEY-7c1e"
+        // Every span the turn makes, through the native tracer.
+        const native = yield* Effect.tracer
+        const spans: Array<Tracer.Span> = []
+        const recording = Tracer.make({
+          span: (...args) => {
+            const span = native.span(...args)
+            spans.push(span)
+            return span
+          },
+          context: native.context
+        })
+        const thread = threads.thread(key)
+        yield* thread.run(Fixture.turn("one")).pipe(Effect.withTracer(recording))
+        yield* Stream.runDrain(thread.stream(Fixture.turn("two"))).pipe(Effect.withTracer(recording))
+        // @effect/cluster's own entity spans name the entity id (docs/tracing.md says so); Tether's
+        // client spans carry only the hash.
+        const ours = spans.filter((span) => span.name.startsWith("RemoteThread."))
+        expect(ours.map((span) => span.name).sort()).toEqual(["RemoteThread.run", "RemoteThread.stream"])
+        for (const span of ours) {
+          for (const value of span.attributes.values()) expect(String(value)).not.toContain("SECRET-KEY-7c1e")
+          expect(span.attributes.get("thread.key_hash")).toMatch(/^[0-9a-f]{32}$/)
+        }
       })
     ))
 

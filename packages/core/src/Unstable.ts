@@ -8,6 +8,7 @@
  */
 import type * as Effect from "effect/Effect"
 import * as internalProcess from "./internal/process.js"
+import * as internalTracing from "./internal/tracing.js"
 
 /**
  * The environment variable every provider process (and, by inheritance, its descendants)
@@ -32,3 +33,13 @@ export const markerVariable: string = internalProcess.markerVariable
  * @category unstable
  */
 export const reapOrphans: Effect.Effect<ReadonlyArray<number>> = internalProcess.reapOrphans
+
+/**
+ * A thread key as traces carry it (`thread.key_hash`): HMAC-SHA-256 under a key random per host
+ * process, 32 hex digits. It correlates a thread's spans within the process and cannot be checked
+ * against a guessed key.
+ *
+ * @since 0.4.0
+ * @category unstable
+ */
+export const threadKeyHash: (key: string) => string = internalTracing.threadKeyHash

@@ -4,6 +4,7 @@
  * @internal
  */
 import type * as Agent from "@tether/core/Agent"
+import * as Unstable from "@tether/core/Unstable"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -41,19 +42,21 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
       }
       const deadline = (runOptions: ThreadEntity.RunOptions | undefined) =>
         runOptions?.timeout === undefined ? turnTimeout : Duration.decode(runOptions.timeout)
+      // The key as traces carry it everywhere (docs/tracing.md): never the key itself.
+      const keyAttribute = { "thread.key_hash": Unstable.threadKeyHash(key) }
       return {
         key,
         run: (turn, runOptions) =>
           Effect.suspend(() => rpc.Run(request(turn, runOptions))).pipe(
             timed("run", deadline(runOptions)),
-            Effect.withSpan("RemoteThread.run", { attributes: { key }, captureStackTrace: false })
+            Effect.withSpan("RemoteThread.run", { attributes: keyAttribute, captureStackTrace: false })
           ),
         stream: (turn, runOptions) =>
           Stream.suspend(() => rpc.RunStream(request(turn, runOptions))).pipe(
             Stream.interruptWhen(
               Effect.zipRight(Effect.sleep(deadline(runOptions)), Effect.fail(expired("stream", deadline(runOptions))))
             ),
-            Stream.withSpan("RemoteThread.stream", { attributes: { key }, captureStackTrace: false })
+            Stream.withSpan("RemoteThread.stream", { attributes: keyAttribute, captureStackTrace: false })
           ),
         send: (input) => rpc.Send({ key, input }).pipe(timed("send", timeout)),
         snapshot: Effect.suspend(() => rpc.Snapshot({ key })).pipe(timed("snapshot", timeout)),
