@@ -44,6 +44,18 @@ const everyText = (span: ReadableSpan): ReadonlyArray<string> => [
   span.status.message ?? ""
 ]
 
+/** A real Claude Code agent against `server`, in a fresh sandbox, with the instructions and tools above. */
+const claudeAgent = (server: AnthropicServer.AnthropicServer) =>
+  Effect.flatMap(Harness.sandbox, (sandbox) =>
+    Agent.make({
+      driver: Claude.driver({
+        env: { ANTHROPIC_BASE_URL: server.url, ANTHROPIC_API_KEY: Redacted.make(apiKey), CLAUDE_CODE_MAX_RETRIES: "0" }
+      }),
+      definition: { instructions, skills: [], tools: Tools },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    }))
+
 describe("tracing", () => {
   it.live("a thread turn with a tool call: run → tool call, with attributes and no content", () => {
     const exporter = new InMemorySpanExporter()
@@ -59,19 +71,7 @@ describe("tracing", () => {
             () => AnthropicServer.reply("done", { usage: { inputTokens: 40, outputTokens: 6 } })
           )
         })
-        const sandbox = yield* Harness.sandbox
-        const agent = yield* Agent.make({
-          driver: Claude.driver({
-            env: {
-              ANTHROPIC_BASE_URL: server.url,
-              ANTHROPIC_API_KEY: Redacted.make(apiKey),
-              CLAUDE_CODE_MAX_RETRIES: "0"
-            }
-          }),
-          definition: { instructions, skills: [], tools: Tools },
-          workspace: sandbox.workspace,
-          profile: sandbox.selection
-        })
+        const agent = yield* claudeAgent(server)
         const thread = yield* agent.thread(key)
         const result = yield* thread.run(prompt)
         expect(result.text).toBe("done")
@@ -140,19 +140,7 @@ describe("tracing", () => {
             () => AnthropicServer.reply("done")
           )
         })
-        const sandbox = yield* Harness.sandbox
-        const agent = yield* Agent.make({
-          driver: Claude.driver({
-            env: {
-              ANTHROPIC_BASE_URL: server.url,
-              ANTHROPIC_API_KEY: Redacted.make(apiKey),
-              CLAUDE_CODE_MAX_RETRIES: "0"
-            }
-          }),
-          definition: { instructions, skills: [], tools: Tools },
-          workspace: sandbox.workspace,
-          profile: sandbox.selection
-        })
+        const agent = yield* claudeAgent(server)
         const result = yield* agent.run(prompt)
         expect(result.text).toBe("done")
       }).pipe(Effect.scoped)

@@ -302,21 +302,12 @@ export const step = (
 }
 
 /**
- * The parser of a run whose hosted tools Gemini renamed as `renamed` says (`renamedOf` is asked
- * once per run, with its context).
- *
- * @internal
- */
-export const parseWith = (renamedOf: (context: Driver.ParseContext) => Renamed): Driver.Driver["parse"] =>
-  Driver.parseFromLines((context) => {
-    const state = initial(renamedOf(context))
-    return (line) => step(state, line, context)
-  })
-
-/**
- * The parser of a run whose renamed hosted tools are known from its context (without the run's
+ * The parser of a run; its renamed hosted tools are known from its context (without the run's
  * tools in it, a shortened name is reported as Gemini gives it).
  *
  * @internal
  */
-export const parse: Driver.Driver["parse"] = parseWith(renamedInContext)
+export const parse: Driver.Driver["parse"] = Driver.parseFromLines((context) => {
+  const state = initial(renamedInContext(context))
+  return (line) => step(state, line, context)
+})
