@@ -12,12 +12,14 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
-import * as FiberSet from "effect/FiberSet"
+import * as FiberRefs from "effect/FiberRefs"
 import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
@@ -407,11 +409,20 @@ export const make = (options: Options = {}): Effect.Effect<
         Effect.ensuring(Effect.sync(() => listener.server.closeAllConnections()))
       )
 
-    const acquireListener = lock.withPermits(1)(Effect.gen(function*() {
+    const acquireListenerLocked = lock.withPermits(1)(Effect.gen(function*() {
       if (state.listener === undefined) state.listener = yield* start
       state.registrations++
       return state.listener
     }))
+    // Without the lock while a listener is up: `state.listener` is set only once a listener
+    // listens, and a release clears it in the same synchronous step that finds no registration
+    // left, so a registration counted here always holds a listener that stays up.
+    const acquireListener = Effect.suspend(() => {
+      const listener = state.listener
+      if (listener === undefined) return acquireListenerLocked
+      state.registrations++
+      return Effect.succeed(listener)
+    })
 
     const releaseListener = lock.withPermits(1)(Effect.gen(function*() {
       state.registrations--
@@ -436,39 +447,54 @@ export const make = (options: Options = {}): Effect.Effect<
     const register = (executor: Catalog.Executor) =>
       Effect.gen(function*() {
         const listener = yield* Effect.acquireRelease(acquireListener, () => releaseListener)
-        // Calls run in their own scope so closing can be bounded even if a handler ignores
-        // interruption: every pending call is answered first, then the fibers are interrupted.
-        const callScope = yield* Scope.make()
+        // The calls' fibers, forked from this fiber's runtime, so that closing can be bounded even
+        // if a handler ignores interruption: every pending call is answered first, then the
+        // fibers are interrupted. A model that saw a token (a shell printed the environment) can
+        // pass it as an argument, and a handler's failure may quote its input: the host's log
+        // never gets it, through loggers wrapped once here, not per call. Nor is a call's log
+        // line an event of its span (Effect's tracer logger would record it with the cause, whose
+        // text may quote the call's arguments): `Gateway.call` carries only the tool's name and
+        // outcome.
+        const runFork = yield* Effect.fiberIdWith((fiberId) =>
+          Effect.map(Effect.runtime<never>(), (runtime) =>
+            Runtime.runFork(Runtime.make({
+              context: runtime.context,
+              runtimeFlags: runtime.runtimeFlags,
+              fiberRefs: FiberRefs.updateAs(runtime.fiberRefs, {
+                fiberId,
+                fiberRef: FiberRef.currentLoggers,
+                value: redactor.loggers(
+                  Redact.withoutSpanEvents(FiberRefs.getOrDefault(runtime.fiberRefs, FiberRef.currentLoggers))
+                )
+              })
+            })))
+        )
+        const calls = new Set<Fiber.RuntimeFiber<CallToolResult>>()
         const pending = new Set<() => void>()
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            for (const cancel of [...pending]) cancel()
-          }).pipe(
-            Effect.zipRight(
-              Scope.close(callScope, Exit.void).pipe(
-                Effect.disconnect,
-                Effect.timeout(limits.closeTimeout),
-                Effect.ignore
-              )
-            )
-          )
-        )
-        const calls = yield* FiberSet.make<CallToolResult>().pipe(Scope.extend(callScope))
-        const abort = Effect.sync(() => {
-          for (const cancel of [...pending]) cancel()
-        }).pipe(Effect.zipRight(FiberSet.clear(calls).pipe(Effect.disconnect)))
-        yield* Effect.acquireRelease(Effect.sync(() => live.add(abort)), () => Effect.sync(() => live.delete(abort)))
-        // A model that saw a token (a shell printed the environment) can pass it as an argument,
-        // and a handler's failure may quote its input: the host's log never gets it. The call
-        // fibers start from this runtime, whose loggers are wrapped once here, not per call.
-        // Nor is a call's log line an event of its span (Effect's tracer logger would record it
-        // with the cause, whose text may quote the call's arguments): `Gateway.call` carries
-        // only the tool's name and outcome.
-        const run = yield* redactor.logs(FiberSet.runtime(calls)<never>()).pipe(
-          Effect.locallyWith(FiberRef.currentLoggers, Redact.withoutSpanEvents)
-        )
         const owner = { open: true }
-        yield* Effect.addFinalizer(() => Effect.sync(() => owner.open = false))
+        const cancelPending = () => {
+          for (const cancel of [...pending]) cancel()
+        }
+        const interruptCalls = Effect.suspend(() => Fiber.interruptAll([...calls]))
+        const abort = Effect.sync(cancelPending).pipe(Effect.zipRight(Effect.disconnect(interruptCalls)))
+        // In close order: the registration's tokens stop being accepted (the credentials'
+        // finalizers, added later, run first), its pending calls are answered, then their fibers
+        // interrupted (bounded).
+        yield* Effect.addFinalizer(() =>
+          Effect.suspend(() => {
+            owner.open = false
+            live.delete(abort)
+            cancelPending()
+            return interruptCalls.pipe(Effect.disconnect, Effect.timeout(limits.closeTimeout), Effect.ignore)
+          })
+        )
+        live.add(abort)
+        const run = (effect: Effect.Effect<CallToolResult>): Fiber.RuntimeFiber<CallToolResult> => {
+          const fiber = runFork(effect)
+          calls.add(fiber)
+          fiber.addObserver(() => calls.delete(fiber))
+          return fiber
+        }
 
         /**
          * Runs one call. It is answered, and its fiber interrupted, at the first of: its fiber's
@@ -484,6 +510,8 @@ export const make = (options: Options = {}): Effect.Effect<
           track: (cancel: () => void) => () => void
         ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
+            // Closed while this call's request was read: no handler runs.
+            if (!owner.open) return reject(Mcp.canceledError())
             const state: CallState = { interruptedBy: "cancel" }
             const fiber = run(callEffect(executor, limits, name, input, state, parent))
             let settled = false

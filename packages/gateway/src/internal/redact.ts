@@ -35,6 +35,13 @@ const isPlainObject = (u: unknown): u is { readonly [key: string]: unknown } => 
 /** Effect's tracer logger (a log line becomes an event of the current span) and its wraps here. */
 const spanEventLoggers = new WeakSet<object>([Logger.tracerLogger])
 
+// `withoutSpanEvents` of a logger set, by set: a host's set is the same object for every
+// registration made with it (a logger is one of `spanEventLoggers` from its creation on).
+const withoutEvents = new WeakMap<
+  HashSet.HashSet<Logger.Logger<unknown, unknown>>,
+  HashSet.HashSet<Logger.Logger<unknown, unknown>>
+>()
+
 /**
  * `loggers` without Effect's tracer logger, also where a redactor wrapped it: log lines written
  * under them become no span events.
@@ -44,8 +51,11 @@ const spanEventLoggers = new WeakSet<object>([Logger.tracerLogger])
 export const withoutSpanEvents = (
   loggers: HashSet.HashSet<Logger.Logger<unknown, unknown>>
 ): HashSet.HashSet<Logger.Logger<unknown, unknown>> => {
-  let out = loggers
+  let out = withoutEvents.get(loggers)
+  if (out !== undefined) return out
+  out = loggers
   for (const logger of loggers) if (spanEventLoggers.has(logger)) out = HashSet.remove(out, logger)
+  withoutEvents.set(loggers, out)
   return out
 }
 
@@ -57,6 +67,10 @@ export interface Redactor {
   readonly heldBack: (text: string) => number
   readonly window: (text: string) => string
   readonly logs: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** A logger set with every logger wrapped as `logs` wraps them (the same set, the same result). */
+  readonly loggers: (
+    set: HashSet.HashSet<Logger.Logger<unknown, unknown>>
+  ) => HashSet.HashSet<Logger.Logger<unknown, unknown>>
 }
 
 /** The base64url alphabet, by character code: what a gateway's tokens are written in. */
@@ -493,14 +507,17 @@ export const make = (tokens: Tokens): Redactor => {
     HashSet.HashSet<Logger.Logger<unknown, unknown>>,
     HashSet.HashSet<Logger.Logger<unknown, unknown>>
   >()
+  const loggers = (
+    set: HashSet.HashSet<Logger.Logger<unknown, unknown>>
+  ): HashSet.HashSet<Logger.Logger<unknown, unknown>> => {
+    let out = wrapped.get(set)
+    if (out === undefined) {
+      out = HashSet.map(set, wrap)
+      wrapped.set(set, out)
+    }
+    return out
+  }
   const logs = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.locallyWith(effect, FiberRef.currentLoggers, (loggers) => {
-      let out = wrapped.get(loggers)
-      if (out === undefined) {
-        out = HashSet.map(loggers, wrap)
-        wrapped.set(loggers, out)
-      }
-      return out
-    })
-  return { text, bytes, value, heldBack, window, logs }
+    Effect.locallyWith(effect, FiberRef.currentLoggers, loggers)
+  return { text, bytes, value, heldBack, window, logs, loggers }
 }
