@@ -305,18 +305,23 @@ export const assemble = (
     const services = Context.make(FileSystem.FileSystem, yield* FileSystem.FileSystem).pipe(
       Context.add(Path.Path, yield* Path.Path)
     )
-    const runs = yield* FiberSet.make<Result, RunError>().pipe(Scope.extend(workScope))
-    const reapers = yield* FiberSet.make<void, never>().pipe(Scope.extend(workScope))
+    // The runs, the processes' reapers and the live pool, in the work scope (one extension of
+    // the context: each costs about as much as making one of them).
+    const { pool, reapers, runs } = yield* Effect.gen(function*() {
+      const runs = yield* FiberSet.make<Result, RunError>()
+      const reapers = yield* FiberSet.make<void, never>()
+      const pool = yield* Live.makePool({
+        idleTimeout: Duration.decode(options.live?.idleTimeout ?? "5 minutes"),
+        maxProcesses: Math.max(1, options.live?.maxProcesses ?? 8)
+      })
+      return { pool, reapers, runs }
+    }).pipe(Scope.extend(workScope))
     const processes = new Set<Process.Running>()
     const killGrace = Duration.decode(options.processes?.killGrace ?? "2 seconds")
     // Threads run live when the driver offers a live protocol, unless the host turned it off.
     const liveThreads = driver.live !== undefined && options.live?.threads !== false
     // The live session takes a native attempt's JSON Schema per turn (`LiveTurn.outputSchema`).
     const liveStructured = driver.capabilities.liveStructuredOutput === "native"
-    const pool = yield* Live.makePool({
-      idleTimeout: Duration.decode(options.live?.idleTimeout ?? "5 minutes"),
-      maxProcesses: Math.max(1, options.live?.maxProcesses ?? 8)
-    }).pipe(Scope.extend(workScope))
     // The handler's requirements are the context `make` ran in (its signature names them).
     const broker = options.approvals === undefined
       ? undefined
