@@ -14,6 +14,7 @@
 import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberId from "effect/FiberId"
 import { CloseTimeout } from "../AgentError.js"
 
 /** @internal */
@@ -38,14 +39,17 @@ export interface Closer {
  * @internal
  */
 export const once = (work: Effect.Effect<void>): Effect.Effect<Effect.Effect<void>> =>
-  Effect.map(Deferred.make<void>(), (done) => {
-    let started = false
+  Effect.sync(() => {
+    // Made by the first caller: an agent that never closes (a host killed) makes none, and a
+    // Deferred costs about a kilobyte.
+    let done: Deferred.Deferred<void> | undefined
     const start = Effect.suspend(() => {
-      if (started) return Effect.void
-      started = true
-      return Effect.asVoid(Effect.forkDaemon(Effect.intoDeferred(work, done)))
+      if (done !== undefined) return Effect.succeed(done)
+      const made = Deferred.unsafeMake<void>(FiberId.none)
+      done = made
+      return Effect.as(Effect.forkDaemon(Effect.intoDeferred(work, made)), made)
     })
-    return Effect.zipRight(Effect.uninterruptible(start), Deferred.await(done))
+    return Effect.flatMap(Effect.uninterruptible(start), Deferred.await)
   })
 
 /** @internal */

@@ -243,6 +243,25 @@ const declaredKeys = (schema: unknown): ReadonlySet<string> => {
   return new Set(typeof properties === "object" && properties !== null ? Object.keys(properties) : [])
 }
 
+/**
+ * Whether a credential has listed the tools, and the wait for it: its Deferred (about a
+ * kilobyte) is made only when someone waits before the listing, as a live session does; most
+ * credentials are never waited on.
+ */
+class Listed {
+  private listed = false
+  private deferred: Deferred.Deferred<void> | undefined = undefined
+  done(): void {
+    this.listed = true
+    if (this.deferred !== undefined) Deferred.unsafeDone(this.deferred, Exit.void)
+  }
+  readonly await: Effect.Effect<void> = Effect.suspend(() => {
+    if (this.listed) return Effect.void
+    this.deferred ??= Deferred.unsafeMake<void>(FiberId.none)
+    return Deferred.await(this.deferred)
+  })
+}
+
 /** @internal */
 export const make = (options: Options = {}): Effect.Effect<
   {
@@ -575,15 +594,15 @@ export const make = (options: Options = {}): Effect.Effect<
           Effect.acquireRelease(
             Effect.map(Effect.serviceOption(Tracer.ParentSpan), (parent) => {
               const { digest, key, token } = newToken()
-              const listed = Deferred.unsafeMake<void>(FiberId.none)
+              const listed = new Listed()
               tokens.set(key, {
                 digest,
                 owner,
                 handlers: handlersFor(names, injected, Option.getOrUndefined(parent)),
-                listed: () => Deferred.unsafeDone(listed, Exit.void)
+                listed: () => listed.done()
               })
               known.add(token)
-              return { token: Redacted.make(token), key, listed: Deferred.await(listed) }
+              return { token: Redacted.make(token), key, listed: listed.await }
             }),
             ({ key, token }) =>
               Effect.sync(() => {
