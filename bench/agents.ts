@@ -17,6 +17,11 @@
  * before the makes (removed after the agents' close: a removal of thousands of entries right
  * before the makes would weigh on them). The make time less this floor is Tether's own cost per
  * agent.
+ * And Effect's steps per make (the run loop's instructions, counted by a supervisor with op
+ * supervision on, for `Agent.make` alone): what the interpreter does for a make, the same on any
+ * machine, so a change that adds steps shows however noisy the timings are. Counted after the
+ * timed makes are closed, over a tenth as many makes (at most 100), less the steps the counting's
+ * own wrapping takes around an empty effect.
  *
  * Run: node --import tsx --import ./bench/compiled.mjs bench/agents.ts [agents=1000]
  */
@@ -27,8 +32,11 @@ import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
+import * as RuntimeFlags from "effect/RuntimeFlags"
+import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
+import * as Supervisor from "effect/Supervisor"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
 import * as V8 from "node:v8"
@@ -54,6 +62,31 @@ export interface AgentsFigures {
   readonly mkdirMicros: readonly [number, number]
   /** The bare loop's ms per clone: the same entries and source reads, nothing else (see above). */
   readonly floorMs: number
+  /** Effect's run-loop steps per `Agent.make` (see above). */
+  readonly stepsPerMake: number
+}
+
+/** Counts the run loop's steps of the fibers it supervises (with op supervision on). */
+class StepCounter extends Supervisor.AbstractSupervisor<void> {
+  steps = 0
+  readonly value = Effect.void
+  override onEffect(): void {
+    this.steps++
+  }
+}
+
+/** The steps `effect` takes, less the counting's own around an empty effect. */
+const countSteps = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<number, E, R> => {
+  const counted = <A2, E2, R2>(inner: Effect.Effect<A2, E2, R2>, counter: StepCounter) =>
+    inner.pipe(
+      Effect.supervised(counter),
+      Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))
+    )
+  const empty = new StepCounter()
+  const full = new StepCounter()
+  return Effect.zipRight(counted(Effect.void, empty), counted(effect, full)).pipe(
+    Effect.map(() => full.steps - empty.steps)
+  )
 }
 
 const Lookup = Tool.make("lookup", {
@@ -173,6 +206,21 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
       yield* Scope.close(agentsScope, Exit.void)
       const closeMs = performance.now() - start
       const clonesLeft = (yield* Harness.entries(sandbox.root)).length
+      const counted = Math.max(1, Math.min(100, Math.floor(count / 10)))
+      const countScope = yield* Scope.make()
+      let steps = 0
+      for (let i = 0; i < counted; i++) {
+        steps += yield* countSteps(
+          Agent.make({
+            driver: FakeCli.driver(),
+            definition: { instructions: `counted agent ${i}`, skills: [], tools: Tools },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            identity: { id: `counted-${i}` }
+          }).pipe(Scope.extend(countScope))
+        )
+      }
+      yield* Scope.close(countScope, Exit.void)
       return {
         agents: count,
         serving: statuses.filter((s) => s === 200).length,
@@ -185,7 +233,8 @@ export const measure = (options: { readonly agents?: number } = {}): Effect.Effe
         clonesLeft,
         entriesPerAgent,
         mkdirMicros: [mkdirBefore, mkdirCost(NodePath.dirname(sandbox.root))] as const,
-        floorMs
+        floorMs,
+        stepsPerMake: steps / counted
       }
     }).pipe(Effect.provide(Harness.recordingLayer(observed)))
     return figures
@@ -209,6 +258,7 @@ export const format = (f: AgentsFigures): string =>
     `file-system floor (a bare loop creating the same entries for ${f.agents} clones): ${
       f.floorMs.toFixed(2)
     } ms per clone; make less the floor: ${(f.makeMs / f.agents - f.floorMs).toFixed(2)} ms per agent`,
+    `Effect's steps per Agent.make: ${f.stepsPerMake.toFixed(0)}`,
     `memory per idle agent: ${f.heapPerAgentKiB.toFixed(1)} KiB heap+external; process RSS ${
       f.rssBeforeMiB.toFixed(0)
     } MiB before, ${f.rssIdleMiB.toFixed(0)} MiB with every agent idle`

@@ -259,6 +259,14 @@ const program = Effect.gen(function*() {
     })
     figures.push({
       id: "P6",
+      what: "Effect's run-loop steps per Agent.make",
+      measured: `${f.stepsPerMake.toFixed(0)} steps`,
+      ratio: "—",
+      target: "(reported)",
+      pass: undefined
+    })
+    figures.push({
+      id: "P6",
       what: "memory per idle agent",
       measured: `${f.heapPerAgentKiB.toFixed(1)} KiB heap+ext (RSS ${f.rssBeforeMiB.toFixed(0)} → ${
         f.rssIdleMiB.toFixed(0)
