@@ -12,7 +12,8 @@ import type { Driver, LineOutputs, Output, ParseContext, ProtocolError } from ".
 // An `Error` (as every copy of core's `ProtocolError` is), then by its tag: an error from
 // another copy of core is still an error. The prototype check first: the usual result is a
 // plain output object, whose `_tag` read, over the shapes of every driver's outputs a process
-// runs, is a megamorphic load per line (2–3% of a parser's throughput).
+// runs, is a megamorphic load per line (a gain within the benchmark's noise, up to 3% in a
+// scratch harness).
 const isProtocolError = (result: unknown): result is ProtocolError =>
   result instanceof Error && (result as { readonly _tag?: unknown })._tag === "ProtocolError"
 
