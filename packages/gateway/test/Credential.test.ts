@@ -90,6 +90,10 @@ describe("Credentials", () => {
       expect((yield* post(registration.url, remember(first.token), listBody)).status).toBe(200)
       expect(yield* done(first)).toBe(true)
       expect(yield* done(second)).toBe(false)
+      // Listed before anyone waits: a wait that starts afterwards completes at once.
+      const third = yield* registration.credential({ tools: ["echo"] })
+      expect((yield* post(registration.url, remember(third.token), listBody)).status).toBe(200)
+      expect(yield* done(third)).toBe(true)
     }).pipe(Effect.scoped, Effect.provide(logLayer)))
 
   it.live("the redactor replaces every live token of every registration, in text, bytes and values", () =>
