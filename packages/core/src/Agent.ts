@@ -401,8 +401,8 @@ export interface Agent {
   /**
    * Runs a turn whose answer is a value of `schema` (see `StructuredOutput`): returns it decoded,
    * with the `Result` of the turn that gave it. An answer that does not decode after the repair
-   * turns fails with `StructuredOutputError`; a Schema that cannot be expressed as JSON Schema
-   * fails with `InvalidTurn` and a repair turn the driver cannot run (it cannot resume) with
+   * turns fails with `StructuredOutputError`; a Schema that cannot be expressed as JSON Schema, or
+   * that no value satisfies (`Schema.Never` in a required place), fails with `InvalidTurn` and a repair turn the driver cannot run (it cannot resume) with
    * `UnsupportedCapability`, both before anything runs.
    */
   readonly runAs: <A, I>(

@@ -28,7 +28,8 @@ export class AgentClosed extends Schema.TaggedError<AgentClosed>("@tether/core/A
  *   must never leave a tool allowed);
  * - `UnsupportedCapability`: the turn asks for something the driver cannot do (e.g. a built-in
  *   tool policy);
- * - `InvalidStructuredOutput`: a `runAs` Schema that cannot be expressed as JSON Schema, or a
+ * - `InvalidStructuredOutput`: a `runAs` Schema that cannot be expressed as JSON Schema or that
+ *   no value satisfies (`Schema.Never`, at its root or in a required field or tuple element), or a
  *   `repairs` option that is not a non-negative integer;
  * - `PolicyWidened`: a turn's policy asks for more than the agent's (a built-in tool policy's
  *   `sandbox` wider than the agent's `policy.sandbox`).

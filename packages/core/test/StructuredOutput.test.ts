@@ -10,7 +10,10 @@ import type { Driver } from "@tether/core"
 import { Harness, Reference } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
 import * as Stream from "effect/Stream"
 
 const Triage = Schema.Struct({
@@ -169,6 +172,99 @@ describe("runAs refuses what it cannot do before anything runs", () => {
       expect(bigint).toMatchObject({ _tag: "InvalidTurn", reason: "InvalidStructuredOutput" })
       expect(negative).toMatchObject({ _tag: "InvalidTurn", reason: "InvalidStructuredOutput" })
       expect(seen.prompts).toHaveLength(0)
+    }))
+
+  // Effect publishes `Schema.Never` as `{"not":{}}`: without the check, each of these ran every
+  // attempt (the first and its repair) as a paid turn whose answer could never decode.
+  // `Schema.Never`'s own type is not a `Schema<never>` under exactOptionalPropertyTypes (its
+  // `annotations`): the same AST, typed as one.
+  const never = Schema.make<never>(SchemaAST.neverKeyword)
+  // Tuples of it, built as ASTs for the same reason: required elements, then a rest and the
+  // required elements after it.
+  const tuple = (elements: ReadonlyArray<SchemaAST.AST>, rest: ReadonlyArray<SchemaAST.AST>) =>
+    Schema.make<ReadonlyArray<string>>(
+      new SchemaAST.TupleType(
+        elements.map((type) => new SchemaAST.OptionalType(type, false)),
+        rest.map((type) => new SchemaAST.Type(type)),
+        true
+      )
+    )
+  class Nothing extends Schema.Class<Nothing>("Nothing")({ never }) {}
+  const refusing =
+    <A, I>(schema: Schema.Schema<A, I>) => (agent: Agent.Agent): Effect.Effect<unknown, { readonly _tag: string }> =>
+      agent.runAs(schema, "Answer.")
+  const noValue = [
+    ["Never", refusing(Schema.Never)],
+    ["Union(Never, Never)", refusing(Schema.Union(never, never))],
+    ["a required Never field", refusing(Schema.Struct({ a: Schema.String, b: Schema.Struct({ c: never }) }))],
+    ["a required Never tuple element", refusing(tuple([SchemaAST.stringKeyword, SchemaAST.neverKeyword], []))],
+    ["a Never element after a rest", refusing(tuple([], [SchemaAST.stringKeyword, SchemaAST.neverKeyword]))],
+    ["a class with a Never field", refusing(Nothing)],
+    [
+      "a transformation to Never",
+      refusing(
+        Schema.make<never, string>(
+          new SchemaAST.Transformation(
+            SchemaAST.stringKeyword,
+            SchemaAST.neverKeyword,
+            new SchemaAST.FinalTransformation(ParseResult.succeed, ParseResult.succeed)
+          )
+        )
+      )
+    ],
+    [
+      "a refined Never",
+      refusing(Schema.make<never>(new SchemaAST.Refinement(SchemaAST.neverKeyword, () => Option.none())))
+    ]
+  ] as const
+  for (const structuredOutput of ["instruction", "native"] as const) {
+    it.live(`a Schema no value satisfies is InvalidTurn before any turn (${structuredOutput})`, () =>
+      Effect.gen(function*() {
+        const { driver, seen } = scripted([], { structuredOutput })
+        const errors = yield* withAgent(
+          driver,
+          (agent) => Effect.forEach(noValue, ([, run]) => Effect.flip(run(agent)))
+        )
+        expect(errors.map((error, i) => [noValue[i]![0], error._tag, (error as { reason?: string }).reason]))
+          .toEqual(noValue.map(([name]) => [name, "InvalidTurn", "InvalidStructuredOutput"]))
+        expect(seen.prompts).toHaveLength(0)
+      }))
+  }
+
+  it.live("a thread's runAs of a Schema no value satisfies runs and commits no turn", () =>
+    Effect.gen(function*() {
+      const { driver, seen } = scripted([], { structuredOutput: "native" })
+      const [error, record] = yield* withAgent(driver, (agent) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("never")
+          const error = yield* Effect.flip(thread.runAs(Schema.Never, "Answer."))
+          return [error, yield* thread.snapshot] as const
+        }))
+      expect(error).toMatchObject({ _tag: "InvalidTurn", reason: "InvalidStructuredOutput" })
+      expect(record._tag).toBe("None")
+      expect(seen.prompts).toHaveLength(0)
+    }))
+
+  it.live("a Schema some value satisfies, though it holds Never where nothing is required, runs", () =>
+    Effect.gen(function*() {
+      const answers = ["{\"result\":[]}", "{\"a\":\"x\"}", "{}", "{\"result\":null}"]
+      const { driver, seen } = scripted(answers.map((text) => ({ text })))
+      const values = yield* withAgent(driver, (agent) =>
+        Effect.all([
+          agent.runAs(tuple([], [SchemaAST.neverKeyword]), "1"),
+          agent.runAs(Schema.Struct({ a: Schema.String, b: Schema.optional(never) }), "2"),
+          agent.runAs(
+            Schema.make<{}>(
+              new SchemaAST.TypeLiteral([], [
+                new SchemaAST.IndexSignature(SchemaAST.stringKeyword, SchemaAST.neverKeyword, true)
+              ])
+            ),
+            "3"
+          ),
+          agent.runAs(Schema.make<null>(SchemaAST.Union.make([SchemaAST.null, SchemaAST.neverKeyword])), "4")
+        ]))
+      expect(values.map((decoded) => decoded.value)).toEqual([[], { a: "x" }, {}, null])
+      expect(seen.prompts).toHaveLength(4)
     }))
 })
 

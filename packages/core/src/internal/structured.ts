@@ -16,6 +16,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type * as AST from "effect/SchemaAST"
 import * as Stream from "effect/Stream"
 import type * as Agent from "../Agent.js"
 import { InvalidTurn, RunError, UnsupportedCapability } from "../AgentError.js"
@@ -201,6 +202,38 @@ const missing = (native: boolean): Failure => ({
 const invalidTurn = (detail: string) => new InvalidTurn({ reason: "InvalidStructuredOutput", detail })
 
 /**
+ * Whether no value decodes with the Schema: `Schema.Never` (so `Schema.Literal()` and a union of
+ * nevers), or a required field or tuple element that is, at any depth. Every attempt of such a
+ * call would be a paid turn whose answer cannot decode. Conservative: `false` for anything it
+ * cannot tell (refinements that contradict each other, a recursive Schema seen again).
+ */
+const uninhabited = (ast: AST.AST, seen: Set<AST.AST> = new Set()): boolean => {
+  switch (ast._tag) {
+    case "NeverKeyword":
+      return true
+    case "Union":
+      return ast.types.every((member) => uninhabited(member, seen))
+    case "TypeLiteral":
+      return ast.propertySignatures.some((property) => !property.isOptional && uninhabited(property.type, seen))
+    case "TupleType":
+      // `rest[0]` is the rest element (zero or more); the ones after it are required.
+      return ast.elements.some((element) => !element.isOptional && uninhabited(element.type, seen)) ||
+        ast.rest.slice(1).some((element) => uninhabited(element.type, seen))
+    case "Refinement":
+      return uninhabited(ast.from, seen)
+    case "Transformation":
+      return uninhabited(ast.from, seen) || uninhabited(ast.to, seen)
+    case "Suspend": {
+      if (seen.has(ast)) return false
+      seen.add(ast)
+      return uninhabited(ast.f(), seen)
+    }
+    default:
+      return false
+  }
+}
+
+/**
  * The events of every attempt, then the `Decoded` value; fails with `StructuredOutputError` when
  * the last attempt's answer does not decode. @internal
  */
@@ -214,6 +247,11 @@ export const streamAs = <A, I, E>(
   E | InvalidTurn | UnsupportedCapability | StructuredOutputError
 > =>
   Stream.unwrap(Effect.gen(function*() {
+    if (uninhabited(schema.ast)) {
+      return yield* invalidTurn(
+        "the Schema accepts no value (Schema.Never, at its root or in a required field or tuple element)"
+      )
+    }
     const derived = Catalog.outputSchema(schema as Schema.Schema<A, I, never>)
     if (Either.isLeft(derived)) {
       return yield* invalidTurn(`the Schema cannot be expressed as JSON Schema: ${derived.left}`)
