@@ -433,6 +433,16 @@ export interface Driver {
    */
   readonly injectedArguments?: ReadonlyArray<string>
   /**
+   * For a `native` driver: why its provider would refuse a `runAs` JSON Schema natively (e.g.
+   * OpenAI's strict structured outputs, which Codex always uses, refuse an open object such as a
+   * `Schema.Record`), or `undefined` when it takes it. Core asks for a refused Schema by
+   * instruction instead, as for an `instruction` driver (validated alike): the call works, and no
+   * turn is spent on a request the provider would reject. Absent: every JSON Schema is taken.
+   *
+   * @since 0.4.0
+   */
+  readonly outputSchemaRefusal?: (jsonSchema: JsonSchema) => string | undefined
+  /**
    * How to install the CLI, quoted by the error of a spawn that failed (e.g.
    * `npm install @anthropic-ai/claude-code`).
    */

@@ -280,6 +280,36 @@ describe("runAs with a native driver", () => {
       expect(seen.schemas[0]).toMatchObject({ type: "object", required: ["severity", "labels", "links"] })
     }))
 
+  it.live("a JSON Schema the driver says its provider refuses is asked for by instruction instead", () =>
+    Effect.gen(function*() {
+      const Counts = Schema.Record({ key: Schema.String, value: Schema.Number })
+      const { driver, seen } = scripted([
+        { text: "Here: {\"a\":1,\"b\":2}", structured: undefined },
+        { text: "done", structured: { _tag: "Value", value: valid } }
+      ], native)
+      const refused: Array<Driver.JsonSchema> = []
+      const refusing: Driver.Driver = {
+        ...driver,
+        outputSchemaRefusal: (jsonSchema) => {
+          refused.push(jsonSchema)
+          return jsonSchema["additionalProperties"] === false ? undefined : "an open object"
+        }
+      }
+      const [counts, triage] = yield* withAgent(
+        refusing,
+        (agent) => Effect.all([agent.runAs(Counts, "Count."), agent.runAs(Triage, "Triage.")])
+      )
+      // Refused: no schema to the driver, the instruction in the prompt, the JSON read from the text.
+      expect(counts.value).toEqual({ a: 1, b: 2 })
+      expect(seen.schemas[0]).toBeUndefined()
+      expect(seen.prompts[0]).toContain("\n\nJSON Schema:\n{")
+      // Taken: native as before.
+      expect(triage.value).toEqual(valid)
+      expect(seen.prompts[1]).toBe("Triage.")
+      expect(seen.schemas[1]).toMatchObject({ type: "object", additionalProperties: false })
+      expect(refused.map((jsonSchema) => jsonSchema["additionalProperties"])).toEqual([{ type: "number" }, false])
+    }))
+
   it.live("Tether validates the provider's value: an invalid one gets a repair turn without the instruction", () =>
     Effect.gen(function*() {
       const { driver, seen } = scripted([

@@ -128,6 +128,55 @@ describe("Codex runAs (real CLI, --output-schema)", () => {
   )
 
   it.live(
+    "a Schema OpenAI's strict mode refuses (a Record) goes by instruction, one-shot and on a live thread (warm app-server)",
+    () =>
+      Effect.gen(function*() {
+        const Counts = Schema.Record({ key: Schema.String, value: Schema.Number })
+        const server = yield* ResponsesServer.make({
+          script: ResponsesServer.sequence(
+            ResponsesServer.text("Counted: {\"docs\":2,\"bugs\":1}"),
+            ResponsesServer.text("Noted."),
+            ResponsesServer.text("{\"docs\":3}")
+          )
+        })
+        const sandbox = yield* Harness.sandbox
+        const agent = yield* Agent.make({
+          driver: driverFor(server),
+          definition: { instructions: "", skills: [], tools: Toolkit.empty },
+          workspace: sandbox.workspace,
+          profile: sandbox.selection
+        })
+        const oneShot = yield* agent.runAs(Counts, "Count the issues by label.", { repairs: 0 })
+        const thread = yield* agent.thread("counts-live")
+        const started: Array<Event.ProcessStarted> = []
+        const record = <A extends { readonly _tag: string }>(item: A) =>
+          Effect.sync(() => item._tag === "ProcessStarted" && started.push(item as unknown as Event.ProcessStarted))
+        yield* Stream.runForEach(thread.stream("Remember: three docs issues."), record)
+        const live = Array.from(
+          yield* Stream.runCollect(Stream.tap(thread.streamAs(Counts, "Count them by label.", { repairs: 0 }), record))
+        ).at(-1)!
+        if (live._tag !== "Decoded") throw new Error("no decoded value")
+        // The thread's turns ran on one warm app-server.
+        expect(started.map((event) => event.pid)).toEqual([started[0]!.pid, started[0]!.pid])
+        expect(started[1]!.reused).toBe(true)
+        expect([oneShot.value, live.value]).toEqual([{ docs: 2, bugs: 1 }, { docs: 3 }])
+        const requests = yield* server.requests
+        expect(requests).toHaveLength(3)
+        // No strict text.format the endpoint would refuse with a 400: the JSON Schema is in the prompt.
+        expect(requests.map((request) => textFormat(request)?.["type"] === "json_schema")).toEqual([
+          false,
+          false,
+          false
+        ])
+        expect(ResponsesServer.userTexts(requests[0]!).at(-1)).toContain(
+          "\"additionalProperties\":{\"type\":\"number\"}"
+        )
+        expect(ResponsesServer.userTexts(requests[2]!).at(-1)).toContain("JSON Schema:")
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    120_000
+  )
+
+  it.live(
     "on a live thread (an agent with approvals) the attempts run on the warm app-server with turn/start.outputSchema; repairs too; exhausted: StructuredOutputError",
     () =>
       Effect.gen(function*() {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Catalog } from "@tether/tool"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import { strict, unstrict } from "../src/internal/strictSchema.js"
+import { refusal, strict, unstrict } from "../src/internal/strictSchema.js"
 
 interface Node {
   readonly name: string
@@ -123,5 +123,65 @@ describe("the strict form of a published schema (Codex --output-schema)", () => 
     expect(unstrict(enveloped, answer)).toEqual({
       result: [{ name: "a", children: [{ name: "b", children: [] }] }]
     })
+  })
+})
+
+describe("what OpenAI's strict structured outputs refuse (Codex: sent by instruction instead)", () => {
+  const refusalOf = <A, I>(schema: Schema.Schema<A, I>) =>
+    refusal(strict(Either.getOrThrow(Catalog.outputSchema(schema)).jsonSchema))
+
+  it("takes closed objects, nullable optionals, literals, arrays of structs, unions and recursion", () => {
+    expect(refusalOf(Triage)).toBeUndefined()
+    expect(refusalOf(Node)).toBeUndefined()
+    expect(refusalOf(Schema.Array(Schema.String))).toBeUndefined()
+    expect(refusalOf(Schema.NonEmptyArray(Schema.Number))).toBeUndefined()
+    expect(refusalOf(Schema.Literal("a", "b"))).toBeUndefined()
+    expect(refusalOf(Schema.Union(Schema.TaggedStruct("A", { a: Schema.String }), Schema.TaggedStruct("B", {}))))
+      .toBeUndefined()
+    expect(refusalOf(Schema.Record({ key: Schema.Literal("x", "y"), value: Schema.Number }))).toBeUndefined()
+  })
+
+  it("refuses open objects, untyped nodes, tuples and keywords outside its subset, naming where", () => {
+    const refused: ReadonlyArray<readonly [string, string | undefined]> = [
+      ["record", refusalOf(Schema.Record({ key: Schema.String, value: Schema.Number }))],
+      [
+        "record field",
+        refusalOf(Schema.Struct({ counts: Schema.Record({ key: Schema.String, value: Schema.Number }) }))
+      ],
+      [
+        "index signature",
+        refusalOf(Schema.Struct({ a: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.String })))
+      ],
+      ["unknown", refusalOf(Schema.Struct({ data: Schema.Unknown }))],
+      ["unknown root", refusalOf(Schema.Unknown)],
+      ["object", refusalOf(Schema.Struct({ data: Schema.Object }))],
+      ["empty struct", refusalOf(Schema.Struct({ data: Schema.Struct({}) }))],
+      ["tuple", refusalOf(Schema.Tuple(Schema.String, Schema.Number))],
+      ["map", refusalOf(Schema.Struct({ m: Schema.Map({ key: Schema.String, value: Schema.Number }) }))],
+      ["two patterns", refusalOf(Schema.Struct({ s: Schema.String.pipe(Schema.pattern(/a/), Schema.pattern(/b/)) }))]
+    ]
+    expect(refused.map(([name, why]) => [name, why?.split(" ")[0]])).toEqual([
+      ["record", "#"],
+      ["record field", "#/properties/counts"],
+      ["index signature", "#"],
+      ["unknown", "#/properties/data"],
+      ["unknown root", "#/properties/result"],
+      ["object", "#/properties/data/anyOf/0"],
+      ["empty struct", "#/properties/data/anyOf/0"],
+      ["tuple", "#/properties/result"],
+      ["map", "#/properties/m/items"],
+      ["two patterns", "#/properties/s"]
+    ])
+    expect(refused[0]![1]).toContain("additionalProperties: false")
+    expect(refused[3]![1]).toContain("accepts any value")
+    expect(refused[7]![1]).toContain("without one item schema")
+    expect(refused[9]![1]).toContain("`allOf`")
+  })
+
+  it("refuses a root that is not an object schema, and a boolean schema", () => {
+    expect(refusal({ anyOf: [{ type: "object", additionalProperties: false, properties: {}, required: [] }] }))
+      .toBe("the root is not an object schema")
+    expect(refusal({ type: "object", properties: { a: true }, required: ["a"], additionalProperties: false }))
+      .toBe("#/properties/a is a boolean schema")
   })
 })

@@ -653,6 +653,7 @@ export const assemble = (
     const threadHost: Thread.Host = {
       provider: driver.name,
       capabilities: driver.capabilities,
+      outputSchemaRefusal: driver.outputSchemaRefusal,
       fingerprint,
       components: Compatibility.compatibilityComponents(compatibility),
       revisionless: definition.catalog.descriptors.filter((d) => d.revision === undefined).map((d) => d.name),
@@ -716,6 +717,7 @@ export const assemble = (
     const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {
       driver: driver.name,
       capabilities: driver.capabilities,
+      outputSchemaRefusal: driver.outputSchemaRefusal,
       stream: (turn) => stream(turn),
       resumesItself: true,
       // The reaper of the last attempt left the session's entries for a repair turn that did not

@@ -51,6 +51,8 @@ export const attemptOf = (input: Agent.Input): Attempt | undefined =>
 export interface Runner<E> {
   readonly driver: string
   readonly capabilities: Driver.Capabilities
+  /** The driver's `outputSchemaRefusal`: a JSON Schema it refuses is asked for by instruction. */
+  readonly outputSchemaRefusal: ((jsonSchema: Driver.JsonSchema) => string | undefined) | undefined
   readonly stream: (turn: Agent.Turn) => Stream.Stream<Event.Event, E>
   /**
    * `true` for an agent: a repair turn names the session it resumes (and waits for the previous
@@ -270,7 +272,9 @@ export const streamAs = <A, I, E>(
           "resume one: ask for `repairs: 0`"
       })
     }
-    const native = runner.capabilities.structuredOutput === "native"
+    // A native driver whose provider would refuse this JSON Schema gets it as an instruction.
+    const native = runner.capabilities.structuredOutput === "native" &&
+      runner.outputSchemaRefusal?.(published.jsonSchema) === undefined
     const toValue = decode(schema, published)
     const base: Agent.Turn = typeof input === "string" ? { input } : input
     // A repair turn is a new turn of the conversation: not the host's turn `id`.

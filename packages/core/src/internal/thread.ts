@@ -61,6 +61,7 @@ export interface Hooks {
 export interface Host {
   readonly provider: string
   readonly capabilities: Driver.Capabilities
+  readonly outputSchemaRefusal: ((jsonSchema: Driver.JsonSchema) => string | undefined) | undefined
   readonly fingerprint: string
   /** Per-component digests of the fingerprint. */
   readonly components: { readonly [name: string]: string }
@@ -709,6 +710,7 @@ export const open = (
     const structuredRunner: Structured.Runner<Thread.RunFailure> = {
       driver: host.provider,
       capabilities: host.capabilities,
+      outputSchemaRefusal: host.outputSchemaRefusal,
       stream,
       resumesItself: false
     }

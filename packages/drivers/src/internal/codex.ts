@@ -300,6 +300,8 @@ export const driver = (config: Config = {}): Driver.Driver => {
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: parser.parseWith({ maxReconnects: config.maxReconnects ?? defaultMaxReconnects }),
     classifyExit: parser.classifyExit,
+    // Codex always sends a `runAs` schema strict: one OpenAI's strict mode refuses goes by instruction.
+    outputSchemaRefusal: (jsonSchema) => StrictSchema.refusal(StrictSchema.strict(jsonSchema)),
     // Asked on live threads only (the app-server's approval requests); `codex exec` has no prompt to route.
     approvals: { live: true },
     install: "install it with `npm install @openai/codex`",

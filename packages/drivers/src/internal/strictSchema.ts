@@ -70,6 +70,85 @@ export const strict = (schema: unknown): unknown => {
   return out
 }
 
+/**
+ * Keywords OpenAI's strict structured outputs do not take (composition other than `anyOf`,
+ * conditionals, and the object and array keywords outside its subset), or that only a tuple or
+ * an open object carries.
+ */
+const refusedKeywords = [
+  "allOf",
+  "oneOf",
+  "not",
+  "if",
+  "then",
+  "else",
+  "dependentRequired",
+  "dependentSchemas",
+  "patternProperties",
+  "propertyNames",
+  "unevaluatedProperties",
+  "unevaluatedItems",
+  "prefixItems",
+  "additionalItems",
+  "contains"
+]
+
+/** Whether a schema node says what its value is (a node that says nothing accepts anything). */
+const typed = (node: Json): boolean =>
+  "type" in node || "anyOf" in node || "$ref" in node || "enum" in node || "const" in node
+
+const nodeRefusal = (node: unknown, at: string): string | undefined => {
+  if (!isRecord(node)) return `${at} is ${typeof node === "boolean" ? "a boolean schema" : "not a schema"}`
+  if (!typed(node)) return `${at} accepts any value (Schema.Unknown or Schema.Any): it needs a type`
+  const types: ReadonlyArray<unknown> = Array.isArray(node["type"]) ? node["type"] : [node["type"]]
+  if ((types.includes("object") || "properties" in node) && node["additionalProperties"] !== false) {
+    return `${at} is an object open to other keys (a Schema.Record, an index signature, Schema.Object or an empty ` +
+      "Struct): every object needs `additionalProperties: false`"
+  }
+  if (types.includes("array") && !isRecord(node["items"])) {
+    return `${at} is an array without one item schema (a tuple?)`
+  }
+  const keyword = refusedKeywords.find((key) => key in node)
+  if (keyword !== undefined) return `${at} uses \`${keyword}\``
+  for (const key of ["properties", "$defs", "definitions"]) {
+    const children = node[key]
+    if (!isRecord(children)) continue
+    for (const [name, child] of Object.entries(children)) {
+      const refusal = nodeRefusal(child, `${at}/${key}/${name}`)
+      if (refusal !== undefined) return refusal
+    }
+  }
+  if ("items" in node) {
+    const refusal = nodeRefusal(node["items"], `${at}/items`)
+    if (refusal !== undefined) return refusal
+  }
+  const branches = node["anyOf"]
+  if (Array.isArray(branches)) {
+    for (let i = 0; i < branches.length; i++) {
+      const refusal = nodeRefusal(branches[i], `${at}/anyOf/${i}`)
+      if (refusal !== undefined) return refusal
+    }
+  }
+  return undefined
+}
+
+/**
+ * Why OpenAI's strict structured outputs would refuse `schema` (a JSON Schema as `strict` writes
+ * it), or `undefined` when it takes it: the root must be an object; every object closed
+ * (`additionalProperties: false`); every node typed (a type, `anyOf`, `$ref`, `enum` or `const`);
+ * arrays with one item schema; none of the keywords outside its subset (`allOf`, `oneOf`, `not`,
+ * conditionals, tuples, pattern or unevaluated properties). The documented limits on size and
+ * nesting are not checked. Codex sends `--output-schema` / `outputSchema` strict and has no
+ * setting to do otherwise, and the endpoint refuses such a schema after the CLI started.
+ *
+ * @internal
+ */
+export const refusal = (schema: unknown): string | undefined => {
+  if (!isRecord(schema)) return "the schema is not an object"
+  if (schema["type"] !== "object" || "anyOf" in schema) return "the root is not an object schema"
+  return nodeRefusal(schema, "#")
+}
+
 /** The JSON type of a value, as a schema's `type` names it. */
 const jsonType = (v: unknown): string =>
   v === null
