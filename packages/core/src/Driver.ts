@@ -347,13 +347,20 @@ export type Output =
 
 /**
  * A protocol-level failure the driver detected (e.g. the hosted-tools MCP server failed to
- * connect, the provider rejected the resume).
+ * connect, the provider rejected the resume). `NoActiveTurn` is a live session's `steer` finding
+ * no running turn (see `LiveSession.steer`).
  *
  * @since 0.1.0
  * @category errors
  */
 export class ProtocolError extends Schema.TaggedError<ProtocolError>("@tether/core/ProtocolError")("ProtocolError", {
-  reason: Schema.Literal("HostedToolsUnavailable", "ResumeRejected", "MalformedOutput", "ProviderError"),
+  reason: Schema.Literal(
+    "HostedToolsUnavailable",
+    "ResumeRejected",
+    "MalformedOutput",
+    "ProviderError",
+    "NoActiveTurn"
+  ),
   detail: Schema.String
 }) {
   override get message(): string {
@@ -623,8 +630,11 @@ export interface LiveSession {
    */
   readonly turn: (turn: LiveTurn) => Stream.Stream<Output, ProtocolError>
   /**
-   * Delivers input into the running turn. Only called while a turn runs (otherwise it fails with
-   * `ProtocolError`). Resolves once the protocol shows what the provider did with the input,
+   * Delivers input into the running turn. Only called while a turn runs as core sees it; when the
+   * provider has no running turn (it ended, even if core has not read its `Terminal` yet, or the
+   * provider refused the input for that reason) it fails with `ProtocolError` reason
+   * `NoActiveTurn`, which `thread.send` answers as `NoActiveTurn`; any other failure is the
+   * protocol's. Resolves once the protocol shows what the provider did with the input,
    * which may be after the write (Claude Code decides at its next tool boundary or when its
    * reply ends). A driver whose protocol cannot steer leaves `steer` out
    * (`capabilities.streamingInput` is then `false`).

@@ -351,9 +351,10 @@ describe("Codex live driver with the real app-server (driver level)", () => {
       // The turn's sandbox level reached the process: the workspace is writable.
       const context = ResponsesServer.userTexts(requests[0]!).find((t) => t.startsWith("<environment_context>"))
       expect(context).toContain(`<entry access="write"><path>${s.root.work}</path></entry>`)
-      // No turn running: steering fails (core answers NoActiveTurn before calling it).
+      // No turn running: steering fails `NoActiveTurn` (core answers it without calling steer when
+      // it knows no turn runs, and passes it on when the provider's turn ended first).
       const idle = yield* Effect.either(live.steer!("late"))
-      expect(Either.isLeft(idle) && idle.left.reason).toBe("ProviderError")
+      expect(Either.isLeft(idle) && idle.left.reason).toBe("NoActiveTurn")
     })))
 
   it.live("resume and fork in new processes carry the earlier turns; shutdown leaves nothing; an unknown thread is ResumeRejected", () =>

@@ -274,7 +274,7 @@ const live = (respond: (prompt: string) => ReadonlyArray<Step>): Driver.Live => 
         steer: (text) =>
           Effect.flatMap(request({ type: "steer", text }), (delivery) =>
             delivery === null
-              ? Effect.fail(new ProtocolError({ reason: "ProviderError", detail: "no turn was running for the input" }))
+              ? Effect.fail(new ProtocolError({ reason: "NoActiveTurn", detail: "no turn was running for the input" }))
               : Effect.succeed({ _tag: delivery } as const)),
         interrupt: Effect.asVoid(request({ type: "interrupt" })),
         shutdown: channel.closeInput

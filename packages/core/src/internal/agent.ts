@@ -688,7 +688,12 @@ export const assemble = (
           }
           const steer = pool.get(key)?.steer
           if (steer === undefined) return yield* new NoActiveTurn({ key })
-          return (yield* steer(input))._tag
+          // The provider's turn may end before core has read its terminal: the driver says so.
+          return (yield* Effect.catchIf(
+            steer(input),
+            (error) => error.reason === "NoActiveTurn",
+            () => new NoActiveTurn({ key })
+          ))._tag
         }),
       // A handle's close (its own turns already ended) leaves a process another handle's turn runs on.
       retireLive: (key) => pool.retireIdle(key),

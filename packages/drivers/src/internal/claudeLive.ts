@@ -453,7 +453,9 @@ export const build = (
     const steer = (text: string): Effect.Effect<Driver.Delivery, Driver.ProtocolError> =>
       Effect.suspend(() => {
         if (ended !== undefined) return Effect.fail(ended)
-        if (current === undefined || !current.open) return Effect.fail(protocolError("no turn is running to steer"))
+        if (current === undefined || !current.open) {
+          return Effect.fail(new Driver.ProtocolError({ reason: "NoActiveTurn", detail: "no turn is running to steer" }))
+        }
         if (current.interrupting) return Effect.fail(protocolError("the running turn is being interrupted"))
         const delivery = Deferred.unsafeMake<Driver.Delivery, Driver.ProtocolError>(FiberId.none)
         return Effect.zipRight(write(text, delivery), Deferred.await(delivery))

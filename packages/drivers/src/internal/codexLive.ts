@@ -266,6 +266,8 @@ interface ActiveTurn {
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
+const noActiveTurn = new Driver.ProtocolError({ reason: "NoActiveTurn", detail: "no Codex turn is running to steer" })
+
 const gone = (what: string) =>
   providerError(`the Codex app-server exited (stdout closed) ${what}; see its stderr for the cause`)
 
@@ -608,7 +610,7 @@ export const attach = (
       steer: (text: string) =>
         Effect.gen(function*() {
           const current = yield* running
-          if (current === undefined) return yield* Effect.fail(providerError("no Codex turn is running to steer"))
+          if (current === undefined) return yield* Effect.fail(noActiveTurn)
           const turnId = yield* Deferred.await(current.id)
           yield* request<Protocol.TurnSteerResponse>(
             "turn/steer",
@@ -617,6 +619,15 @@ export const attach = (
               expectedTurnId: turnId,
               input: [{ type: "text", text, text_elements: [] }]
             } satisfies Protocol.TurnSteerParams
+          ).pipe(
+            // The turn ended meanwhile: Codex 0.171 refuses with "no active turn to steer", often
+            // before its `turn/completed` is read.
+            Effect.catchAll((error) =>
+              Effect.flatMap(
+                Deferred.isDone(current.done),
+                (done) => Effect.fail(done || error.detail.includes("no active turn") ? noActiveTurn : error)
+              )
+            )
           )
           return { _tag: "Injected" } satisfies Driver.Delivery
         }),
