@@ -454,7 +454,9 @@ export const build = (
       Effect.suspend(() => {
         if (ended !== undefined) return Effect.fail(ended)
         if (current === undefined || !current.open) {
-          return Effect.fail(new Driver.ProtocolError({ reason: "NoActiveTurn", detail: "no turn is running to steer" }))
+          return Effect.fail(
+            new Driver.ProtocolError({ reason: "NoActiveTurn", detail: "no turn is running to steer" })
+          )
         }
         if (current.interrupting) return Effect.fail(protocolError("the running turn is being interrupted"))
         const delivery = Deferred.unsafeMake<Driver.Delivery, Driver.ProtocolError>(FiberId.none)
