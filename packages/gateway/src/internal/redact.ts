@@ -11,6 +11,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
 import * as Logger from "effect/Logger"
+import * as Util from "node:util"
 
 /** @internal */
 export const tokenLength = 43
@@ -471,6 +472,13 @@ export const make = (tokens: Tokens): Redactor => {
     if (end >= minimumPartial) out = out.slice(0, out.length - end) + marker
     return out
   }
+  const inspectOptions: Util.InspectOptions = {
+    depth: Infinity,
+    breakLength: Infinity,
+    maxArrayLength: Infinity,
+    maxStringLength: Infinity,
+    colors: false
+  }
   const cause = (input: Cause.Cause<unknown>): Cause.Cause<unknown> => {
     if (Cause.isEmpty(input)) return input
     // Rendered as Effect's loggers render it (its tracer logger too): with each error's `cause`
@@ -478,7 +486,22 @@ export const make = (tokens: Tokens): Redactor => {
     const pretty = Cause.pretty(input, { renderErrorCause: true })
     const scrubbed = text(pretty)
     // The structure is lost only when there was a token to take out of it.
-    return scrubbed === pretty ? input : Cause.fail(scrubbed)
+    if (scrubbed !== pretty) return Cause.fail(scrubbed)
+    // That text holds each error's message and stack, not its own fields (and its chain's), which a
+    // logger that prints the error shows (the console, `util.inspect`, JSON, Effect's browser-mode
+    // `prettyLogger`): read as `util.inspect` writes them. Only failure lines pay for it.
+    let fields = ""
+    for (const error of [...Cause.failures(input), ...Cause.defects(input)]) {
+      if (typeof error !== "object" || error === null) continue
+      try {
+        fields += `\n${Util.inspect(error, inspectOptions)}`
+      } catch {
+        // It cannot be read whole: only the text checked above goes on.
+        return Cause.fail(pretty)
+      }
+    }
+    const scrubbedFields = text(fields)
+    return scrubbedFields === fields ? input : Cause.fail(pretty + scrubbedFields)
   }
   // Most log lines carry no token: they are passed on as they are, without rebuilding the
   // annotation map (a line per tool call goes through here).
