@@ -164,7 +164,12 @@ export interface Options<Tools extends Toolkit.Any, R = never> {
   readonly events?: {
     /** Queued event batches per run before deltas are dropped (default 256). */
     readonly buffer?: number
-    /** Never drop: a slow consumer slows the provider down instead (default `false`). */
+    /**
+     * Never drop: a slow consumer slows the provider down instead (default `false`). Either way a
+     * consumer that stops reading holds its run, but not a canceled one (the turn's `cancel`, a
+     * thread's or the agent's close): a canceled run's last events go past the buffer, so a
+     * consumer can never hold a close.
+     */
     readonly blocking?: boolean
   }
   readonly limits?: {

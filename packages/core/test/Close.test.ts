@@ -158,6 +158,42 @@ describe("Agent close", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live(
+    "a consumer that stops reading cannot hold the close: the canceled run's last events go past the buffer",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          // A buffer of one batch, and a consumer that takes the first event and then stops reading
+          // without ending its stream (a remote reader that stalled): the run fills the buffer and
+          // waits for it, in its body or with its RunFinished.
+          const agent = yield* Agent.make({
+            ...options(sandbox, FakeCli.driver()),
+            events: { buffer: 1, blocking: true }
+          })
+          const stalled = yield* Deferred.make<void>()
+          const reader = yield* Effect.fork(
+            Stream.runForEach(
+              agent.stream(FakeCli.script(
+                { op: "text", text: "a" },
+                { op: "text", text: "b" },
+                { op: "text", text: "c" },
+                { op: "result", text: "abc" }
+              )),
+              () => Effect.zipRight(Deferred.succeed(stalled, undefined), Effect.never)
+            )
+          )
+          yield* Deferred.await(stalled)
+          yield* Effect.sleep("1 second")
+          const closed = yield* Effect.either(agent.close({ timeout: "5 seconds" }))
+          expect(closed._tag).toBe("Right")
+          expect(yield* Harness.entries(sandbox.root)).toEqual([])
+          expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+          yield* Fiber.interrupt(reader)
+        })
+      ),
+    30_000
+  )
+
   it.live("a ThreadStore that never answers a commit cannot hold the scope past the close deadline", () =>
     withSandbox((sandbox) =>
       Effect.gen(function*() {

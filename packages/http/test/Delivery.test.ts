@@ -201,6 +201,46 @@ layer(agents, { excludeTestServices: true, timeout: 120_000 })("a served run and
       expect((yield* runOf).run).toBeUndefined()
     }).pipe(Effect.scoped))
 
+  it.effect("a reader that stops reading cannot hold the agent's close", () =>
+    Effect.gen(function*() {
+      // An agent of its own, closed here while the router still serves it.
+      const sandbox = yield* Harness.sandbox
+      const agent = yield* Agent.make({
+        driver: Reference.driver({ live: true, respond }),
+        definition: { instructions: "", skills: [], tools: Toolkit.empty },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        processes: { killGrace: "500 millis" }
+      })
+      const origin = yield* serve(agent, { replay: 16 })
+      const path = `${origin}/threads/alice%2Fheld`
+      yield* Effect.acquireRelease(
+        Effect.async<Http.ClientRequest>((resume) => {
+          const req = Http.request({
+            host: "127.0.0.1",
+            port: new URL(origin).port,
+            method: "POST",
+            path: "/threads/alice%2Fheld/turns",
+            agent: false,
+            headers: { ...alice, "content-type": "application/json" }
+          }, (res) => res.once("data", () => resume(Effect.succeed(req))).once("data", () => res.pause()))
+          req.end(JSON.stringify({ input: "big 2000 8192" }))
+        }),
+        (req) => Effect.sync(() => req.destroy())
+      )
+      const runOf = Effect.promise(() =>
+        fetch(path, { headers: alice }).then((r) => r.json() as Promise<{ readonly run?: string }>)
+      )
+      expect(typeof (yield* runOf).run).toBe("string")
+      // Held by the reader: the run's events fill the router's buffer and the agent's.
+      yield* Effect.sleep("2 seconds")
+      const started = Date.now()
+      const closed = yield* Effect.either(agent.close({ timeout: "10 seconds" }))
+      expect(closed._tag).toBe("Right")
+      expect(Date.now() - started).toBeLessThan(5_000)
+      expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
+
   it.effect("a slow reader gets every event of an agent with events.blocking, in order, and the run's success", () =>
     Effect.gen(function*() {
       const { blocking } = yield* Agents

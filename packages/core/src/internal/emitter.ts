@@ -162,11 +162,26 @@ export const make = (
    * after that is not always the run's own fiber (the caller of `send` publishing its
    * `InputDelivered`, a pending approval settled at the run's end before its `RunFinished`). The
    * run's fiber is interrupted by its consumer's leaving, not by this.
+   *
+   * A run that is canceled (its fiber interrupted: the agent's or the thread's close, the turn's
+   * `cancel`) waits for no consumer: the take it was waiting to offer, and every one after it (the
+   * few last events of a canceled run), go past the buffer's capacity. A consumer that stopped
+   * reading without leaving would otherwise hold the close that canceled the run, the wait being in
+   * the run's uninterruptible end. The wait itself is interruptible for that, and nothing is lost.
    */
   const deliver = (take: Take.Take<Event.Event, RunError>): Effect.Effect<void> =>
-    Effect.catchAllCause(
-      queue.offer(take),
-      (cause) => queue.isShutdown() && Cause.isInterruptedOnly(cause) ? Effect.void : Effect.failCause(cause)
+    Effect.suspend(() =>
+      queue.unsafeOffer(take) ? Effect.void : Effect.flatMap(
+        Effect.exit(Effect.interruptible(queue.offer(take))),
+        (exit) =>
+          exit._tag === "Success"
+            ? Effect.void
+            // Interrupted while waiting (or already when it began): past the capacity, unless the
+            // consumer left (the take is then dropped, as before).
+            : Cause.isInterruptedOnly(exit.cause) && (queue.isShutdown() || queue.unsafeForce(take))
+            ? Effect.void
+            : Effect.failCause(exit.cause)
+      )
     )
   const emit = (pending: ReadonlyArray<Pending>): Effect.Effect<void> =>
     Effect.suspend(() => {

@@ -28,6 +28,8 @@ export interface Handoff<A, E> {
   readonly offer: (take: Take.Take<A, E>) => Effect.Effect<void>
   /** Offers at once when there is room (and the buffer is open): whether it did. */
   readonly unsafeOffer: (take: Take.Take<A, E>) => boolean
+  /** Offers at once past the capacity (when the buffer is open): whether it did. */
+  readonly unsafeForce: (take: Take.Take<A, E>) => boolean
   /**
    * Offers when called if there is room (the effect returned is then `Effect.void`, holding
    * nothing); otherwise the effect is `offer`'s, waiting for room. For a caller that runs it at once.
@@ -61,6 +63,14 @@ export const make = <A, E>(capacity: number): Handoff<A, E> => {
   let writable: Deferred.Deferred<void> | undefined
   const wake = (deferred: Deferred.Deferred<void> | undefined) => {
     if (deferred !== undefined) Deferred.unsafeDone(deferred, Exit.void)
+  }
+  const unsafeForce = (take: Take.Take<A, E>): boolean => {
+    if (closed) return false
+    items.push(take)
+    const waiting = readable
+    readable = undefined
+    wake(waiting)
+    return true
   }
   const unsafeOffer = (take: Take.Take<A, E>): boolean => {
     if (closed || items.length - head >= capacity) return false
@@ -97,6 +107,7 @@ export const make = <A, E>(capacity: number): Handoff<A, E> => {
   return {
     offer,
     unsafeOffer,
+    unsafeForce,
     offerNow: (take) => unsafeOffer(take) ? Effect.void : offer(take),
     pull,
     stream: Stream.repeatEffectChunkOption(pull),
