@@ -26,6 +26,7 @@ import * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"
+import * as Util from "node:util"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import { ProtocolError } from "../Driver.js"
@@ -374,15 +375,89 @@ const stderrGrace = Duration.millis(500)
 /** How many errors of a `cause` chain are rebuilt; the rest of a longer one (or a cycle) is cut. */
 const causeChain = 16
 
+/** How `util.inspect` shows a cause whole: a host's console, a logger printing the error. */
+const shownWhole: Util.InspectOptions = {
+  depth: Infinity,
+  breakLength: Infinity,
+  maxArrayLength: Infinity,
+  maxStringLength: Infinity,
+  colors: false
+}
+
 /**
- * A failure's cause as it may leave the library: token values replaced. An `Error` is checked as
- * Effect renders it (`renderErrorCause`: its `cause` chain too) and in its own fields; one that
- * holds a token is rebuilt as an `Error` with its name, message, stack, own fields and `cause`
- * chain scrubbed.
+ * Whether bytes anywhere in `value` (a `Buffer`, any typed array; through every own property,
+ * hidden and symbol ones too, and the entries of maps and sets) hold a token: `util.inspect`
+ * writes them as hex, where a text check cannot see one.
+ */
+const bytesHoldToken = (redactor: Gateway.Redactor, value: unknown): boolean => {
+  const seen = new Set<unknown>()
+  const visit = (v: unknown, depth: number): boolean => {
+    if (typeof v !== "object" || v === null || depth > causeChain * 4 || seen.has(v)) return false
+    seen.add(v)
+    if (ArrayBuffer.isView(v)) {
+      const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
+      return redactor.bytes(bytes) !== bytes
+    }
+    if (v instanceof Map) {
+      for (const [key, entry] of v) if (visit(key, depth + 1) || visit(entry, depth + 1)) return true
+      return false
+    }
+    if (v instanceof Set) {
+      for (const entry of v) if (visit(entry, depth + 1)) return true
+      return false
+    }
+    for (const key of Reflect.ownKeys(v)) {
+      let field: unknown
+      try {
+        field = (v as { readonly [key: PropertyKey]: unknown })[key]
+      } catch {
+        continue
+      }
+      if (visit(field, depth + 1)) return true
+    }
+    return false
+  }
+  return visit(value, 0)
+}
+
+/**
+ * A failure's cause (or a defect) as it may leave the library: token values replaced. An `Error`
+ * is checked as Effect renders it (`renderErrorCause`: its `cause` chain too) and in its own
+ * fields; one that holds a token is rebuilt as an `Error` with its name, message, stack, own
+ * fields and `cause` chain scrubbed. Then the whole value is checked as `util.inspect` shows it
+ * (maps, sets, URLs, an `AggregateError`'s errors, symbol keys) and in its bytes: a token still
+ * there replaces it by an `Error` with its name whose message is that text, scrubbed (without
+ * the bytes). Only failures pay for it.
  *
  * @internal
  */
-export const scrubCause = (redactor: Gateway.Redactor, cause: unknown, depth = 0): unknown => {
+export const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
+  const scrubbed = scrubFields(redactor, cause, 0)
+  if (typeof scrubbed !== "object" || scrubbed === null) return scrubbed
+  let shown: string
+  try {
+    shown = Util.inspect(scrubbed, shownWhole)
+  } catch {
+    return new Error("a failure's cause that could not be read")
+  }
+  const inBytes = bytesHoldToken(redactor, scrubbed)
+  if (!inBytes && redactor.text(shown) === shown) return scrubbed
+  const out = new Error(redactor.text(inBytes ? Util.inspect(scrubbed, { ...shownWhole, maxArrayLength: 0 }) : shown))
+  if (scrubbed instanceof Error) out.name = scrubbed.name
+  delete out.stack
+  return out
+}
+
+/** The defects of a cause (its failures stripped) scrubbed as `scrubCause` does: the same cause when none held a token. */
+const scrubDefects = (redactor: Gateway.Redactor, cause: Cause.Cause<never>): Cause.Cause<never> => {
+  const defects = Chunk.toReadonlyArray(Cause.defects(cause))
+  const scrubbed = defects.map((defect) => scrubCause(redactor, defect))
+  return scrubbed.every((defect, i) => defect === defects[i])
+    ? cause
+    : scrubbed.reduce<Cause.Cause<never>>((all, defect) => Cause.parallel(all, Cause.die(defect)), Cause.empty)
+}
+
+const scrubFields = (redactor: Gateway.Redactor, cause: unknown, depth: number): unknown => {
   if (cause instanceof ProtocolError) {
     const detail = redactor.text(cause.detail)
     return detail === cause.detail ? cause : new ProtocolError({ reason: cause.reason, detail })
@@ -396,13 +471,13 @@ export const scrubCause = (redactor: Gateway.Redactor, cause: unknown, depth = 0
     for (const key of Object.keys(cause)) {
       if (key === "message" || key === "stack" || key === "cause") continue
       const field = (cause as unknown as Record<string, unknown>)[key]
-      const next = scrubCause(redactor, field, depth + 1)
+      const next = scrubFields(redactor, field, depth + 1)
       if (next !== field) changed = true
       fields.push([redactor.text(key), next])
       if (fields[fields.length - 1]![0] !== key) changed = true
     }
     const hasCause = "cause" in cause
-    const inner = hasCause ? scrubCause(redactor, cause.cause, depth + 1) : undefined
+    const inner = hasCause ? scrubFields(redactor, cause.cause, depth + 1) : undefined
     if (hasCause && inner !== cause.cause) changed = true
     if (!changed) return cause
     const scrubbed = new Error(message, hasCause ? { cause: inner } : undefined)
@@ -1160,7 +1235,7 @@ export const execute = (
     if (Cause.isDie(exit.cause)) {
       // A bug (in the driver's parser, in core): it stays a defect, logged with its whole cause,
       // after the run's RunFinished (reason `Defect`).
-      const defect = Cause.stripFailures(exit.cause)
+      const defect = scrubDefects(ctx.redactor, Cause.stripFailures(exit.cause))
       return Effect.logError(`run ${request.runId} died of a defect`, defect).pipe(
         Effect.zipRight(emitter.emit([
           Emitter.critical((base) =>
@@ -1186,7 +1261,8 @@ export const execute = (
     const result = resultOf(ctx, request, state)
     const error = new RunError({
       reason: failure.reason,
-      detail: ctx.redactor.text(failure.detail),
+      // A driver that fails with something other than an Error (against its type) has no message.
+      detail: ctx.redactor.text(typeof failure.detail === "string" ? failure.detail : String(failure.detail)),
       result,
       ...(failure.exit?.exitCode === undefined ? {} : { exitCode: failure.exit.exitCode }),
       ...(failure.exit?.signal === undefined ? {} : { signal: failure.exit.signal }),
