@@ -140,7 +140,9 @@ export interface Options<Principal, R> {
    * `events: { blocking: true }` for streams that lose nothing. A connected reader is thus never
    * ended for being slow (and one that stops reading without disconnecting holds its run until it
    * reads again, disconnects or the run is canceled; a canceled run and a closing router wait for
-   * no reader). A reader that disconnected gets, on its reconnect, what is still buffered:
+   * no reader, and keep for it, past `replay`, what it has not read of the events the agent still
+   * had queued: at most the agent's `events.buffer` batches and the run's last events). A reader
+   * that disconnected gets, on its reconnect, what is still buffered:
    * `410 events_expired` when an event after its `Last-Event-ID` left the buffer meanwhile.
    */
   readonly replay?: number

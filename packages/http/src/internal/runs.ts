@@ -111,7 +111,8 @@ const makeRoom = (entry: Entry): boolean => {
  * Waits until the buffer has room: a full buffer whose oldest frame a connected reader has not
  * read yet holds the publisher (and so the run: see the agent's event policy) until that reader
  * moves on or leaves. A run being canceled, or a router closing, waits for nobody: its last events
- * are added past the capacity.
+ * are added past the capacity (what the agent's own buffer still held for the run, at most its
+ * `events.buffer` batches, and the run's last events: moved here, not new ones).
  */
 const room = (entry: Entry): Effect.Effect<void> =>
   Effect.suspend(() => {
