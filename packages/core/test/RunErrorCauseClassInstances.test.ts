@@ -1,7 +1,7 @@
 /**
  * A live token held by a class instance (a Map, a URL, a Buffer, a Set, an AggregateError's
- * `errors`, an Error inside a plain object) in a driver's failure, or in a parser's defect, never
- * reaches what the host reads: `RunError.cause`, the defect a run dies with, the log. A cause is
+ * `errors`, an Error inside a plain object) in a driver's failure, a parser's defect or an output
+ * never reaches what the host reads: `RunError.cause`, the defect a run dies with, the log, events. A cause is
  * checked in its fields, as `util.inspect` shows it and in its bytes. The provider is `/bin/sh`,
  * printing its own per-process token; the prepare case uses the registration's.
  */
@@ -9,6 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import { ProtocolError } from "@tether/core/Driver"
+import type * as Event from "@tether/core/Event"
 import { Gateway } from "@tether/gateway"
 import { Harness, Reference } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
@@ -93,6 +94,15 @@ describe("a token in a non-plain value of a driver's failure", () => {
           if (!line.startsWith("LEAK ")) return Effect.succeed(JSON.parse(line) as Driver.Output)
           const token = line.slice(5)
           state.token = token
+          if (state.mode === "notice") {
+            return Effect.succeed({
+              _tag: "Notice",
+              level: "info",
+              kind: "env",
+              message: "a line",
+              raw: new Map([["line", token]])
+            })
+          }
           if (state.mode === "defect") {
             return Effect.sync(() => {
               throw new Error(`bad line ${token}`)
@@ -137,8 +147,15 @@ describe("a token in a non-plain value of a driver's failure", () => {
       leaked["defect:exit"] = Exit.isFailure(died) && holds(Cause.squash(died.cause), state.token)
       expect(logged.some((line) => line.includes("bad line") && line.includes(Gateway.redactionMarker))).toBe(true)
       leaked["defect:log"] = logged.some((line) => line.includes(state.token))
+      // A driver's Notice whose raw is a Map (not JSON a parser made).
+      state.mode = "notice"
+      const events: Array<Event.Event> = []
+      yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+      const notice = events.find((event) => event._tag === "Notice")
+      expect(notice).toBeDefined()
+      leaked["notice:raw"] = holds(notice, state.token)
       expect(Object.entries(leaked).filter(([, did]) => did).map(([mode]) => mode)).toEqual([])
-      expect(Object.keys(leaked)).toHaveLength(Object.keys(shapes).length + 3)
+      expect(Object.keys(leaked)).toHaveLength(Object.keys(shapes).length + 4)
     }).pipe(
       Effect.scoped,
       Effect.provide([ToolsLive, Harness.recordingLayer(observed), Logger.replace(Logger.defaultLogger, logger)])

@@ -135,4 +135,42 @@ describe("A token only in a handler error's own fields", () => {
       }),
     60_000
   )
+
+  it.live("a log annotation or message holding the token in a class instance reaches the host's loggers scrubbed", () =>
+    Effect.gen(function*() {
+      const Noted = Tool.make("noted", {
+        description: "Logs what it was given.",
+        input: { key: Schema.String },
+        output: Schema.String
+      })
+      const NotedTools = Toolkit.make(Noted)
+      const NotedLive = NotedTools.toLayer({
+        noted: ({ key }) =>
+          Effect.logInfo("calling upstream", new Map([["key", key]])).pipe(
+            Effect.annotateLogs({ endpoint: new URL(`http://127.0.0.1:1/mcp?k=${key}`), bytes: Buffer.from(key) }),
+            Effect.as("ok")
+          )
+      })
+      const written: Array<string> = []
+      const recording = Logger.make(({ annotations, message }) => {
+        written.push(Util.inspect({ message, annotations: Object.fromEntries(annotations) }, { depth: Infinity }))
+        for (const [, annotation] of annotations) {
+          if (Buffer.isBuffer(annotation)) written.push(annotation.toString("latin1"))
+        }
+      })
+      const token = yield* Effect.gen(function*() {
+        const gateway = yield* Gateway.Gateway
+        const registration = yield* gateway.register(yield* Toolkit.executor(NotedTools))
+        const client = yield* connect(registration.url, registration.token)
+        const token = Redacted.value(registration.token)
+        yield* Effect.promise(() => client.callTool({ name: "noted", arguments: { key: token } }))
+        return token
+      }).pipe(
+        Effect.scoped,
+        Effect.provide([NotedLive, Gateway.layer()]),
+        Effect.provide(Logger.replace(Logger.defaultLogger, recording))
+      )
+      expect(written.some((line) => line.includes("calling upstream"))).toBe(true)
+      expect(written.filter((line) => line.includes(token))).toEqual([])
+    }))
 })

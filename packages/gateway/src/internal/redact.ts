@@ -351,6 +351,37 @@ export const make = (tokens: Tokens): Redactor => {
     for (const at of found.sort(ascending)) markerBytes.copy(copy, at)
     return copy
   }
+  const inspectOptions: Util.InspectOptions = {
+    depth: Infinity,
+    breakLength: Infinity,
+    maxArrayLength: Infinity,
+    maxStringLength: Infinity,
+    colors: false,
+    // Non-enumerable fields too: a host may read them by name.
+    showHidden: true
+  }
+  /**
+   * A value that is neither a string, an array nor a plain object (a Map, a Set, a URL, an Error,
+   * bytes, any class instance): its bytes checked as `bytes` does; anything else as `util.inspect`
+   * shows it (hidden fields too). One that holds a token becomes that text, scrubbed; any other is
+   * left as it is. Parsed JSON holds none of these: only what a driver or a host built pays.
+   */
+  const opaque = (input: object): unknown => {
+    if (ArrayBuffer.isView(input)) {
+      const view = new Uint8Array(input.buffer, input.byteOffset, input.byteLength)
+      const scrubbed = bytes(view)
+      return scrubbed === view ? input : scrubbed
+    }
+    let shown: string
+    try {
+      shown = Util.inspect(input, inspectOptions)
+    } catch {
+      // It cannot be read whole: whatever it holds stays out of reach.
+      return "(a value that could not be read)"
+    }
+    const scrubbed = text(shown)
+    return scrubbed === shown ? input : scrubbed
+  }
   const deep = (input: unknown, depth: number): unknown => {
     if (typeof input === "string") return whole(input)
     // Deeper than any document a CLI prints: the rest is walked without recursion rather than
@@ -383,7 +414,7 @@ export const make = (tokens: Tokens): Redactor => {
       }
       return out ?? input
     }
-    return input
+    return typeof input === "object" && input !== null ? opaque(input) : input
   }
   /**
    * `deep` without recursion, for what lies below its depth cap: an explicit stack of the arrays
@@ -471,13 +502,6 @@ export const make = (tokens: Tokens): Redactor => {
     const end = out.length === 0 ? 0 : tokens.endingStart(out)
     if (end >= minimumPartial) out = out.slice(0, out.length - end) + marker
     return out
-  }
-  const inspectOptions: Util.InspectOptions = {
-    depth: Infinity,
-    breakLength: Infinity,
-    maxArrayLength: Infinity,
-    maxStringLength: Infinity,
-    colors: false
   }
   const cause = (input: Cause.Cause<unknown>): Cause.Cause<unknown> => {
     if (Cause.isEmpty(input)) return input
