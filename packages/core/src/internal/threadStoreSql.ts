@@ -1,6 +1,7 @@
 /** @internal */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -164,6 +165,12 @@ export const makeSql = Effect.gen(function*() {
     Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
   )
   const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
+  // @effect/sql dies when a transaction's COMMIT or ROLLBACK fails (a connection lost inside the
+  // transaction): that is the store failing, a `ThreadStoreError` like any other SQL error.
+  const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    sql.withTransaction(effect).pipe(
+      Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none())
+    )
   const leaseOf = (keyHex: string) =>
     Effect.map(
       sql<LeaseRow>`SELECT holder, expires_at FROM tether_thread_leases WHERE key_hex = ${keyHex}`,
@@ -207,7 +214,7 @@ export const makeSql = Effect.gen(function*() {
         const current = yield* leaseOf(keyHex)
         return { current, lease: { key, holder } satisfies Lease }
       }).pipe(
-        sql.withTransaction,
+        transaction,
         Effect.mapError(storeError("acquire")),
         Effect.flatMap(({ current, lease }) =>
           Option.isSome(current) && current.value.holder === lease.holder
@@ -226,7 +233,7 @@ export const makeSql = Effect.gen(function*() {
         return Option.isSome(current) && current.value.holder === lease.holder &&
           Number(current.value.expires_at) === expiresAt
       }).pipe(
-        sql.withTransaction,
+        transaction,
         Effect.mapError(storeError("renew")),
         Effect.flatMap((ok) => ok ? Effect.void : Effect.fail(new LeaseLost({ key: lease.key })))
       ),
@@ -286,7 +293,7 @@ export const makeSql = Effect.gen(function*() {
           row.turn_id === (record.turn ?? null)
         return written ? "ok" as const : "exists" as const
       }).pipe(
-        sql.withTransaction,
+        transaction,
         Effect.mapError(storeError("commit")),
         Effect.flatMap((status): Effect.Effect<void, LeaseLost | ThreadAlreadyExists> =>
           status === "ok"
@@ -314,7 +321,7 @@ export const makeSql = Effect.gen(function*() {
         yield* sql`DELETE FROM tether_thread_leases WHERE expires_at <= ${now}`
         return rows
       }).pipe(
-        sql.withTransaction,
+        transaction,
         Effect.mapError(storeError("prune")),
         Effect.flatMap((rows) => decodeRows("prune", rows, toSuperseded))
       ),
@@ -334,7 +341,7 @@ export const makeSql = Effect.gen(function*() {
         yield* sql`DELETE FROM tether_thread_history WHERE key_hex = ${keyHex} AND ${guard}`
         return (yield* held(lease, now)) ? [...current, ...history] : undefined
       }).pipe(
-        sql.withTransaction,
+        transaction,
         Effect.mapError(storeError("delete")),
         Effect.flatMap((rows): Effect.Effect<ReadonlyArray<ThreadRecord>, LeaseLost | ThreadStoreError> =>
           rows === undefined
