@@ -12,6 +12,7 @@ import { AgentConfigError, UnsupportedCapability } from "@tether/core/AgentError
 import type * as Event from "@tether/core/Event"
 import type { Result } from "@tether/core/Result"
 import type * as Thread from "@tether/core/Thread"
+import { ThreadClosed } from "@tether/core/Thread"
 import { ThreadBusy, ThreadStore } from "@tether/core/ThreadStore"
 import * as Unstable from "@tether/core/Unstable"
 import * as Profile from "@tether/profile/Profile"
@@ -75,6 +76,9 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
     let current: { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope } | undefined
     let running: Thread.Thread | undefined
     let busy = false
+    // How many Close messages this entity took: a turn admitted before one is canceled by it, also
+    // while it waits out another runner's lease (each retry would otherwise build a new agent).
+    let closes = 0
 
     // The thread's agent on this runner, built at its first turn; a failed build is tried again
     // by the next turn.
@@ -111,8 +115,12 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
       Stream.unwrapScoped(Effect.gen(function*() {
         yield* check(request.key)
         yield* admit(request.key)
+        const admittedAt = closes
         yield* Effect.addFinalizer(() => Effect.sync(() => void (running = undefined)))
-        const first = yield* agent.pipe(
+        const first = yield* Effect.suspend(() =>
+          closes === admittedAt ? Effect.void : Effect.fail(new ThreadClosed({ key: request.key }))
+        ).pipe(
+          Effect.zipRight(agent),
           Effect.flatMap((made) =>
             made.thread(request.key, {
               resumeOnly: request.resumeOnly === true,
@@ -186,6 +194,7 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
         Effect.zipRight(
           check(payload.key),
           creating.withPermits(1)(Effect.suspend(() => {
+            closes++
             const closing = current
             current = undefined
             return Effect.zipRight(
