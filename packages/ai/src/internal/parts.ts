@@ -64,6 +64,8 @@ export interface State {
   readonly tools: ReadonlyMap<string, ToolInfo>
   text: string | undefined
   reasoning: string | undefined
+  /** The text the deltas streamed since the last assistant `Message` (whose text it begins). */
+  streamed: string
   blocks: number
   /** Calls started and not ended: their tool's name, and the params when no `tool-call` part went out. */
   readonly calls: Map<string, { readonly name: string; readonly rejected?: { readonly input: unknown } }>
@@ -75,6 +77,7 @@ export const initial = (tools: ReadonlyMap<string, ToolInfo>): State => ({
   tools,
   text: undefined,
   reasoning: undefined,
+  streamed: "",
   blocks: 0,
   calls: new Map(),
   failed: []
@@ -139,8 +142,8 @@ const usageOf = (usage: Result.Usage | undefined): Response.FinishPartEncoded["u
 
 /**
  * The parts one event maps to. Text and reasoning deltas open a block that the next other
- * part closes; an assistant `Message` closes the open text block, or is the whole block when
- * no delta preceded it. A toolkit tool's call is a provider-executed `tool-call`; its
+ * part closes; an assistant `Message` adds what its deltas did not stream (all of it when none
+ * did: a text block that reasoning closed early is not sent again), then closes the block. A toolkit tool's call is a provider-executed `tool-call`; its
  * successful end a `tool-result` with the encoded output; a failed call gets no result part
  * and is listed under `metadata.tether.failedToolCalls` of the finish part. Calls of other
  * tools (the agent's own, the CLI's built-ins) are not parts: @effect/ai decodes only the
@@ -153,6 +156,7 @@ export const step = (state: State, event: Event.Event): Array<Response.StreamPar
   const out: Array<Response.StreamPartEncoded> = []
   switch (event._tag) {
     case "RunStarted": {
+      state.streamed = ""
       out.push({
         type: "response-metadata",
         id: event.runId,
@@ -163,6 +167,7 @@ export const step = (state: State, event: Event.Event): Array<Response.StreamPar
     }
     case "TextDelta": {
       if (event.text.length > 0) {
+        state.streamed += event.text
         out.push({ type: "text-delta", id: openText(state, event.runId, out), delta: event.text })
       }
       break
@@ -175,9 +180,15 @@ export const step = (state: State, event: Event.Event): Array<Response.StreamPar
     }
     case "Message": {
       if (event.role !== "assistant") break
-      if (state.text === undefined && event.text.length > 0) {
-        out.push({ type: "text-delta", id: openText(state, event.runId, out), delta: event.text })
-      }
+      // Deltas that do not begin it (some were dropped under the agent's event policy) are left
+      // as they streamed.
+      const rest = state.streamed === ""
+        ? event.text
+        : event.text.startsWith(state.streamed)
+        ? event.text.slice(state.streamed.length)
+        : ""
+      state.streamed = ""
+      if (rest.length > 0) out.push({ type: "text-delta", id: openText(state, event.runId, out), delta: rest })
       closeText(state, out)
       break
     }
