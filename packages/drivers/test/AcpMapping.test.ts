@@ -179,8 +179,8 @@ describe("ACP tool naming per agent", () => {
   it("codex-acp: MCP calls by their {server, tool} input; the title is only for display", () => {
     const mcp = (server: string) =>
       info({ title: `Tool: ${server}/echo`, input: { server, tool: "echo", arguments: {} } })
-    expect(AcpMap.codexNaming(mcp("tether"), "tether")).toEqual({ name: "echo", source: "host" })
-    expect(AcpMap.codexNaming(mcp("docs"), "tether")).toEqual({ name: "mcp__docs__echo", source: "mcp" })
+    expect(AcpMap.codexNaming(mcp("tether"), "tether")).toEqual({ name: "echo", source: "host", wrapped: true })
+    expect(AcpMap.codexNaming(mcp("docs"), "tether")).toEqual({ name: "mcp__docs__echo", source: "mcp", wrapped: true })
     expect(AcpMap.codexNaming(info({ title: "ls -la", kind: "execute", input: { command: ["ls"] } }), "tether"))
       .toEqual({ name: "ls -la", source: "builtin" })
   })
@@ -210,6 +210,53 @@ const update = (sessionUpdate: string, fields: object) => ({
 })
 
 describe("ACP update mapping", () => {
+  it("codex-acp: an MCP call's events carry the tool's own arguments and output, not the wrapper", () => {
+    const mapper = AcpMap.makeMapper("tether", AcpMap.codexNaming)
+    mapper.session = "s"
+    const start = mapper.update(update("tool_call", {
+      toolCallId: "call_0",
+      status: "in_progress",
+      title: "Tool: tether/count",
+      rawInput: { server: "tether", tool: "count", arguments: { word: "abc" } }
+    }))
+    const structured = mapper.update(update("tool_call_update", {
+      toolCallId: "call_0",
+      status: "completed",
+      rawOutput: { content: [{ type: "text", text: "{\"result\":3}" }], structuredContent: { result: 3 } }
+    }))
+    mapper.update(update("tool_call", {
+      toolCallId: "call_1",
+      status: "in_progress",
+      rawInput: { server: "docs", tool: "read", arguments: { path: "a" } }
+    }))
+    const text = mapper.update(update("tool_call_update", {
+      toolCallId: "call_1",
+      status: "completed",
+      rawOutput: { content: [{ type: "text", text: "line 1" }, { type: "text", text: " and 2" }] }
+    }))
+    expect([start, structured, text]).toEqual([
+      [{ _tag: "ToolCall", phase: "start", callId: "call_0", name: "count", source: "host", input: { word: "abc" } }],
+      [{
+        _tag: "ToolCall",
+        phase: "end",
+        callId: "call_0",
+        name: "count",
+        source: "host",
+        output: { result: 3 },
+        isError: false
+      }],
+      [{
+        _tag: "ToolCall",
+        phase: "end",
+        callId: "call_1",
+        name: "mcp__docs__read",
+        source: "mcp",
+        output: "line 1 and 2",
+        isError: false
+      }]
+    ])
+  })
+
   it("a call announced pending with an empty input starts when its input arrives", () => {
     const mapper = AcpMap.makeMapper("tether", AcpMap.claudeNaming)
     mapper.session = "s"

@@ -22,6 +22,11 @@ const num = (u: unknown): number | undefined => typeof u === "number" && Number.
 export interface ToolIdentity {
   readonly name: string
   readonly source: "host" | "mcp" | "builtin"
+  /**
+   * The call's `rawInput` is codex-acp's MCP wrapper `{server, tool, arguments}` and its
+   * `rawOutput` the MCP `CallToolResult`: the events carry the tool's own arguments and output.
+   */
+  readonly wrapped?: true
 }
 
 /** What an agent tells of a tool call when the client first sees it. @internal */
@@ -61,8 +66,8 @@ export const codexNaming: Naming = (call, hostedKey) => {
   const input = call.input
   if (isRecord(input) && typeof input["server"] === "string" && typeof input["tool"] === "string") {
     return input["server"] === hostedKey
-      ? { name: input["tool"], source: "host" }
-      : { name: `mcp__${input["server"]}__${input["tool"]}`, source: "mcp" }
+      ? { name: input["tool"], source: "host", wrapped: true }
+      : { name: `mcp__${input["server"]}__${input["tool"]}`, source: "mcp", wrapped: true }
   }
   return genericNaming(call, hostedKey)
 }
@@ -199,9 +204,20 @@ export const hostedNaming = (naming: Naming, hostedTools: ReadonlyArray<string> 
     if (identity.source !== "host" || hostedTools.includes(identity.name)) return identity
     const catalogName = hostedTools.find((tool) => tool.replace(/[^A-Za-z0-9_-]/g, "_") === identity.name)
     return catalogName !== undefined
-      ? { name: catalogName, source: "host" }
-      : { name: call.name ?? identity.name, source: "mcp" }
+      ? { ...identity, name: catalogName }
+      : { ...identity, name: call.name ?? identity.name, source: "mcp" }
   }
+
+/**
+ * An MCP `CallToolResult` as the other drivers report a tool's output: its structured content,
+ * else the text the model read.
+ */
+const callToolOutput = (result: Json): unknown =>
+  isRecord(result["structuredContent"])
+    ? result["structuredContent"]
+    : (result["content"] as ReadonlyArray<unknown>).map((part) => isRecord(part) ? str(part["text"]) ?? "" : "").join(
+      ""
+    )
 
 /** A fresh mapper for one session. @internal */
 export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
@@ -234,23 +250,31 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     const identity = naming(infoOf(update, callId), hostedKey)
     calls.set(callId, identity)
     flush(out)
+    const input = update["rawInput"]
     out.push({
       _tag: "ToolCall",
       phase: "start",
       callId,
-      ...identity,
-      ...(update["rawInput"] === undefined ? {} : { input: update["rawInput"] })
+      name: identity.name,
+      source: identity.source,
+      ...(input === undefined ? {} : { input: identity.wrapped && isRecord(input) ? input["arguments"] : input })
     })
     return identity
   }
 
   const end = (update: Json, callId: string, identity: ToolIdentity, out: Array<Driver.Output>): void => {
-    const output = update["rawOutput"] ?? contentText(update["content"])
+    const raw = update["rawOutput"]
+    const output = raw === undefined
+      ? contentText(update["content"])
+      : identity.wrapped && isRecord(raw) && Array.isArray(raw["content"])
+      ? callToolOutput(raw)
+      : raw
     out.push({
       _tag: "ToolCall",
       phase: "end",
       callId,
-      ...identity,
+      name: identity.name,
+      source: identity.source,
       ...(output === undefined ? {} : { output }),
       isError: update["status"] === "failed"
     })
