@@ -12,25 +12,15 @@ import { ProtocolError } from "@tether/core/Driver"
 import type * as Event from "@tether/core/Event"
 import { Gateway } from "@tether/gateway"
 import { Harness, Reference } from "@tether/testing"
-import { Tool, Toolkit } from "@tether/tool"
+import { Toolkit } from "@tether/tool"
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Util from "node:util"
-
-const Noop = Tool.make("noop", {
-  description: "Does nothing.",
-  input: {},
-  output: Schema.Struct({ ok: Schema.Boolean }),
-  revision: "noop/v1"
-})
-const Tools = Toolkit.make(Noop)
-const ToolsLive = Tools.toLayer({ noop: () => Effect.succeed({ ok: true }) })
 
 class LineRejected extends Data.TaggedError("LineRejected")<{ readonly seen: Set<string> }> {}
 
@@ -43,6 +33,11 @@ const shapes: Record<string, (token: string) => unknown> = {
   aggregateError: (t) => new AggregateError([new Error(`bad line ${t}`)], "parse failed"),
   plainObjectHoldingError: (t) => ({ message: "parse failed", error: new Error(`bad line ${t}`) }),
   taggedErrorWithSet: (t) => new LineRejected({ seen: new Set([t]) }),
+  errorWithHiddenField: (t) =>
+    Object.defineProperty(new Error("parse failed"), "line", { value: t, enumerable: false }),
+  errorWithBytesInMap: (t) => Object.assign(new Error("parse failed"), { parts: new Map([["line", Buffer.from(t)]]) }),
+  // No message at all (against the type): once a crash of the run's end instead of a RunError.
+  objectWithoutMessage: (t) => ({ line: t }),
   // Scrubbed by the field walk alone.
   errorWithString: (t) => Object.assign(new Error("parse failed"), { line: `LEAK ${t}` }),
   protocolError: (t) => new ProtocolError({ reason: "MalformedOutput", detail: `bad line ${t}` })
@@ -55,18 +50,29 @@ const script = [
   `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1"}'`
 ].join("\n")
 
-/** Everything a host could read of a value: util.inspect, JSON, and the bytes of any Buffer in it. */
+/**
+ * Everything a host could read of a value: util.inspect (hidden fields too), JSON, and the bytes
+ * of any typed array anywhere in it (through every own property, map and set entry).
+ */
 const holds = (value: unknown, token: string): boolean => {
-  const inspected = Util.inspect(value, { depth: Infinity, showHidden: false })
+  const inspected = Util.inspect(value, { depth: Infinity, showHidden: true, maxStringLength: Infinity })
   let json = ""
   try {
     json = JSON.stringify(value) ?? ""
   } catch {
     json = ""
   }
-  const bytes = (value as { line?: unknown } | undefined)?.line
-  return inspected.includes(token) || json.includes(token) ||
-    (Buffer.isBuffer(bytes) && bytes.includes(Buffer.from(token)))
+  const needle = Buffer.from(token)
+  const seen = new Set<unknown>()
+  const inBytes = (v: unknown): boolean => {
+    if (typeof v !== "object" || v === null || seen.has(v)) return false
+    seen.add(v)
+    if (ArrayBuffer.isView(v)) return Buffer.from(v.buffer, v.byteOffset, v.byteLength).includes(needle)
+    if (v instanceof Map) return [...v].some(([key, entry]) => inBytes(key) || inBytes(entry))
+    if (v instanceof Set) return [...v].some(inBytes)
+    return Reflect.ownKeys(v).some((key) => inBytes((v as { readonly [key: PropertyKey]: unknown })[key]))
+  }
+  return inspected.includes(token) || json.includes(token) || inBytes(value)
 }
 
 describe("a token in a non-plain value of a driver's failure", () => {
@@ -94,13 +100,13 @@ describe("a token in a non-plain value of a driver's failure", () => {
           if (!line.startsWith("LEAK ")) return Effect.succeed(JSON.parse(line) as Driver.Output)
           const token = line.slice(5)
           state.token = token
-          if (state.mode === "notice") {
+          if (state.mode === "notice" || state.mode === "noticeBytes") {
             return Effect.succeed({
               _tag: "Notice",
               level: "info",
               kind: "env",
               message: "a line",
-              raw: new Map([["line", token]])
+              raw: new Map<string, unknown>([["line", state.mode === "notice" ? token : Buffer.from(token)]])
             })
           }
           if (state.mode === "defect") {
@@ -119,7 +125,7 @@ describe("a token in a non-plain value of a driver's failure", () => {
       const sandbox = yield* Harness.sandbox
       const agent = yield* Agent.make({
         driver,
-        definition: { instructions: "", skills: [], tools: Tools },
+        definition: { instructions: "", skills: [], tools: Toolkit.empty },
         workspace: sandbox.workspace,
         profile: sandbox.selection
       })
@@ -147,18 +153,21 @@ describe("a token in a non-plain value of a driver's failure", () => {
       leaked["defect:exit"] = Exit.isFailure(died) && holds(Cause.squash(died.cause), state.token)
       expect(logged.some((line) => line.includes("bad line") && line.includes(Gateway.redactionMarker))).toBe(true)
       leaked["defect:log"] = logged.some((line) => line.includes(state.token))
-      // A driver's Notice whose raw is a Map (not JSON a parser made).
-      state.mode = "notice"
-      const events: Array<Event.Event> = []
-      yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
-      const notice = events.find((event) => event._tag === "Notice")
-      expect(notice).toBeDefined()
-      leaked["notice:raw"] = holds(notice, state.token)
+      // A driver's Notice whose raw is a Map (not JSON a parser made), holding the token as text
+      // or as bytes.
+      for (const mode of ["notice", "noticeBytes"]) {
+        state.mode = mode
+        const events: Array<Event.Event> = []
+        yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+        const notice = events.find((event) => event._tag === "Notice")
+        expect(notice).toBeDefined()
+        leaked[`${mode}:raw`] = holds(notice, state.token)
+      }
       expect(Object.entries(leaked).filter(([, did]) => did).map(([mode]) => mode)).toEqual([])
-      expect(Object.keys(leaked)).toHaveLength(Object.keys(shapes).length + 4)
+      expect(Object.keys(leaked)).toHaveLength(Object.keys(shapes).length + 5)
     }).pipe(
       Effect.scoped,
-      Effect.provide([ToolsLive, Harness.recordingLayer(observed), Logger.replace(Logger.defaultLogger, logger)])
+      Effect.provide([Harness.recordingLayer(observed), Logger.replace(Logger.defaultLogger, logger)])
     )
   }, 120_000)
 })

@@ -143,9 +143,10 @@ const usageOf = (usage: Result.Usage | undefined): Response.FinishPartEncoded["u
 /**
  * The parts one event maps to. Text and reasoning deltas open a block that the next other
  * part closes; an assistant `Message` adds what its deltas did not stream (all of it when none
- * did: a text block that reasoning closed early is not sent again), then closes the block. A toolkit tool's call is a provider-executed `tool-call`; its
- * successful end a `tool-result` with the encoded output; a failed call gets no result part
- * and is listed under `metadata.tether.failedToolCalls` of the finish part. Calls of other
+ * did: a text block that reasoning closed early is not sent again), then closes the block. A
+ * toolkit tool's call is a provider-executed `tool-call`; its successful end a `tool-result`
+ * with the encoded output; a failed call gets no result part and is listed under
+ * `metadata.tether.failedToolCalls` of the finish part. Calls of other
  * tools (the agent's own, the CLI's built-ins) are not parts: @effect/ai decodes only the
  * toolkit's. `RunFinished` with a success is the `finish` part with the run's usage; any
  * other ending produces nothing (the stream fails or is interrupted).

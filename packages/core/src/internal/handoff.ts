@@ -72,14 +72,7 @@ export const make = <A, E>(capacity: number): Handoff<A, E> => {
     wake(waiting)
     return true
   }
-  const unsafeOffer = (take: Take.Take<A, E>): boolean => {
-    if (closed || items.length - head >= capacity) return false
-    items.push(take)
-    const waiting = readable
-    readable = undefined
-    wake(waiting)
-    return true
-  }
+  const unsafeOffer = (take: Take.Take<A, E>): boolean => items.length - head < capacity && unsafeForce(take)
   const offer = (take: Take.Take<A, E>): Effect.Effect<void> =>
     Effect.suspend(() => {
       if (closed) return Effect.interrupt

@@ -26,7 +26,6 @@ import * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
 import * as NodePath from "node:path"
-import * as Util from "node:util"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import { ProtocolError } from "../Driver.js"
@@ -375,74 +374,22 @@ const stderrGrace = Duration.millis(500)
 /** How many errors of a `cause` chain are rebuilt; the rest of a longer one (or a cycle) is cut. */
 const causeChain = 16
 
-/** How `util.inspect` shows a cause whole: a host's console, a logger printing the error. */
-const shownWhole: Util.InspectOptions = {
-  depth: Infinity,
-  breakLength: Infinity,
-  maxArrayLength: Infinity,
-  maxStringLength: Infinity,
-  colors: false
-}
-
-/**
- * Whether bytes anywhere in `value` (a `Buffer`, any typed array; through every own property,
- * hidden and symbol ones too, and the entries of maps and sets) hold a token: `util.inspect`
- * writes them as hex, where a text check cannot see one.
- */
-const bytesHoldToken = (redactor: Gateway.Redactor, value: unknown): boolean => {
-  const seen = new Set<unknown>()
-  const visit = (v: unknown, depth: number): boolean => {
-    if (typeof v !== "object" || v === null || depth > causeChain * 4 || seen.has(v)) return false
-    seen.add(v)
-    if (ArrayBuffer.isView(v)) {
-      const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
-      return redactor.bytes(bytes) !== bytes
-    }
-    if (v instanceof Map) {
-      for (const [key, entry] of v) if (visit(key, depth + 1) || visit(entry, depth + 1)) return true
-      return false
-    }
-    if (v instanceof Set) {
-      for (const entry of v) if (visit(entry, depth + 1)) return true
-      return false
-    }
-    for (const key of Reflect.ownKeys(v)) {
-      let field: unknown
-      try {
-        field = (v as { readonly [key: PropertyKey]: unknown })[key]
-      } catch {
-        continue
-      }
-      if (visit(field, depth + 1)) return true
-    }
-    return false
-  }
-  return visit(value, 0)
-}
-
 /**
  * A failure's cause (or a defect) as it may leave the library: token values replaced. An `Error`
  * is checked as Effect renders it (`renderErrorCause`: its `cause` chain too) and in its own
  * fields; one that holds a token is rebuilt as an `Error` with its name, message, stack, own
- * fields and `cause` chain scrubbed. Then the whole value is checked as `util.inspect` shows it
- * (maps, sets, URLs, an `AggregateError`'s errors, symbol keys) and in its bytes: a token still
- * there replaces it by an `Error` with its name whose message is that text, scrubbed (without
- * the bytes). Only failures pay for it.
+ * fields and `cause` chain scrubbed. What that walk does not reach (hidden fields, maps, sets,
+ * URLs, bytes inside them) the redactor's `value` reads as `util.inspect` shows it: an error still
+ * holding a token becomes an `Error` with its name whose message is that text, scrubbed. Only
+ * failures pay for it.
  *
  * @internal
  */
 export const scrubCause = (redactor: Gateway.Redactor, cause: unknown): unknown => {
   const scrubbed = scrubFields(redactor, cause, 0)
-  if (typeof scrubbed !== "object" || scrubbed === null) return scrubbed
-  let shown: string
-  try {
-    shown = Util.inspect(scrubbed, shownWhole)
-  } catch {
-    return new Error("a failure's cause that could not be read")
-  }
-  const inBytes = bytesHoldToken(redactor, scrubbed)
-  if (!inBytes && redactor.text(shown) === shown) return scrubbed
-  const out = new Error(redactor.text(inBytes ? Util.inspect(scrubbed, { ...shownWhole, maxArrayLength: 0 }) : shown))
+  const checked = redactor.value(scrubbed)
+  if (typeof checked !== "string" || typeof scrubbed !== "object" || scrubbed === null) return checked
+  const out = new Error(checked)
   if (scrubbed instanceof Error) out.name = scrubbed.name
   delete out.stack
   return out

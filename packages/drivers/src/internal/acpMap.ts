@@ -212,12 +212,11 @@ export const hostedNaming = (naming: Naming, hostedTools: ReadonlyArray<string> 
  * An MCP `CallToolResult` as the other drivers report a tool's output: its structured content,
  * else the text the model read.
  */
-const callToolOutput = (result: Json): unknown =>
-  isRecord(result["structuredContent"])
-    ? result["structuredContent"]
-    : (result["content"] as ReadonlyArray<unknown>).map((part) => isRecord(part) ? str(part["text"]) ?? "" : "").join(
-      ""
-    )
+const callToolOutput = (result: Json): unknown => {
+  if (isRecord(result["structuredContent"])) return result["structuredContent"]
+  const parts = result["content"] as ReadonlyArray<unknown>
+  return parts.map((part) => isRecord(part) ? str(part["text"]) ?? "" : "").join("")
+}
 
 /** A fresh mapper for one session. @internal */
 export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {

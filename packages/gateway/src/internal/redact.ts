@@ -361,10 +361,61 @@ export const make = (tokens: Tokens): Redactor => {
     showHidden: true
   }
   /**
-   * A value that is neither a string, an array nor a plain object (a Map, a Set, a URL, an Error,
-   * bytes, any class instance): its bytes checked as `bytes` does; anything else as `util.inspect`
-   * shows it (hidden fields too). One that holds a token becomes that text, scrubbed; any other is
-   * left as it is. Parsed JSON holds none of these: only what a driver or a host built pays.
+   * Whether bytes anywhere inside a value (typed arrays, through every own property, hidden and
+   * symbol ones too, and the entries of maps and sets) hold a token: `util.inspect` writes them as
+   * hex, where the text check cannot see one.
+   */
+  const bytesInside = (value: object): boolean => {
+    const seen = new Set<object>()
+    const visit = (v: unknown, depth: number): boolean => {
+      if (typeof v !== "object" || v === null || depth > 64 || seen.has(v)) return false
+      seen.add(v)
+      if (ArrayBuffer.isView(v)) {
+        const view = new Uint8Array(v.buffer, v.byteOffset, v.byteLength)
+        return bytes(view) !== view
+      }
+      if (v instanceof Map) {
+        for (const [key, entry] of v) if (visit(key, depth + 1) || visit(entry, depth + 1)) return true
+        return false
+      }
+      if (v instanceof Set) {
+        for (const entry of v) if (visit(entry, depth + 1)) return true
+        return false
+      }
+      for (const key of Reflect.ownKeys(v)) {
+        let field: unknown
+        try {
+          field = (v as { readonly [key: PropertyKey]: unknown })[key]
+        } catch {
+          continue
+        }
+        if (visit(field, depth + 1)) return true
+      }
+      return false
+    }
+    return visit(value, 0)
+  }
+  const unreadable = "(a value that could not be read)"
+  /**
+   * A value that is not plain JSON (a Map, a Set, a URL, an Error, any class instance) as
+   * `util.inspect` shows it (hidden fields too), scrubbed, when it holds a token there or in bytes
+   * inside it (then without the bytes); `undefined` when it holds none.
+   */
+  const held = (input: object): string | undefined => {
+    try {
+      const shown = Util.inspect(input, inspectOptions)
+      const scrubbed = text(shown)
+      if (scrubbed !== shown) return scrubbed
+      return bytesInside(input) ? text(Util.inspect(input, { ...inspectOptions, maxArrayLength: 0 })) : undefined
+    } catch {
+      // It cannot be read whole: whatever it holds stays out of reach.
+      return unreadable
+    }
+  }
+  /**
+   * A value that is neither a string, an array nor a plain object: bytes checked as `bytes` does;
+   * anything else by `held`, becoming its text when it holds a token and left as it is otherwise.
+   * Parsed JSON holds none of these: only what a driver or a host built pays.
    */
   const opaque = (input: object): unknown => {
     if (ArrayBuffer.isView(input)) {
@@ -372,15 +423,7 @@ export const make = (tokens: Tokens): Redactor => {
       const scrubbed = bytes(view)
       return scrubbed === view ? input : scrubbed
     }
-    let shown: string
-    try {
-      shown = Util.inspect(input, inspectOptions)
-    } catch {
-      // It cannot be read whole: whatever it holds stays out of reach.
-      return "(a value that could not be read)"
-    }
-    const scrubbed = text(shown)
-    return scrubbed === shown ? input : scrubbed
+    return held(input) ?? input
   }
   const deep = (input: unknown, depth: number): unknown => {
     if (typeof input === "string") return whole(input)
@@ -513,19 +556,14 @@ export const make = (tokens: Tokens): Redactor => {
     if (scrubbed !== pretty) return Cause.fail(scrubbed)
     // That text holds each error's message and stack, not its own fields (and its chain's), which a
     // logger that prints the error shows (the console, `util.inspect`, JSON, Effect's browser-mode
-    // `prettyLogger`): read as `util.inspect` writes them. Only failure lines pay for it.
-    let fields = ""
+    // `prettyLogger`): read by `held`. Only failure lines pay for it.
+    const found: Array<string> = []
     for (const error of [...Cause.failures(input), ...Cause.defects(input)]) {
       if (typeof error !== "object" || error === null) continue
-      try {
-        fields += `\n${Util.inspect(error, inspectOptions)}`
-      } catch {
-        // It cannot be read whole: only the text checked above goes on.
-        return Cause.fail(pretty)
-      }
+      const shown = held(error)
+      if (shown !== undefined) found.push(shown)
     }
-    const scrubbedFields = text(fields)
-    return scrubbedFields === fields ? input : Cause.fail(pretty + scrubbedFields)
+    return found.length === 0 ? input : Cause.fail([pretty, ...found].join("\n"))
   }
   // Most log lines carry no token: they are passed on as they are, without rebuilding the
   // annotation map (a line per tool call goes through here).
