@@ -179,8 +179,7 @@ describe("runAs refuses what it cannot do before anything runs", () => {
   // `Schema.Never`'s own type is not a `Schema<never>` under exactOptionalPropertyTypes (its
   // `annotations`): the same AST, typed as one.
   const never = Schema.make<never>(SchemaAST.neverKeyword)
-  // Tuples of it, built as ASTs for the same reason: required elements, then a rest and the
-  // required elements after it.
+  // Tuples of it, built as ASTs for the same reason: required elements, and a rest element.
   const tuple = (elements: ReadonlyArray<SchemaAST.AST>, rest: ReadonlyArray<SchemaAST.AST>) =>
     Schema.make<ReadonlyArray<string>>(
       new SchemaAST.TupleType(
@@ -198,8 +197,11 @@ describe("runAs refuses what it cannot do before anything runs", () => {
     ["Union(Never, Never)", refusing(Schema.Union(never, never))],
     ["a required Never field", refusing(Schema.Struct({ a: Schema.String, b: Schema.Struct({ c: never }) }))],
     ["a required Never tuple element", refusing(tuple([SchemaAST.stringKeyword, SchemaAST.neverKeyword], []))],
-    ["a Never element after a rest", refusing(tuple([], [SchemaAST.stringKeyword, SchemaAST.neverKeyword]))],
     ["a class with a Never field", refusing(Nothing)],
+    [
+      "a suspended Never field",
+      refusing(Schema.Struct({ a: Schema.suspend(() => never).annotations({ identifier: "Gone" }) }))
+    ],
     [
       "a transformation to Never",
       refusing(

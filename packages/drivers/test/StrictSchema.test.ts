@@ -183,5 +183,15 @@ describe("what OpenAI's strict structured outputs refuse (Codex: sent by instruc
       .toBe("the root is not an object schema")
     expect(refusal({ type: "object", properties: { a: true }, required: ["a"], additionalProperties: false }))
       .toBe("#/properties/a is a boolean schema")
+    // What only a definition holds (a recursive Schema's) is read there too.
+    expect(
+      refusal({
+        type: "object",
+        properties: { a: { $ref: "#/$defs/Open" } },
+        required: ["a"],
+        additionalProperties: false,
+        $defs: { Open: { type: "object", properties: {}, required: [], additionalProperties: { type: "string" } } }
+      })?.split(" ")[0]
+    ).toBe("#/$defs/Open")
   })
 })

@@ -218,9 +218,8 @@ const uninhabited = (ast: AST.AST, seen: Set<AST.AST> = new Set()): boolean => {
     case "TypeLiteral":
       return ast.propertySignatures.some((property) => !property.isOptional && uninhabited(property.type, seen))
     case "TupleType":
-      // `rest[0]` is the rest element (zero or more); the ones after it are required.
-      return ast.elements.some((element) => !element.isOptional && uninhabited(element.type, seen)) ||
-        ast.rest.slice(1).some((element) => uninhabited(element.type, seen))
+      // Elements after a rest element have no JSON Schema: such a tuple is refused anyway.
+      return ast.elements.some((element) => !element.isOptional && uninhabited(element.type, seen))
     case "Refinement":
       return uninhabited(ast.from, seen)
     case "Transformation":
