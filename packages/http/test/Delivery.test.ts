@@ -88,6 +88,26 @@ const serve = (
     return `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
   })
 
+/**
+ * A turn posted by a client that reads the first bytes of its stream, then no more: the connection
+ * stays open and its buffers fill up. The request is destroyed when the scope closes.
+ */
+const stalledTurn = (origin: string, key: string, input: string) =>
+  Effect.acquireRelease(
+    Effect.async<Http.ClientRequest>((resume) => {
+      const req = Http.request({
+        host: "127.0.0.1",
+        port: new URL(origin).port,
+        method: "POST",
+        path: `/threads/${encodeURIComponent(key)}/turns`,
+        agent: false,
+        headers: { ...alice, "content-type": "application/json" }
+      }, (res) => res.once("data", () => resume(Effect.succeed(req))).once("data", () => res.pause()))
+      req.end(JSON.stringify({ input }))
+    }),
+    (req) => Effect.sync(() => req.destroy())
+  )
+
 const postTurn = (origin: string, key: string, input: string) =>
   Effect.promise(() =>
     fetch(`${origin}/threads/${encodeURIComponent(key)}/turns`, {
@@ -170,21 +190,7 @@ layer(agents, { excludeTestServices: true, timeout: 120_000 })("a served run and
       const origin = yield* serve(lossy, { replay: 16 })
       const path = `${origin}/threads/alice%2Fstalled`
       // A client that reads the first bytes, then no more: the connection stays open, its buffers fill up.
-      const stalled = yield* Effect.acquireRelease(
-        Effect.async<Http.ClientRequest>((resume) => {
-          const { port } = new URL(origin)
-          const req = Http.request({
-            host: "127.0.0.1",
-            port,
-            method: "POST",
-            path: "/threads/alice%2Fstalled/turns",
-            agent: false,
-            headers: { ...alice, "content-type": "application/json" }
-          }, (res) => res.once("data", () => resume(Effect.succeed(req))).once("data", () => res.pause()))
-          req.end(JSON.stringify({ input: "big 2000 8192" }))
-        }),
-        (req) => Effect.sync(() => req.destroy())
-      )
+      const stalled = yield* stalledTurn(origin, "alice/stalled", "big 2000 8192")
       expect(stalled.destroyed).toBe(false)
       const runOf = Effect.promise(() =>
         fetch(path, { headers: alice }).then((r) => r.json() as Promise<{ readonly run?: string }>)
@@ -214,20 +220,7 @@ layer(agents, { excludeTestServices: true, timeout: 120_000 })("a served run and
       })
       const origin = yield* serve(agent, { replay: 16 })
       const path = `${origin}/threads/alice%2Fheld`
-      yield* Effect.acquireRelease(
-        Effect.async<Http.ClientRequest>((resume) => {
-          const req = Http.request({
-            host: "127.0.0.1",
-            port: new URL(origin).port,
-            method: "POST",
-            path: "/threads/alice%2Fheld/turns",
-            agent: false,
-            headers: { ...alice, "content-type": "application/json" }
-          }, (res) => res.once("data", () => resume(Effect.succeed(req))).once("data", () => res.pause()))
-          req.end(JSON.stringify({ input: "big 2000 8192" }))
-        }),
-        (req) => Effect.sync(() => req.destroy())
-      )
+      yield* stalledTurn(origin, "alice/held", "big 2000 8192")
       const runOf = Effect.promise(() =>
         fetch(path, { headers: alice }).then((r) => r.json() as Promise<{ readonly run?: string }>)
       )
