@@ -60,7 +60,17 @@ import * as Entity from "@effect/cluster/Entity"
 import type * as Sharding from "@effect/cluster/Sharding"
 import * as Rpc from "@effect/rpc/Rpc"
 import type * as Agent from "@tether/core/Agent"
-import { AgentClosed, AgentConfigError, InvalidTurn, RunError, UnsupportedCapability } from "@tether/core/AgentError"
+import {
+  AgentClosed,
+  AgentConfigError,
+  ApprovalAlreadyResolved,
+  ApprovalNotFound,
+  InvalidTurn,
+  RunError,
+  UnsupportedCapability
+} from "@tether/core/AgentError"
+import * as Approval from "@tether/core/Approval"
+import { ProtocolError } from "@tether/core/Driver"
 import * as Event from "@tether/core/Event"
 import { Result } from "@tether/core/Result"
 import {
@@ -109,7 +119,7 @@ export class NoActiveTurn extends Schema.TaggedError<NoActiveTurn>("@tether/clus
 export class ThreadCallTimeout
   extends Schema.TaggedError<ThreadCallTimeout>("@tether/cluster/ThreadCallTimeout")("ThreadCallTimeout", {
     key: Schema.String,
-    operation: Schema.Literal("run", "stream", "send", "snapshot", "close"),
+    operation: Schema.Literal("run", "stream", "send", "approve", "snapshot", "close"),
     millis: Schema.Number
   })
 {
@@ -224,8 +234,12 @@ export const RunStream = Rpc.make("RunStream", {
 })
 
 /**
- * Delivers input into the running turn. The core has no live sessions yet (DESIGN §12): with no
- * running turn it fails with `NoActiveTurn`, during one with `UnsupportedCapability`.
+ * Delivers input into the thread's running turn on its runner (`thread.send` there) and says
+ * what the provider did with it, with the turn's `runId`. It never starts a turn: with none
+ * running (or one that ends, or is closed, before the input reaches it) it fails with
+ * `NoActiveTurn`; during a turn whose driver cannot take input (no live protocol, or one
+ * without input during a turn) with `UnsupportedCapability`; `ProtocolError` when the provider
+ * refused the input. Not persisted: a runner that dies takes its turn's input with it.
  *
  * @since 0.1.0
  * @category protocol
@@ -233,7 +247,21 @@ export const RunStream = Rpc.make("RunStream", {
 export const Send = Rpc.make("Send", {
   payload: { key: Schema.String, input: Schema.String },
   success: Delivery,
-  error: Schema.Union(NoActiveTurn, UnsupportedCapability)
+  error: Schema.Union(NoActiveTurn, UnsupportedCapability, ProtocolError)
+})
+
+/**
+ * Answers an approval the thread's running turn asked for (an `ApprovalRequested` event of its
+ * `RunStream`) on its runner (`agent.approve` there): the first answer wins. `ApprovalNotFound`
+ * for an id no turn of the thread is waiting on (its runner answers only its own turns' requests),
+ * `ApprovalAlreadyResolved` when it was answered already.
+ *
+ * @since 0.3.0
+ * @category protocol
+ */
+export const Approve = Rpc.make("Approve", {
+  payload: { key: Schema.String, id: Schema.String, decision: Approval.Decision },
+  error: Schema.Union(ApprovalNotFound, ApprovalAlreadyResolved)
 })
 
 /**
@@ -263,7 +291,7 @@ export const Close = Rpc.make("Close", { payload: { key: Schema.String } })
  * @since 0.1.0
  * @category protocol
  */
-export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Snapshot, Close])
+export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Approve, Snapshot, Close])
 
 /**
  * The entity id of a thread key: the key itself, JSON-escaped (no NUL, no lone surrogate), or
@@ -335,8 +363,10 @@ export interface RunOptions {
 
 /**
  * A thread reached through the cluster: what a host calls instead of `agent.thread(key)`.
- * `run` / `stream` take the same turns (a turn without an `id` gets a random one). Every call
- * carries a timeout and fails with `ThreadCallTimeout` when it expires.
+ * `run` / `stream` take the same turns (a turn without an `id` gets a random one); `send` steers
+ * the running turn and `approve` answers its approval requests, on the runner that runs it (see
+ * `Send`, `Approve`). Every call carries a timeout and fails with `ThreadCallTimeout` when it
+ * expires.
  *
  * @since 0.1.0
  * @category models
@@ -345,7 +375,13 @@ export interface RemoteThread {
   readonly key: string
   readonly run: (turn: Agent.Input, options?: RunOptions) => Effect.Effect<Result, TurnFailure | CallFailure>
   readonly stream: (turn: Agent.Input, options?: RunOptions) => Stream.Stream<Event.Event, TurnFailure | CallFailure>
-  readonly send: (input: string) => Effect.Effect<Delivery, NoActiveTurn | UnsupportedCapability | CallFailure>
+  readonly send: (
+    input: string
+  ) => Effect.Effect<Delivery, NoActiveTurn | UnsupportedCapability | ProtocolError | CallFailure>
+  readonly approve: (
+    id: string,
+    decision: Approval.Decision
+  ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved | CallFailure>
   readonly snapshot: Effect.Effect<Option.Option<ThreadRecord>, ThreadStoreError | CallFailure>
   readonly close: Effect.Effect<void, CallFailure>
 }

@@ -11,7 +11,6 @@ import { Runner, ThreadEntity } from "@tether/cluster"
 import { ThreadStore } from "@tether/core"
 import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { FakeCli, Harness } from "@tether/testing"
-import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
@@ -22,45 +21,7 @@ import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import * as Path from "node:path"
 import * as Fixture from "./fixtures/agent.js"
-
-const sandbox = Effect.acquireRelease(
-  Effect.sync(Fixture.makeDirs),
-  (dirs) => Effect.sync(() => Fixture.removeDirs(dirs))
-)
-
-/** One runner with the entity over a memory store, torn down with the scope; then nothing is left. */
-const withRunner = <A, E>(
-  body: (env: {
-    readonly threads: ThreadEntity.Client
-    readonly store: ThreadStore.ThreadStore["Type"]
-    readonly dirs: Fixture.Dirs
-  }) => Effect.Effect<A, E>,
-  options: { readonly leaseTtl?: Duration.DurationInput; readonly takeover?: Duration.DurationInput } = {}
-) =>
-  Effect.gen(function*() {
-    const dirs = yield* sandbox
-    const value = yield* Effect.gen(function*() {
-      const threads = yield* ThreadEntity.client({ timeout: "10 seconds", turnTimeout: "30 seconds" })
-      const store = yield* ThreadStore.ThreadStore
-      return yield* body({ threads, store, dirs })
-    }).pipe(
-      Effect.provide(
-        ThreadEntity.layer({
-          agent: Fixture.agentOptions(dirs, options.leaseTtl ?? "3 seconds"),
-          ...(options.takeover === undefined ? {} : { takeover: { timeout: options.takeover } })
-        }).pipe(
-          Layer.provideMerge(Runner.layerTest),
-          Layer.provideMerge(ThreadStore.layerMemory),
-          Layer.provide(Fixture.toolsLive("test-runner")),
-          Layer.provide(Harness.layer)
-        )
-      ),
-      Effect.scoped
-    )
-    expect(Fixture.processesMentioning(dirs.base)).toEqual([])
-    expect(yield* Harness.entries(dirs.root)).toEqual([])
-    return value
-  }).pipe(Effect.scoped)
+import { sandbox, withRunner } from "./fixtures/withRunner.js"
 
 const record = (threads: ThreadEntity.Client, key: string) =>
   Effect.map(Effect.orDie(threads.thread(key).snapshot), Option.getOrThrow)
@@ -193,7 +154,7 @@ describe("ThreadEntity on one runner", () => {
       { takeover: "600 millis" }
     ))
 
-  it.live("send: NoActiveTurn without a running turn, UnsupportedCapability during one (no live sessions yet)", () =>
+  it.live("send: NoActiveTurn without a running turn, UnsupportedCapability during one of a driver without live input", () =>
     withRunner(({ threads }) =>
       Effect.gen(function*() {
         const thread = threads.thread("k")
@@ -203,7 +164,7 @@ describe("ThreadEntity on one runner", () => {
         expect(yield* Effect.flip(thread.send("more"))).toMatchObject({
           _tag: "UnsupportedCapability",
           driver: "fake-cli",
-          capability: "send"
+          capability: "streamingInput"
         })
         yield* Fiber.join(long)
       })

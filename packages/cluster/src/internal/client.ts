@@ -58,7 +58,9 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
             ),
             Stream.withSpan("RemoteThread.stream", { attributes: keyAttribute, captureStackTrace: false })
           ),
-        send: (input) => rpc.Send({ key, input }).pipe(timed("send", timeout)),
+        send: (input) => Effect.suspend(() => rpc.Send({ key, input })).pipe(timed("send", timeout)),
+        approve: (id, decision) =>
+          Effect.suspend(() => rpc.Approve({ key, id, decision })).pipe(timed("approve", timeout)),
         snapshot: Effect.suspend(() => rpc.Snapshot({ key })).pipe(timed("snapshot", timeout)),
         close: Effect.suspend(() => rpc.Close({ key })).pipe(timed("close", timeout))
       }

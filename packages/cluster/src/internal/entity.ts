@@ -8,7 +8,7 @@
  */
 import * as Entity from "@effect/cluster/Entity"
 import * as Agent from "@tether/core/Agent"
-import { AgentConfigError, UnsupportedCapability } from "@tether/core/AgentError"
+import { AgentConfigError, ApprovalNotFound } from "@tether/core/AgentError"
 import type * as Event from "@tether/core/Event"
 import type { Result } from "@tether/core/Result"
 import type * as Thread from "@tether/core/Thread"
@@ -75,6 +75,8 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
     const creating = yield* Effect.makeSemaphore(1)
     let current: { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope } | undefined
     let running: Thread.Thread | undefined
+    // The running turn once its RunStarted went by: what `Send` delivers into, and its run id.
+    let active: { readonly thread: Thread.Thread; readonly runId: string } | undefined
     let busy = false
     // How many Close messages this entity took: a turn admitted before one is canceled by it, also
     // while it waits out another runner's lease (each retry would otherwise build a new agent).
@@ -116,7 +118,7 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
         yield* check(request.key)
         yield* admit(request.key)
         const admittedAt = closes
-        yield* Effect.addFinalizer(() => Effect.sync(() => void (running = undefined)))
+        yield* Effect.addFinalizer(() => Effect.sync(() => void (running = active = undefined)))
         const first = yield* Effect.suspend(() =>
           closes === admittedAt ? Effect.void : Effect.fail(new ThreadClosed({ key: request.key }))
         ).pipe(
@@ -128,7 +130,17 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
             })
           ),
           Effect.tap((thread) => Effect.sync(() => void (running = thread))),
-          Effect.flatMap((thread) => Stream.toPull(thread.stream(turnOf(request)))),
+          Effect.flatMap((thread) =>
+            Stream.toPull(
+              thread.stream(turnOf(request)).pipe(
+                Stream.tap((event) =>
+                  event._tag === "RunStarted"
+                    ? Effect.sync(() => void (active = { thread, runId: event.runId }))
+                    : Effect.void
+                )
+              )
+            )
+          ),
           Effect.flatMap((pull) =>
             pull.pipe(
               Effect.map((chunk) => ({ chunk: Option.some(chunk), pull })),
@@ -177,16 +189,28 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
       Send: ({ payload }) =>
         Effect.zipRight(
           check(payload.key),
-          Effect.suspend((): Effect.Effect<never, ThreadEntity.NoActiveTurn | UnsupportedCapability> =>
-            busy
-              ? Effect.fail(
-                new UnsupportedCapability({
-                  driver: agentOptions.driver.name,
-                  capability: "send",
-                  detail: "this version of @tether/core has no live sessions to deliver input into a running turn"
-                })
-              )
-              : Effect.fail(new ThreadEntity.NoActiveTurn({ key: payload.key }))
+          Effect.suspend(() => {
+            const turn = active
+            if (turn === undefined) return Effect.fail(new ThreadEntity.NoActiveTurn({ key: payload.key }))
+            return turn.thread.send(payload.input).pipe(
+              Effect.map((delivery) =>
+                new ThreadEntity.Delivery({ runId: turn.runId, mode: delivery === "Injected" ? "injected" : "queued" })
+              ),
+              // The turn ended, or the thread's agent closed, before the input reached it.
+              Effect.catchTags({
+                NoActiveTurn: () => new ThreadEntity.NoActiveTurn({ key: payload.key }),
+                AgentClosed: () => new ThreadEntity.NoActiveTurn({ key: payload.key })
+              })
+            )
+          })
+        ),
+      Approve: ({ payload }) =>
+        Effect.zipRight(
+          check(payload.key),
+          Effect.suspend(() =>
+            current === undefined
+              ? Effect.fail(new ApprovalNotFound({ id: payload.id }))
+              : current.agent.approve(payload.id, payload.decision)
           )
         ),
       Snapshot: ({ payload }) => Effect.zipRight(check(payload.key), store.get(payload.key)),
