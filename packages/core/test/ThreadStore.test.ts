@@ -160,7 +160,7 @@ for (const [name, makeLayer] of stores) {
           yield* store.commit(lease, first, "upsert")
           // The same session advancing: nothing superseded.
           yield* TestClock.adjust("1 second")
-          const advanced = new ThreadStore.ThreadRecord({ ...record("k", "s1", 2), components })
+          const advanced = new ThreadStore.ThreadRecord({ ...record("k", "s1", 2), components, turn: "turn-2" })
           yield* store.commit(lease, advanced, "upsert")
           expect(yield* store.history("k")).toEqual([])
           expect(Option.getOrThrow(yield* store.get("k"))).toEqual(advanced)
@@ -179,7 +179,8 @@ for (const [name, makeLayer] of stores) {
             ["s2", "fp", 3_000],
             ["s1", "fp", 2_000]
           ])
-          expect(history[1]!.record).toEqual(advanced)
+          // Whole, with the id of the turn that committed it.
+          expect(history[1]!.record).toStrictEqual(advanced)
           expect(yield* store.history("other")).toEqual([])
           expect([...(yield* store.sessions)].sort()).toEqual(["s1", "s2"])
           // A lost lease supersedes nothing.

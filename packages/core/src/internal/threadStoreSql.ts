@@ -104,6 +104,11 @@ const migrations = Migrator.fromRecord({
               WHERE key_hex = ${key_hex}`
       }
     }
+  }),
+  // A superseded record keeps the id of the turn that committed it, as the memory store does.
+  "5_tether_history_turn": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_thread_history ADD COLUMN turn_id TEXT`
   })
 })
 
@@ -270,8 +275,8 @@ export const makeSql = Effect.gen(function*() {
         } else {
           // A record of another conversation is kept in the history before it is replaced.
           yield* sql`INSERT INTO tether_thread_history
-              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, superseded_at)
-            SELECT key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, ${now}
+              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, superseded_at)
+            SELECT key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, ${now}
             FROM tether_threads
             WHERE key_hex = ${keyHex} AND ${guard}
               AND (session <> ${record.session} OR fingerprint <> ${record.fingerprint}
