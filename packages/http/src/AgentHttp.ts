@@ -25,6 +25,12 @@
  *   `events_expired`); works until `retention` after the run's end.
  * - `DELETE /threads/:key/runs/:run`: cancels the run; answers `204` once it has ended (its
  *   readers get `RunFinished` with outcome `canceled`).
+ * - `POST /threads/:key/runs/:run/input`, body `{ "input": string }`: delivers the input into the
+ *   running turn `:run` (`thread.send`: steering a live thread) and answers `200 { "delivery":
+ *   "Injected" | "Queued" }`; the run's stream shows it as `InputDelivered`. `409 no_active_turn`
+ *   when that run is not running (it ended, or its turn ended before the input reached it), `409
+ *   input_unsupported` when the agent's turns cannot take input (a driver without a live protocol,
+ *   or live threads turned off), `502 input_refused` when the provider refused it (logged).
  * - `POST /threads/:key/runs/:run/approvals/:id`, body `{ "decision": "allow" | "allowForSession" }` or
  *   `{ "decision": "deny", "message": string }`: answers the approval `:id` (an `ApprovalRequested`
  *   event of that thread's turn) and answers `204`; `404 not_found` for an id no turn of the thread
@@ -37,7 +43,7 @@
  *
  * The turns of a thread key run on one thread handle the router keeps open while the key is in
  * use and for `threads.idleTimeout` after (see `Options.threads`): with a live driver, the
- * thread's warm process serves its next turn. Snapshots and approvals use the same handle.
+ * thread's warm process serves its next turn. Snapshots, input and approvals use the same handle.
  *
  * Every route runs `authorize` first. Failures are JSON `{ "error": { "code", "message" } }` with
  * fixed texts (never an echo of the request): `401 unauthorized`; `404 not_found` for a thread the
@@ -46,8 +52,8 @@
  * `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large` (see
  * `Options.maxBodyBytes`); `415 unsupported_media_type`
  * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
- * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible` or `approval_resolved`; `410
- * events_expired`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
+ * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible`, `no_active_turn`,
+ * `input_unsupported` or `approval_resolved`; `410 events_expired`; `502 input_refused`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
  *
  * @since 0.1.0
  */

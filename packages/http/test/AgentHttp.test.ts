@@ -14,6 +14,7 @@ import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
 import { authorize, events, Fixture, layer as fixture, parseFrames, readUntil } from "./support.js"
+import type { Frame } from "./support.js"
 
 const alice = { authorization: "Bearer alice" }
 const json = { "content-type": "application/json" }
@@ -114,6 +115,24 @@ const serve = (options: Omit<AgentHttp.Options<string, never>, "agent" | "author
     const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
     yield* server.serve(yield* AgentHttp.router({ ...options, agent, authorize }))
     return `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
+  })
+
+/**
+ * Reads a turn's whole stream, calling `react` with the frames so far after each chunk (the run
+ * belongs to a reader: keep reading while acting on it); its frames.
+ */
+const readReacting = (response: Response, react: (frames: Array<Frame>) => Promise<void>) =>
+  Effect.promise(async () => {
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ""
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      text += decoder.decode(value, { stream: true })
+      await react(parseFrames(text))
+    }
+    return parseFrames(text)
   })
 
 /** The `ProcessStarted` of a turn's frames. */
@@ -476,31 +495,21 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         const response = yield* postTurn("alice/approvals", { input: `[bash] touch ${file}` })
         expect(response.status).toBe(200)
         // Keep reading while answering: the run belongs to a reader.
-        const frames = yield* Effect.promise(async () => {
-          const reader = response.body!.getReader()
-          const decoder = new TextDecoder()
-          let text = ""
-          for (;;) {
-            const { done, value } = await reader.read()
-            if (done) break
-            text += decoder.decode(value, { stream: true })
-            const requested = parseFrames(text).find((frame) => frame.event === "ApprovalRequested")
-            if (requested !== undefined && answers.length === 0) {
-              const { id, runId } = requested.data.request
-              const attempts: ReadonlyArray<readonly [string, string, unknown, Record<string, string>]> = [
-                ["bob", id, { decision: "allow" }, { authorization: "Bearer bob" }],
-                ["unknown id", "not-an-id", { decision: "allow" }, alice],
-                ["bad body", id, { decision: "maybe" }, alice],
-                ["alice", id, { decision: "allow" }, alice],
-                ["alice again", id, { decision: "deny", message: "no" }, alice]
-              ]
-              for (const [label, approval, body, headers] of attempts) {
-                const [status, reply] = await answer("alice/approvals", runId, approval, body, headers)
-                answers.push([label, status, reply])
-              }
-            }
+        const frames = yield* readReacting(response, async (frames) => {
+          const requested = frames.find((frame) => frame.event === "ApprovalRequested")
+          if (requested === undefined || answers.length > 0) return
+          const { id, runId } = requested.data.request
+          const attempts: ReadonlyArray<readonly [string, string, unknown, Record<string, string>]> = [
+            ["bob", id, { decision: "allow" }, { authorization: "Bearer bob" }],
+            ["unknown id", "not-an-id", { decision: "allow" }, alice],
+            ["bad body", id, { decision: "maybe" }, alice],
+            ["alice", id, { decision: "allow" }, alice],
+            ["alice again", id, { decision: "deny", message: "no" }, alice]
+          ]
+          for (const [label, approval, body, headers] of attempts) {
+            const [status, reply] = await answer("alice/approvals", runId, approval, body, headers)
+            answers.push([label, status, reply])
           }
-          return parseFrames(text)
         })
         expect(answers.map(([label, status]) => [label, status])).toEqual([
           ["bob", 404],
@@ -515,6 +524,55 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         expect(frames.at(-1)!.data.result.text).toMatch(/^TOOL OK/)
         expect(Fs.existsSync(file)).toBe(true)
         Fs.rmSync(sandbox, { recursive: true, force: true })
+      }))
+
+    it.effect("input POSTed into a running turn reaches it; a foreign, unknown or ended run and a bad body are refused", () =>
+      Effect.gen(function*() {
+        const { origin } = yield* Fixture
+        const send = (key: string, run: string, body: unknown, headers: Record<string, string> = alice) =>
+          fetch(`${origin}/agent/threads/${encodeURIComponent(key)}/runs/${run}/input`, {
+            method: "POST",
+            headers: { ...json, ...headers },
+            body: JSON.stringify(body)
+          }).then(async (response) => [response.status, await response.text()] as const)
+        const replies: Array<readonly [string, number, string]> = []
+        const response = yield* postTurn("alice/steer", { input: "[slow] Hello." })
+        expect(response.status).toBe(200)
+        let runId = ""
+        // Keep reading while sending: the run belongs to a reader. The model takes a second to
+        // answer the first prompt: input sent meanwhile is queued into the same turn.
+        const frames = events(
+          yield* readReacting(response, async (frames) => {
+            if (replies.length > 0 || !frames.some((frame) => frame.event === "SessionStarted")) return
+            runId = frames.find((frame) => frame.event === "RunStarted")!.data.runId
+            const attempts: ReadonlyArray<readonly [string, string, string, unknown, Record<string, string>]> = [
+              ["bob", "alice/steer", runId, { input: "x" }, { authorization: "Bearer bob" }],
+              ["unknown run", "alice/steer", "not-a-run", { input: "x" }, alice],
+              ["other thread", "alice/other", runId, { input: "x" }, alice],
+              ["bad body", "alice/steer", runId, { text: "x" }, alice],
+              ["alice", "alice/steer", runId, { input: "Is ISSUE-42 open?" }, alice]
+            ]
+            for (const [label, key, run, body, headers] of attempts) {
+              const [status, reply] = await send(key, run, body, headers)
+              replies.push([label, status, reply])
+            }
+          })
+        )
+        expect(replies.map(([label, status]) => [label, status])).toEqual([
+          ["bob", 404],
+          ["unknown run", 404],
+          ["other thread", 404],
+          ["bad body", 400],
+          ["alice", 200]
+        ])
+        expect(JSON.parse(replies[4]![2])).toEqual({ delivery: "Queued" })
+        expect(frames.filter((frame) => frame.event === "InputDelivered").map((frame) => frame.data)).toMatchObject([
+          { runId, text: "Is ISSUE-42 open?", delivery: "Queued" }
+        ])
+        // The same turn went on to answer the queued input.
+        expect(frames.at(-1)!.data).toMatchObject({ outcome: "success", result: { text: "ISSUE-42 is open." } })
+        const [status, reply] = yield* Effect.promise(() => send("alice/steer", runId, { input: "too late" }))
+        expect([status, JSON.parse(reply).error.code]).toEqual([409, "no_active_turn"])
       }))
 
     it.effect("a reconnect grace of 0 still lets the client that started a turn read all of it", () =>

@@ -77,6 +77,21 @@ const agents = Layer.scoped(
   })
 ).pipe(Layer.provide(Harness.layer))
 
+/** An agent of the test's own (the reference driver, live), closed with the test's scope. */
+const ownAgent = (options: Partial<Agent.Options<typeof Toolkit.empty>> = {}) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const agent = yield* Agent.make({
+      driver: Reference.driver({ live: true, respond }),
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection,
+      processes: { killGrace: "500 millis" },
+      ...options
+    })
+    return { agent, sandbox }
+  })
+
 /** A router of `agent` in a server of its own on 127.0.0.1, both in the current scope. */
 const serve = (
   agent: Agent.Agent,
@@ -210,14 +225,7 @@ layer(agents, { excludeTestServices: true, timeout: 120_000 })("a served run and
   it.effect("a reader that stops reading cannot hold the agent's close", () =>
     Effect.gen(function*() {
       // An agent of its own, closed here while the router still serves it.
-      const sandbox = yield* Harness.sandbox
-      const agent = yield* Agent.make({
-        driver: Reference.driver({ live: true, respond }),
-        definition: { instructions: "", skills: [], tools: Toolkit.empty },
-        workspace: sandbox.workspace,
-        profile: sandbox.selection,
-        processes: { killGrace: "500 millis" }
-      })
+      const { agent, sandbox } = yield* ownAgent()
       const origin = yield* serve(agent, { replay: 16 })
       const path = `${origin}/threads/alice%2Fheld`
       yield* stalledTurn(origin, "alice/held", "big 2000 8192")
@@ -232,6 +240,30 @@ layer(agents, { excludeTestServices: true, timeout: 120_000 })("a served run and
       expect(closed._tag).toBe("Right")
       expect(Date.now() - started).toBeLessThan(5_000)
       expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
+
+  it.effect("input into a run of an agent whose turns cannot take it is 409 input_unsupported; the run goes on", () =>
+    Effect.gen(function*() {
+      // One-shot turns: the turn's process reads no input after its prompt.
+      const { agent } = yield* ownAgent({ live: { threads: false } })
+      const origin = yield* serve(agent)
+      const response = yield* postTurn(origin, "alice/one-shot", "lag 1 1500")
+      const path = `${origin}/threads/alice%2Fone-shot`
+      const { run } = yield* Effect.promise(() =>
+        fetch(path, { headers: alice }).then((r) => r.json() as Promise<{ readonly run: string }>)
+      )
+      const sent = yield* Effect.promise(() =>
+        fetch(`${path}/runs/${run}/input`, {
+          method: "POST",
+          headers: { ...alice, "content-type": "application/json" },
+          body: JSON.stringify({ input: "more" })
+        }).then(async (r) => [r.status, await r.json()] as const)
+      )
+      expect(sent).toEqual([409, {
+        error: { code: "input_unsupported", message: "This agent's turns cannot take input while they run." }
+      }])
+      const frames = events(yield* Effect.promise(() => readUntil(response)))
+      expect(frames.at(-1)!.data.outcome).toBe("success")
     }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
 
   it.effect("a slow reader gets every event of an agent with events.blocking, in order, and the run's success", () =>

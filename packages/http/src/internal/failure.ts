@@ -45,6 +45,13 @@ export const eventsExpired = make(410, "events_expired", "The missed events are 
 export const agentClosed = make(503, "agent_closed", "The agent is closed.")
 
 /** @internal */
+export const noActiveTurn = make(409, "no_active_turn", "The run is not running: input reaches a running turn only.")
+/** @internal */
+export const inputUnsupported = make(409, "input_unsupported", "This agent's turns cannot take input while they run.")
+/** @internal */
+export const inputRefused = make(502, "input_refused", "The provider refused the input.")
+
+/** @internal */
 export const approvalResolved = make(409, "approval_resolved", "This approval was already answered.")
 /** @internal */
 export const internalError = make(500, "internal_error", "The request failed.")

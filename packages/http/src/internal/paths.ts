@@ -12,6 +12,7 @@ export type ThreadRoute =
   | { readonly _tag: "Turn"; readonly key: string }
   | { readonly _tag: "Events"; readonly key: string; readonly run: string }
   | { readonly _tag: "Cancel"; readonly key: string; readonly run: string }
+  | { readonly _tag: "Input"; readonly key: string; readonly run: string }
   | { readonly _tag: "Approval"; readonly key: string; readonly run: string; readonly id: string }
 
 /** What a request under `/threads` is: a route, no route, or a path that does not decode. @internal */
@@ -30,7 +31,8 @@ const decode = (segment: string): string | undefined => {
 
 /**
  * Matches `url`, relative to the `/threads` mount (`/<key>`, `/<key>/turns`,
- * `/<key>/runs/<run>/events`, `/<key>/runs/<run>`, `/<key>/runs/<run>/approvals/<id>`, each
+ * `/<key>/runs/<run>/events`, `/<key>/runs/<run>`, `/<key>/runs/<run>/input`,
+ * `/<key>/runs/<run>/approvals/<id>`, each
  * segment percent-encoded, the key not empty), with its method.
  *
  * @internal
@@ -41,12 +43,13 @@ export const match = (method: string, url: string): Match => {
   if (segments.length === 0 || segments[0] === "") return noRoute
   const get = method === "GET" || method === "HEAD"
   const [, a, run, b, id] = segments
-  let shape: "Snapshot" | "Turn" | "Events" | "Cancel" | "Approval" | undefined
+  let shape: "Snapshot" | "Turn" | "Events" | "Cancel" | "Input" | "Approval" | undefined
   if (segments.length === 1 && get) shape = "Snapshot"
   else if (segments.length === 2 && a === "turns" && method === "POST") shape = "Turn"
   else if (a === "runs" && run !== "") {
     if (segments.length === 3 && method === "DELETE") shape = "Cancel"
     else if (segments.length === 4 && b === "events" && get) shape = "Events"
+    else if (segments.length === 4 && b === "input" && method === "POST") shape = "Input"
     else if (segments.length === 5 && b === "approvals" && id !== "" && method === "POST") shape = "Approval"
   }
   if (shape === undefined) return noRoute
@@ -59,6 +62,7 @@ export const match = (method: string, url: string): Match => {
       return { _tag: shape, key: key! }
     case "Events":
     case "Cancel":
+    case "Input":
       return { _tag: shape, key: key!, run: runId! }
     case "Approval":
       return { _tag: shape, key: key!, run: runId!, id: approvalId! }

@@ -41,6 +41,8 @@ const AgUiBody = Schema.Struct({
   messages: Schema.Array(Schema.Struct({ role: Schema.String, content: Schema.optional(Schema.Unknown) }))
 })
 
+const InputBody = Schema.Struct({ input: Schema.String })
+
 const ApprovalBody = Schema.Union(
   Schema.Struct({ decision: Schema.Literal("allow", "allowForSession") }),
   Schema.Struct({ decision: Schema.Literal("deny"), message: Schema.String.pipe(Schema.maxLength(4096)) })
@@ -293,6 +295,25 @@ export const make = <Principal, R>(
         return HttpServerResponse.empty({ status: 204 })
       })
 
+    // Input goes through the thread's handle into its running turn, which must be this run.
+    const postInput = (access: AgentHttp.Access<Principal>, key: string, run: string) =>
+      Effect.gen(function*() {
+        const entry = yield* findRun(access, key, run)
+        const body = yield* decode(InputBody, yield* readJson)
+        if (entry.done || byKey.get(key) !== entry) return yield* Failure.noActiveTurn
+        const delivery = yield* threads.use(entry.key, "continue", (thread) =>
+          thread.send(body.input).pipe(
+            Effect.catchTags({
+              NoActiveTurn: () => Failure.noActiveTurn,
+              AgentClosed: () => Failure.agentClosed,
+              UnsupportedCapability: () => Failure.inputUnsupported,
+              ProtocolError: (error) =>
+                Effect.zipRight(Effect.logWarning("the provider refused a run's input", error), Failure.inputRefused)
+            })
+          ))
+        return HttpServerResponse.unsafeJson({ delivery })
+      })
+
     // The answer goes through the thread's handle: only that thread's approvals are found.
     const postApproval = (access: AgentHttp.Access<Principal>, key: string, run: string, id: string) =>
       Effect.gen(function*() {
@@ -355,6 +376,8 @@ export const make = <Principal, R>(
           return yield* getEvents(access, route.key, route.run)
         case "Cancel":
           return yield* deleteRun(access, route.key, route.run)
+        case "Input":
+          return yield* postInput(access, route.key, route.run)
         case "Approval":
           return yield* postApproval(access, route.key, route.run, route.id)
       }
