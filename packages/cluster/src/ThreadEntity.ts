@@ -119,7 +119,7 @@ export class NoActiveTurn extends Schema.TaggedError<NoActiveTurn>("@tether/clus
 export class ThreadCallTimeout
   extends Schema.TaggedError<ThreadCallTimeout>("@tether/cluster/ThreadCallTimeout")("ThreadCallTimeout", {
     key: Schema.String,
-    operation: Schema.Literal("run", "stream", "send", "approve", "snapshot", "close"),
+    operation: Schema.Literal("run", "stream", "send", "cancel", "approve", "snapshot", "close"),
     millis: Schema.Number
   })
 {
@@ -251,6 +251,23 @@ export const Send = Rpc.make("Send", {
 })
 
 /**
+ * Cancels the thread's running turn on its runner (`Agent.Turn.cancel` there), or only the run
+ * `runId` when given, and answers the canceled run's id once the cancel is asked for: the turn
+ * ends with `RunFinished(canceled)` and its `Run` / `RunStream` then fail with `RunError` reason
+ * `Canceled`; nothing is committed, and a live thread's warm process serves its next turn.
+ * `NoActiveTurn` when no turn (or not that run) is running, also for a turn still waiting out
+ * another runner's lease (it has not started).
+ *
+ * @since 0.3.0
+ * @category protocol
+ */
+export const Cancel = Rpc.make("Cancel", {
+  payload: Schema.Struct({ key: Schema.String, runId: Schema.optionalWith(Schema.String, { exact: true }) }),
+  success: Schema.String,
+  error: NoActiveTurn
+})
+
+/**
  * Answers an approval the thread's running turn asked for (an `ApprovalRequested` event of its
  * `RunStream`) on its runner (`agent.approve` there): the first answer wins. `ApprovalNotFound`
  * for an id no turn of the thread is waiting on (its runner answers only its own turns' requests),
@@ -291,7 +308,7 @@ export const Close = Rpc.make("Close", { payload: { key: Schema.String } })
  * @since 0.1.0
  * @category protocol
  */
-export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Approve, Snapshot, Close])
+export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Cancel, Approve, Snapshot, Close])
 
 /**
  * The entity id of a thread key: the key itself, JSON-escaped (no NUL, no lone surrogate), or
@@ -364,8 +381,8 @@ export interface RunOptions {
 /**
  * A thread reached through the cluster: what a host calls instead of `agent.thread(key)`.
  * `run` / `stream` take the same turns (a turn without an `id` gets a random one); `send` steers
- * the running turn and `approve` answers its approval requests, on the runner that runs it (see
- * `Send`, `Approve`). Every call carries a timeout and fails with `ThreadCallTimeout` when it
+ * the running turn, `cancel` cancels it and `approve` answers its approval requests, on the runner
+ * that runs it (see `Send`, `Cancel`, `Approve`). Every call carries a timeout and fails with `ThreadCallTimeout` when it
  * expires.
  *
  * @since 0.1.0
@@ -378,6 +395,7 @@ export interface RemoteThread {
   readonly send: (
     input: string
   ) => Effect.Effect<Delivery, NoActiveTurn | UnsupportedCapability | ProtocolError | CallFailure>
+  readonly cancel: (runId?: string) => Effect.Effect<string, NoActiveTurn | CallFailure>
   readonly approve: (
     id: string,
     decision: Approval.Decision

@@ -9,6 +9,8 @@ import { Approval, type Driver, type Event } from "@tether/core"
 import { Reference } from "@tether/testing"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { withRunner } from "./fixtures/withRunner.js"
 
@@ -93,6 +95,58 @@ describe("a live thread through the cluster", () => {
           expect(turn.events.at(-1)).toMatchObject({ _tag: "RunFinished", result: { text: "long" } })
           // The turn is over: nothing runs to take input.
           expect(yield* Effect.flip(thread.send("too late"))).toMatchObject({ _tag: "NoActiveTurn" })
+        })),
+    60_000
+  )
+
+  it.live(
+    "cancel ends the running turn, commits nothing, and the warm process serves the next turn",
+    () =>
+      withLiveRunner(Reference.driver({ live: true, respond }), (threads) =>
+        Effect.gen(function*() {
+          const thread = threads.thread("tenant-1/cancel")
+          expect(yield* Effect.flip(thread.cancel())).toMatchObject({ _tag: "NoActiveTurn", key: "tenant-1/cancel" })
+          const warm = yield* thread.run("warm")
+          const turn = yield* streamUntil(thread, "long", "TextDelta")
+          const started = turn.events.find((event): event is Event.RunStarted => event._tag === "RunStarted")!
+          // Another run's id cancels nothing.
+          expect(yield* Effect.flip(thread.cancel("another-run"))).toMatchObject({ _tag: "NoActiveTurn" })
+          expect(yield* thread.cancel(started.runId)).toBe(started.runId)
+          const ended = yield* Effect.either(Fiber.join(turn.fiber))
+          expect(ended._tag === "Left" && ended.left).toMatchObject({ _tag: "RunError", reason: "Canceled" })
+          expect(turn.events.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "canceled" })
+          expect(Option.getOrThrow(yield* thread.snapshot)).toMatchObject({ session: warm.session, turns: 1 })
+          // The next turn runs on the same process.
+          const next = yield* streamUntil(thread, "warm", "RunFinished")
+          yield* Fiber.join(next.fiber)
+          const pids = [...turn.events, ...next.events].flatMap((event) =>
+            event._tag === "ProcessStarted" ? [event.pid] : []
+          )
+          expect(new Set(pids).size).toBe(1)
+          expect(next.events.at(-1)).toMatchObject({ _tag: "RunFinished", outcome: "success" })
+          expect(yield* Effect.flip(thread.cancel())).toMatchObject({ _tag: "NoActiveTurn" })
+        })),
+    60_000
+  )
+
+  it.live(
+    "cancel ends a turn run with run (a persisted message): it fails with RunError Canceled",
+    () =>
+      withLiveRunner(Reference.driver({ live: true, respond }), (threads) =>
+        Effect.gen(function*() {
+          const thread = threads.thread("tenant-1/cancel-run")
+          const run = yield* Effect.fork(Effect.either(thread.run("long")))
+          // The turn is cancellable once it has started on the runner.
+          const canceled = yield* thread.cancel().pipe(
+            Effect.retry(Schedule.spaced("20 millis").pipe(Schedule.upTo("10 seconds")))
+          )
+          const ended = yield* Fiber.join(run)
+          expect(ended._tag === "Left" && ended.left).toMatchObject({
+            _tag: "RunError",
+            reason: "Canceled",
+            result: { runId: canceled }
+          })
+          expect(Option.isNone(yield* thread.snapshot)).toBe(true)
         })),
     60_000
   )

@@ -59,6 +59,10 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
             Stream.withSpan("RemoteThread.stream", { attributes: keyAttribute, captureStackTrace: false })
           ),
         send: (input) => Effect.suspend(() => rpc.Send({ key, input })).pipe(timed("send", timeout)),
+        cancel: (runId) =>
+          Effect.suspend(() => rpc.Cancel({ key, ...(runId === undefined ? {} : { runId }) })).pipe(
+            timed("cancel", timeout)
+          ),
         approve: (id, decision) =>
           Effect.suspend(() => rpc.Approve({ key, id, decision })).pipe(timed("approve", timeout)),
         snapshot: Effect.suspend(() => rpc.Snapshot({ key })).pipe(timed("snapshot", timeout)),

@@ -18,6 +18,7 @@ import * as Unstable from "@tether/core/Unstable"
 import * as Profile from "@tether/profile/Profile"
 import type * as Toolkit from "@tether/tool/Toolkit"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -36,9 +37,10 @@ type Request = typeof ThreadEntity.TurnRequest.Type
 /** The runner's answers store, shared by its entities. */
 class RunnerAnswers extends Context.Tag("@tether/cluster/internal/RunnerAnswers")<RunnerAnswers, Answers.Answers>() {}
 
-const turnOf = (request: Request): Agent.Turn => ({
+const turnOf = (request: Request, cancel: Effect.Effect<void>): Agent.Turn => ({
   input: request.input,
   id: request.id,
+  cancel,
   ...(request.model === undefined ? {} : { model: request.model }),
   ...(request.toolPolicy === undefined ? {} : { toolPolicy: request.toolPolicy }),
   ...(request.builtinTools === undefined ? {} : { builtinTools: request.builtinTools })
@@ -75,8 +77,11 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
     const creating = yield* Effect.makeSemaphore(1)
     let current: { readonly agent: Agent.Agent; readonly scope: Scope.CloseableScope } | undefined
     let running: Thread.Thread | undefined
-    // The running turn once its RunStarted went by: what `Send` delivers into, and its run id.
-    let active: { readonly thread: Thread.Thread; readonly runId: string } | undefined
+    // The running turn once its RunStarted went by: what `Send` delivers into and `Cancel`
+    // cancels, and its run id.
+    let active:
+      | { readonly thread: Thread.Thread; readonly runId: string; readonly cancel: Deferred.Deferred<void> }
+      | undefined
     let busy = false
     // How many Close messages this entity took: a turn admitted before one is canceled by it, also
     // while it waits out another runner's lease (each retry would otherwise build a new agent).
@@ -118,6 +123,7 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
         yield* check(request.key)
         yield* admit(request.key)
         const admittedAt = closes
+        const cancel = yield* Deferred.make<void>()
         yield* Effect.addFinalizer(() => Effect.sync(() => void (running = active = undefined)))
         const first = yield* Effect.suspend(() =>
           closes === admittedAt ? Effect.void : Effect.fail(new ThreadClosed({ key: request.key }))
@@ -132,10 +138,10 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
           Effect.tap((thread) => Effect.sync(() => void (running = thread))),
           Effect.flatMap((thread) =>
             Stream.toPull(
-              thread.stream(turnOf(request)).pipe(
+              thread.stream(turnOf(request, Deferred.await(cancel))).pipe(
                 Stream.tap((event) =>
                   event._tag === "RunStarted"
-                    ? Effect.sync(() => void (active = { thread, runId: event.runId }))
+                    ? Effect.sync(() => void (active = { thread, runId: event.runId, cancel }))
                     : Effect.void
                 )
               )
@@ -202,6 +208,16 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
                 AgentClosed: () => new ThreadEntity.NoActiveTurn({ key: payload.key })
               })
             )
+          })
+        ),
+      Cancel: ({ payload }) =>
+        Effect.zipRight(
+          check(payload.key),
+          Effect.suspend(() => {
+            const turn = active
+            return turn === undefined || (payload.runId !== undefined && payload.runId !== turn.runId)
+              ? Effect.fail(new ThreadEntity.NoActiveTurn({ key: payload.key }))
+              : Effect.as(Deferred.succeed(turn.cancel, undefined), turn.runId)
           })
         ),
       Approve: ({ payload }) =>
