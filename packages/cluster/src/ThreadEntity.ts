@@ -81,7 +81,7 @@ import {
   ToolRevisionMissing,
   TurnAlreadyCommitted
 } from "@tether/core/Thread"
-import { ThreadAlreadyExists, ThreadBusy, ThreadRecord, ThreadStoreError } from "@tether/core/ThreadStore"
+import { LeaseLost, ThreadAlreadyExists, ThreadBusy, ThreadRecord, ThreadStoreError } from "@tether/core/ThreadStore"
 import type * as ThreadStore from "@tether/core/ThreadStore"
 import type * as Toolkit from "@tether/tool/Toolkit"
 import type * as Duration from "effect/Duration"
@@ -119,7 +119,7 @@ export class NoActiveTurn extends Schema.TaggedError<NoActiveTurn>("@tether/clus
 export class ThreadCallTimeout
   extends Schema.TaggedError<ThreadCallTimeout>("@tether/cluster/ThreadCallTimeout")("ThreadCallTimeout", {
     key: Schema.String,
-    operation: Schema.Literal("run", "stream", "send", "cancel", "approve", "snapshot", "close"),
+    operation: Schema.Literal("run", "stream", "send", "cancel", "approve", "snapshot", "delete", "close"),
     millis: Schema.Number
   })
 {
@@ -303,12 +303,52 @@ export const Snapshot = Rpc.make("Snapshot", {
 export const Close = Rpc.make("Close", { payload: { key: Schema.String } })
 
 /**
+ * Why `Delete` failed: a turn runs on the thread (`ThreadBusy`, nothing removed), its lease was
+ * lost midway (`LeaseLost`), the store failed, or the runner could not build the thread's agent or
+ * open the thread (closed meanwhile by `Close`).
+ *
+ * @since 0.3.0
+ * @category models
+ */
+export const DeleteFailure = Schema.Union(
+  ThreadBusy,
+  LeaseLost,
+  ThreadStoreError,
+  ThreadClosed,
+  AgentClosed,
+  AgentConfigError,
+  UnsupportedCapability,
+  ToolRevisionMissing
+)
+
+/**
+ * @since 0.3.0
+ * @category models
+ */
+export type DeleteFailure = typeof DeleteFailure.Type
+
+/**
+ * Removes the thread's committed checkpoint, its history and their provider sessions (from the
+ * profile's session store), on the thread's runner (`thread.delete` there): its warm process, if
+ * any, is shut down first. Returns what was removed; a later turn starts a fresh session. Fails
+ * with `ThreadBusy` while a turn runs on the thread (and a turn sent during the delete fails so).
+ *
+ * @since 0.3.0
+ * @category protocol
+ */
+export const Delete = Rpc.make("Delete", {
+  payload: { key: Schema.String },
+  success: Schema.Array(ThreadRecord),
+  error: DeleteFailure
+})
+
+/**
  * The entity: one per thread key.
  *
  * @since 0.1.0
  * @category protocol
  */
-export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Cancel, Approve, Snapshot, Close])
+export const Thread = Entity.make("tether/Thread", [Run, RunStream, Send, Cancel, Approve, Snapshot, Delete, Close])
 
 /**
  * The entity id of a thread key: the key itself, JSON-escaped (no NUL, no lone surrogate), or
@@ -401,6 +441,7 @@ export interface RemoteThread {
     decision: Approval.Decision
   ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved | CallFailure>
   readonly snapshot: Effect.Effect<Option.Option<ThreadRecord>, ThreadStoreError | CallFailure>
+  readonly delete: Effect.Effect<ReadonlyArray<ThreadRecord>, DeleteFailure | CallFailure>
   readonly close: Effect.Effect<void, CallFailure>
 }
 

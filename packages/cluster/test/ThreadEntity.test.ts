@@ -19,6 +19,7 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Fixture from "./fixtures/agent.js"
 import { sandbox, withRunner } from "./fixtures/withRunner.js"
@@ -78,6 +79,32 @@ describe("ThreadEntity on one runner", () => {
           for (const value of span.attributes.values()) expect(String(value)).not.toContain("SECRET-KEY-7c1e")
           expect(span.attributes.get("thread.key_hash")).toMatch(/^[0-9a-f]{32}$/)
         }
+      })
+    ))
+
+  it.live("delete removes the checkpoint and its sessions on the runner; ThreadBusy while a turn runs", () =>
+    withRunner(({ dirs, threads }) =>
+      Effect.gen(function*() {
+        // Every file under the shared session store whose name holds `session`.
+        const stored = (session: string): Array<string> =>
+          Fs.readdirSync(dirs.sessions, { recursive: true, encoding: "utf8" }).filter((name) => name.includes(session))
+        const thread = threads.thread("tenant-7/delete")
+        expect(yield* thread.delete).toEqual([])
+        yield* thread.run(Fixture.turn("one"))
+        const second = yield* thread.run(Fixture.turn("two"))
+        expect(stored(second.session!)).not.toEqual([])
+        const running = yield* Effect.fork(thread.run(Fixture.turn("long", 1_000)))
+        yield* Effect.sleep("500 millis")
+        expect(yield* Effect.flip(thread.delete)).toMatchObject({ _tag: "ThreadBusy", key: "tenant-7/delete" })
+        yield* Fiber.join(running)
+        const committed = yield* record(threads, "tenant-7/delete")
+        expect(yield* thread.delete).toEqual([committed])
+        expect(Option.isNone(yield* thread.snapshot)).toBe(true)
+        expect(stored(second.session!)).toEqual([])
+        // A later turn starts a fresh session.
+        const again = yield* thread.run(Fixture.turn("again"))
+        expect(again.thread?.mode).toBe("started")
+        expect(again.session).not.toBe(second.session)
       })
     ))
 

@@ -66,6 +66,7 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
         approve: (id, decision) =>
           Effect.suspend(() => rpc.Approve({ key, id, decision })).pipe(timed("approve", timeout)),
         snapshot: Effect.suspend(() => rpc.Snapshot({ key })).pipe(timed("snapshot", timeout)),
+        delete: Effect.suspend(() => rpc.Delete({ key })).pipe(timed("delete", timeout)),
         close: Effect.suspend(() => rpc.Close({ key })).pipe(timed("close", timeout))
       }
     }

@@ -230,6 +230,26 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
           )
         ),
       Snapshot: ({ payload }) => Effect.zipRight(check(payload.key), store.get(payload.key)),
+      // Admitted as a turn is: a turn sent meanwhile is ThreadBusy, as the delete is during one.
+      Delete: ({ payload }) =>
+        Effect.zipRight(check(payload.key), admit(payload.key)).pipe(
+          Effect.zipRight(agent),
+          Effect.flatMap((made) =>
+            Effect.acquireUseRelease(
+              made.thread(payload.key).pipe(
+                // Opened without resumeOnly, onUnresumable or a source to fork: no record is read.
+                Effect.catchTags({
+                  ThreadNotFound: Effect.die,
+                  ThreadIncompatible: Effect.die,
+                  ThreadAlreadyExists: Effect.die
+                })
+              ),
+              (thread) => thread.delete,
+              (thread) => thread.close
+            )
+          ),
+          Effect.scoped
+        ),
       Close: ({ payload }) =>
         Effect.zipRight(
           check(payload.key),
