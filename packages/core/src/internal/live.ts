@@ -287,15 +287,21 @@ export interface Pool {
   /**
    * The key's warm process when this turn may run on it (same compatibility, the session and
    * committed turns the turn resumes, still running, idle), marked busy; otherwise any process of the key is shut
-   * down first and `undefined` is returned.
+   * down first and `undefined` is returned. `taken` runs in the same uninterruptible step as the
+   * process is marked busy (the turn registers what releases it there: an interruption in
+   * between would leave it busy for good).
    */
   readonly take: (
     key: string,
     reuse: string,
     session: Driver.SessionRequest,
-    turns: number | undefined
-  ) => Effect.Effect<Warm | undefined>
-  /** Adds a freshly opened (busy) process, shutting down least recently used idle ones over the cap. */
+    turns: number | undefined,
+    taken: (warm: Warm) => Effect.Effect<void, never, Scope.Scope>
+  ) => Effect.Effect<Warm | undefined, never, Scope.Scope>
+  /**
+   * Adds a freshly opened (busy) process, shutting down least recently used idle ones over the cap
+   * (waiting for them: call it uninterruptibly together with what releases the process).
+   */
   readonly add: (warm: Warm) => Effect.Effect<void>
   /** The turn on it ended: idle from now on (shut down after the idle timeout). */
   readonly release: (warm: Warm) => Effect.Effect<void>
@@ -334,22 +340,31 @@ export const makePool = (options: {
         const excess = warms.size + room - options.maxProcesses
         return Effect.forEach(idle.slice(0, Math.max(0, excess)), retire, { discard: true })
       })
-    const take = (key: string, reuse: string, session: Driver.SessionRequest, turns: number | undefined) =>
-      Effect.gen(function*() {
-        const warm = warms.get(key)
-        if (warm === undefined) return undefined
-        const alive = Option.isNone(yield* warm.running.poll)
-        if (
-          alive && !warm.retired && !warm.busy && warm.reuse === reuse && session._tag === "Resume" &&
-          session.id === warm.sessionId && turns === warm.turns
-        ) {
-          warm.busy = true
-          yield* FiberMap.remove(timers, key)
-          return warm
-        }
-        yield* retire(warm)
-        return undefined
-      })
+    const take = (
+      key: string,
+      reuse: string,
+      session: Driver.SessionRequest,
+      turns: number | undefined,
+      taken: (warm: Warm) => Effect.Effect<void, never, Scope.Scope>
+    ) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const warm = warms.get(key)
+          if (warm === undefined) return undefined
+          const alive = Option.isNone(yield* warm.running.poll)
+          if (
+            alive && !warm.retired && !warm.busy && warm.reuse === reuse && session._tag === "Resume" &&
+            session.id === warm.sessionId && turns === warm.turns
+          ) {
+            warm.busy = true
+            yield* FiberMap.remove(timers, key)
+            yield* taken(warm)
+            return warm
+          }
+          yield* restore(retire(warm))
+          return undefined
+        })
+      )
     // Once the agent's close shut every process down, a process opened by a turn the close is
     // canceling is shut down at once.
     let closed = false

@@ -966,46 +966,56 @@ export const execute = (
     Effect.gen(function*() {
       // The turn resumes the record's session with its committed turns (`fromTurns`).
       const resumedTurns = request.opening?.fromTurns
-      const taken = yield* pool.take(live.key, live.reuse, request.session, resumedTurns)
-      // A fresh process resumes the committed session (a warm one carries it already).
-      if (taken === undefined) yield* loadSession
-      const warm = taken ?? (yield* Live.open(
-        { ...ctx, live: driverLive },
-        live.key,
-        live.reuse,
-        invocationRequest("")
-      ))
-      if (taken === undefined) yield* pool.add(warm)
-      // Attached: the provider loaded the session (or the warm process carries it already). A
-      // driver whose CLI reads a resumed session only later refuses a missing one at its attach.
-      request.accepted?.()
-      state.running = warm.running
-      state.live = true
       // Whether the process may serve the next turn: a turn that failed in the protocol or lost
       // its process leaves it to be shut down.
       let healthy = true
       let ended = false
       let failure: Driver.ProtocolError | undefined
-      yield* Effect.addFinalizer(() =>
-        Effect.suspend(() => {
-          warm.steer = undefined
-          warm.approve = undefined
-          const reaped = request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)
-          if (healthy && ended) return Effect.zipRight(pool.release(warm), reaped)
-          if (!healthy) return Effect.zipRight(pool.retire(live.key), reaped)
-          // Left before its terminal (interrupted, its consumer gone): the provider stops the turn
-          // and the process stays warm; one that does not acknowledge in time is shut down.
-          return warm.session.interrupt.pipe(
-            Effect.interruptible,
-            Effect.timeout(ctx.killGrace),
-            Effect.matchEffect({
-              onFailure: () => pool.retire(live.key),
-              onSuccess: () => pool.release(warm)
-            }),
-            Effect.zipRight(reaped)
-          )
+      // Registered in the same uninterruptible step as the process becomes this turn's (taken from
+      // the pool, or opened and added to it): an interruption in between would leave it busy, or
+      // outside the pool, where neither the idle timeout nor the cap ever ends it.
+      const releaseAtEnd = (warm: Live.Warm) =>
+        Effect.addFinalizer(() =>
+          Effect.suspend(() => {
+            warm.steer = undefined
+            warm.approve = undefined
+            const reaped = request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)
+            if (healthy && ended) return Effect.zipRight(pool.release(warm), reaped)
+            if (!healthy) return Effect.zipRight(pool.retire(live.key), reaped)
+            // Left before its terminal (interrupted, its consumer gone): the provider stops the turn
+            // and the process stays warm; one that does not acknowledge in time is shut down.
+            return warm.session.interrupt.pipe(
+              Effect.interruptible,
+              Effect.timeout(ctx.killGrace),
+              Effect.matchEffect({
+                onFailure: () => pool.retire(live.key),
+                onSuccess: () => pool.release(warm)
+              }),
+              Effect.zipRight(reaped)
+            )
+          })
+        )
+      const taken = yield* pool.take(live.key, live.reuse, request.session, resumedTurns, releaseAtEnd)
+      // A fresh process resumes the committed session (a warm one carries it already).
+      const warm = taken ?? (yield* Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          yield* restore(loadSession)
+          const opened = yield* restore(Live.open(
+            { ...ctx, live: driverLive },
+            live.key,
+            live.reuse,
+            invocationRequest("")
+          ))
+          yield* pool.add(opened)
+          yield* releaseAtEnd(opened)
+          return opened
         })
-      )
+      ))
+      // Attached: the provider loaded the session (or the warm process carries it already). A
+      // driver whose CLI reads a resumed session only later refuses a missing one at its attach.
+      request.accepted?.()
+      state.running = warm.running
+      state.live = true
       // Input sent into the turn and the turn's own outputs are published one batch at a time.
       const lock = yield* Effect.makeSemaphore(1)
       const publish = (outputs: (sink: (output: Driver.Output) => void) => void) =>
