@@ -11,11 +11,12 @@ import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { Agent } from "@tether/core"
 import { Claude } from "@tether/drivers"
-import { AnthropicServer, Harness } from "@tether/testing"
+import { AnthropicServer, Harness, Reference } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
 
 const argument = "ARGUMENT-VALUE-81c4"
@@ -55,6 +56,18 @@ const claudeAgent = (server: AnthropicServer.AnthropicServer) =>
       workspace: sandbox.workspace,
       profile: sandbox.selection
     }))
+
+const Echo = Tool.make("echo", {
+  description: "Echo a text.",
+  input: { text: Schema.String },
+  output: Schema.Struct({ text: Schema.String }),
+  revision: "echo/v1"
+})
+const EchoTools = Toolkit.make(Echo)
+const EchoLive = EchoTools.toLayer({ echo: ({ text }) => Effect.succeed({ text }) })
+
+const otel = (exporter: InMemorySpanExporter) =>
+  NodeSdk.layer(() => ({ resource: { serviceName: "tether-test" }, spanProcessor: new SimpleSpanProcessor(exporter) }))
 
 describe("tracing", () => {
   it.live("a thread turn with a tool call: run → tool call, with attributes and no content", () => {
@@ -196,4 +209,100 @@ describe("tracing", () => {
       })))
     )
   }, 60_000)
+
+  it.live(
+    "a live thread: each turn's host tool call is a child of that turn's Run.execute, not the first turn's",
+    () => {
+      const exporter = new InMemorySpanExporter()
+      const respond = (prompt: string): ReadonlyArray<Reference.Step> => [
+        { _tag: "$call", tool: "echo", input: { text: prompt } },
+        ...Reference.answer(`done ${prompt}`)
+      ]
+      return Effect.gen(function*() {
+        yield* Effect.gen(function*() {
+          const sandbox = yield* Harness.sandbox
+          const agent = yield* Agent.make({
+            driver: Reference.driver({ live: true, respond }),
+            definition: { instructions: "", skills: [], tools: EchoTools },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection
+          })
+          const thread = yield* agent.thread("tenant/live")
+          expect((yield* thread.run("one")).text).toBe("done one")
+          expect((yield* thread.run("two")).text).toBe("done two")
+        }).pipe(Effect.scoped)
+        const spans = exporter.getFinishedSpans()
+        const runs = spans.filter((span) => span.name === "Run.execute")
+        const calls = spans.filter((span) => span.name === "Gateway.call")
+        expect(runs).toHaveLength(2)
+        expect(calls).toHaveLength(2)
+        // In time order: turn one's call, then turn two's.
+        const byStart = (a: ReadableSpan, b: ReadableSpan) =>
+          a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1]
+        runs.sort(byStart)
+        calls.sort(byStart)
+        expect(calls.map((call) => call.parentSpanContext?.spanId)).toEqual(
+          runs.map((run) => run.spanContext().spanId)
+        )
+      }).pipe(Effect.provide([EchoLive, Harness.layer]), Effect.provide(otel(exporter)))
+    },
+    60_000
+  )
+
+  it.live(
+    "a provider failure quoting the prompt: no span's attribute, event or status holds that text or the key",
+    () => {
+      const exporter = new InMemorySpanExporter()
+      const quoted = "PROMPT-TEXT-c0ffee"
+      const respond = (input: string): ReadonlyArray<Reference.Step> => [
+        { _tag: "SessionStarted", sessionId: "s", model: "reference-model" },
+        {
+          _tag: "Terminal",
+          ok: false,
+          text: "",
+          usage: undefined,
+          model: "reference-model",
+          session: "s",
+          // A provider's error text may quote the request (an API error echoing the message).
+          error: `PROVIDER-ERROR-TEXT rejected the message: ${input}`,
+          raw: {}
+        }
+      ]
+      return Effect.gen(function*() {
+        const error = yield* Effect.gen(function*() {
+          const sandbox = yield* Harness.sandbox
+          const agent = yield* Agent.make({
+            driver: Reference.driver({ live: true, respond }),
+            definition: { instructions: "", skills: [], tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection
+          })
+          // One-shot (Agent.run), streamed (Agent.stream) and on a thread (Thread.run).
+          yield* agent.run(quoted).pipe(Effect.flip)
+          yield* Stream.runDrain(agent.stream(quoted)).pipe(Effect.flip)
+          const thread = yield* agent.thread("tenant/THREAD-KEY-failing")
+          return yield* thread.run(quoted).pipe(Effect.flip)
+        }).pipe(Effect.scoped)
+        expect(error._tag).toBe("RunError")
+        expect((error as { readonly reason?: string }).reason).toBe("ProviderFailed")
+        const spans = exporter.getFinishedSpans()
+        expect(spans.filter((span) => span.name === "Run.execute")).toHaveLength(3)
+        const leaking = spans
+          .filter((span) =>
+            everyText(span).some((text) =>
+              text.includes(quoted) || text.includes("PROVIDER-ERROR-TEXT") || text.includes("THREAD-KEY")
+            )
+          )
+          .map((span) => span.name)
+        expect(leaking).toEqual([])
+        // Each failed span still says what failed: the error's tag and reason.
+        for (const name of ["Agent.run", "Agent.stream", "Thread.run"]) {
+          const [span] = spans.filter((span) => span.name === name)
+          expect(span!.status.code, name).toBe(SpanStatusCode.ERROR)
+          expect(everyText(span!).join(" "), name).toContain("failed: RunError ProviderFailed")
+        }
+      }).pipe(Effect.provide(Harness.layer), Effect.provide(otel(exporter)))
+    },
+    60_000
+  )
 })

@@ -11,7 +11,9 @@ import { Runner, ThreadEntity } from "@tether/cluster"
 import { ThreadStore } from "@tether/core"
 import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { FakeCli, Harness } from "@tether/testing"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -71,14 +73,42 @@ describe("ThreadEntity on one runner", () => {
         const thread = threads.thread(key)
         yield* thread.run(Fixture.turn("one")).pipe(Effect.withTracer(recording))
         yield* Stream.runDrain(thread.stream(Fixture.turn("two"))).pipe(Effect.withTracer(recording))
+        // A failed turn whose provider error quotes the prompt: its spans end with the error's tag
+        // and reason, not its message.
+        const failing = FakeCli.script({ op: "result", ok: false, error: "PROVIDER-TEXT-41d2 quoted the prompt" })
+        expect(yield* Effect.flip(thread.run(failing).pipe(Effect.withTracer(recording)))).toMatchObject({
+          _tag: "RunError",
+          reason: "ProviderFailed"
+        })
+        yield* Effect.flip(Stream.runDrain(thread.stream(failing)).pipe(Effect.withTracer(recording)))
         // @effect/cluster's own entity spans name the entity id (docs/tracing.md says so); Tether's
         // client spans carry only the hash.
         const ours = spans.filter((span) => span.name.startsWith("RemoteThread."))
-        expect(ours.map((span) => span.name).sort()).toEqual(["RemoteThread.run", "RemoteThread.stream"])
+        expect(ours.map((span) => span.name).sort()).toEqual([
+          "RemoteThread.run",
+          "RemoteThread.run",
+          "RemoteThread.stream",
+          "RemoteThread.stream"
+        ])
         for (const span of ours) {
           for (const value of span.attributes.values()) expect(String(value)).not.toContain("SECRET-KEY-7c1e")
           expect(span.attributes.get("thread.key_hash")).toMatch(/^[0-9a-f]{32}$/)
+          expect(span.status._tag).toBe("Ended")
+          const exit = span.status._tag === "Ended" ? span.status.exit : undefined
+          expect(exit !== undefined && Exit.isFailure(exit) ? Cause.pretty(exit.cause) : "").not.toContain(
+            "PROVIDER-TEXT"
+          )
         }
+        expect(
+          ours.flatMap((span) =>
+            span.status._tag === "Ended" && Exit.isFailure(span.status.exit)
+              ? [Cause.pretty(span.status.exit.cause)]
+              : []
+          )
+        ).toEqual([
+          expect.stringContaining("failed: RunError ProviderFailed"),
+          expect.stringContaining("failed: RunError ProviderFailed")
+        ])
       })
     ))
 

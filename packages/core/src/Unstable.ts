@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
+import type * as Stream from "effect/Stream"
 import * as internalProcess from "./internal/process.js"
 import * as internalTracing from "./internal/tracing.js"
 
@@ -43,3 +44,28 @@ export const reapOrphans: Effect.Effect<ReadonlyArray<number>> = internalProcess
  * @category unstable
  */
 export const threadKeyHash: (key: string) => string = internalTracing.threadKeyHash
+
+/**
+ * `Effect.withSpan` as Tether's spans use it: the span ends with a content-free exit (a failure
+ * as its `_tag` and `reason` only, a defect as `Defect`), because a tracer records the message of
+ * the exit a span ends with, and an error's message may quote a provider's error text, a model's
+ * answer or a thread key.
+ *
+ * @since 0.4.0
+ * @category unstable
+ */
+export const withSpan: (
+  name: string,
+  options?: { readonly attributes?: Record<string, unknown> }
+) => <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = internalTracing.withSpan
+
+/**
+ * `Stream.withSpan` as Tether's spans use it, ended as `withSpan`'s.
+ *
+ * @since 0.4.0
+ * @category unstable
+ */
+export const withStreamSpan: (
+  name: string,
+  options?: { readonly attributes?: Record<string, unknown> }
+) => <A, E, R>(self: Stream.Stream<A, E, R>) => Stream.Stream<A, E, R> = internalTracing.withStreamSpan

@@ -14,6 +14,7 @@ import * as Layer from "effect/Layer"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import type * as Tracer from "effect/Tracer"
 import * as internal from "./internal/gateway.js"
 import * as redact from "./internal/redact.js"
 
@@ -76,6 +77,12 @@ export interface CredentialOptions {
    * so a handler never sees them and strict decoding still refuses every other unknown key.
    */
   readonly injectedArguments?: ReadonlyArray<string>
+  /**
+   * The span each call made with the credential is traced under (`Gateway.call` is its child),
+   * read at each call; when absent or it returns `undefined`, the span current when the credential
+   * was minted. A process that serves several runs (a live thread's) names the running one.
+   */
+  readonly parent?: () => Tracer.AnySpan | undefined
 }
 
 /**

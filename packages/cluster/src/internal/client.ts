@@ -49,14 +49,14 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
         run: (turn, runOptions) =>
           Effect.suspend(() => rpc.Run(request(turn, runOptions))).pipe(
             timed("run", deadline(runOptions)),
-            Effect.withSpan("RemoteThread.run", { attributes: keyAttribute, captureStackTrace: false })
+            Unstable.withSpan("RemoteThread.run", { attributes: keyAttribute })
           ),
         stream: (turn, runOptions) =>
           Stream.suspend(() => rpc.RunStream(request(turn, runOptions))).pipe(
             Stream.interruptWhen(
               Effect.zipRight(Effect.sleep(deadline(runOptions)), Effect.fail(expired("stream", deadline(runOptions))))
             ),
-            Stream.withSpan("RemoteThread.stream", { attributes: keyAttribute, captureStackTrace: false })
+            Unstable.withStreamSpan("RemoteThread.stream", { attributes: keyAttribute })
           ),
         send: (input) => Effect.suspend(() => rpc.Send({ key, input })).pipe(timed("send", timeout)),
         cancel: (runId) =>

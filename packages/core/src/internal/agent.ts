@@ -169,7 +169,7 @@ export const make = (
     const executor = yield* (Definition.executor(validated) as Effect.Effect<Catalog.Executor, ToolDefinitionError>)
       .pipe(Effect.mapError((error) => configError("InvalidDefinition", error.message, error)))
     return yield* assemble(options, executor, validated)
-  }).pipe(Effect.withSpan("Agent.make", { captureStackTrace: false }))
+  }).pipe(Tracing.withSpan("Agent.make"))
 
 /** Registers the tools, acquires the clone and wires the ordered close. @internal */
 export const assemble = (
@@ -433,10 +433,7 @@ export const assemble = (
     const closeTimeout = Duration.decode(options.closeTimeout ?? "30 seconds")
     const close = (timeout: Duration.DurationInput) =>
       Effect.zipRight(fence, closer.close(timeout)).pipe(
-        Effect.withSpan("Agent.close", {
-          attributes: { "agent.id": id, "agent.provider": driver.name },
-          captureStackTrace: false
-        })
+        Tracing.withSpan("Agent.close", { attributes: { "agent.id": id, "agent.provider": driver.name } })
       )
     yield* Effect.addFinalizer(() =>
       close(closeTimeout).pipe(
@@ -616,7 +613,7 @@ export const assemble = (
       hooks?: Thread.Hooks
     ): Stream.Stream<Event.Event, RunError | AgentClosed | InvalidTurn> =>
       Stream.unwrapScoped(Effect.map(start(input, hooks), (queue) => queue.stream)).pipe(
-        Stream.withSpan("Agent.stream", { captureStackTrace: false })
+        Tracing.withStreamSpan("Agent.stream")
       )
 
     // A thread's `run`, whose turn's events its thread observes: the run's buffer drained by a
@@ -716,7 +713,7 @@ export const assemble = (
             (canceler) => Effect.ensuring(ended, Fiber.interrupt(canceler))
           )
         })
-      ).pipe(Effect.withSpan("Agent.run", { captureStackTrace: false }))
+      ).pipe(Tracing.withSpan("Agent.run"))
 
     // An agent's attempts run as plain runs; a repair turn resumes the previous attempt's session.
     const structuredRunner: Structured.Runner<RunError | AgentClosed | InvalidTurn> = {
@@ -754,11 +751,11 @@ export const assemble = (
             : broker.approve(approvalId, decision),
         runAs: (schema, input, structuredOptions) =>
           Structured.runAs(structuredRunner, schema, input, structuredOptions).pipe(
-            Effect.withSpan("Agent.runAs", { captureStackTrace: false })
+            Tracing.withSpan("Agent.runAs")
           ),
         streamAs: (schema, input, structuredOptions) =>
           Structured.streamAs(structuredRunner, schema, input, structuredOptions).pipe(
-            Stream.withSpan("Agent.streamAs", { captureStackTrace: false })
+            Tracing.withStreamSpan("Agent.streamAs")
           ),
         close: (closeOptions) => close(closeOptions?.timeout ?? closeTimeout)
       } satisfies Agent.Agent

@@ -26,6 +26,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type * as Tracer from "effect/Tracer"
 import * as FsSync from "node:fs"
 import * as NodePath from "node:path"
 import * as Approval from "../Approval.js"
@@ -54,6 +55,8 @@ export interface Warm {
   steer: ((input: string) => Effect.Effect<Driver.Delivery, Driver.ProtocolError>) | undefined
   /** Asks the running turn's approvals (set while a turn runs, when the agent has approvals). */
   approve: ((ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>) | undefined
+  /** The running turn's span (set while a turn runs): the process's host tool calls are its children. */
+  span: Tracer.AnySpan | undefined
   /**
    * The wait for the last committed turn's late session writes (then saved again), and its
    * session: one at a time per process, as the next commit of that session saves them too.
@@ -167,7 +170,8 @@ export const open = (
         materialized = new Set(invocation.files.map((file) => `${ctx.profile.dir}/${file.path}`))
         const mint = ctx.registration.credential({
           tools: request.hosted.tools,
-          injectedArguments: ctx.driver.injectedArguments ?? []
+          injectedArguments: ctx.driver.injectedArguments ?? [],
+          parent: () => current?.span
         }).pipe(Scope.extend(scope), Effect.tap((credential) => Effect.sync(() => credentials.push(credential))))
         const environment = yield* mint
         const sessionCredential = yield* mint
@@ -256,6 +260,7 @@ export const open = (
         lastUsed: Date.now(),
         steer: undefined,
         approve: undefined,
+        span: undefined,
         settling: undefined,
         retired: false,
         retire: Effect.suspend(() => {

@@ -25,6 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import * as NodePath from "node:path"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
@@ -979,6 +980,7 @@ export const execute = (
           Effect.suspend(() => {
             warm.steer = undefined
             warm.approve = undefined
+            warm.span = undefined
             const reaped = request.reaped === undefined ? Effect.void : Deferred.done(request.reaped, Exit.void)
             if (healthy && ended) return Effect.zipRight(pool.release(warm), reaped)
             if (!healthy) return Effect.zipRight(pool.retire(live.key), reaped)
@@ -1016,6 +1018,9 @@ export const execute = (
       request.accepted?.()
       state.running = warm.running
       state.live = true
+      // The process's credential was minted in the span of the turn that opened it: this turn's
+      // host tool calls are children of this turn's span.
+      warm.span = Option.getOrUndefined(yield* Effect.serviceOption(Tracer.ParentSpan))
       // Input sent into the turn and the turn's own outputs are published one batch at a time.
       const lock = yield* Effect.makeSemaphore(1)
       const publish = (outputs: (sink: (output: Driver.Output) => void) => void) =>

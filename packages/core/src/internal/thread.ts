@@ -30,6 +30,7 @@ import * as Structured from "./structured.js"
 import * as ThreadEvents from "./threadEvents.js"
 import { ThreadAlreadyExists, ThreadRecord, ThreadStoreError } from "./threadStore.js"
 import type { CommitMode, Lease, SupersededRecord, ThreadStore } from "./threadStore.js"
+import * as Tracing from "./tracing.js"
 
 /** What a thread's turn hands to the agent's run. @internal */
 export interface Hooks {
@@ -261,7 +262,7 @@ export const pruneAll = (
       sessionStoreError("prune provider sessions")
     )
     return { records, sessionEntries: [...dropped, ...unreferenced].sort() }
-  }).pipe(Effect.withSpan("Agent.pruneThreads", { captureStackTrace: false }))
+  }).pipe(Tracing.withSpan("Agent.pruneThreads"))
 
 /**
  * Opens a thread; `forkOf` is the committed record of the thread it forks (its first turn forks
@@ -633,7 +634,7 @@ export const open = (
     const stream = (turn: Agent.Input): Stream.Stream<Event.Event, Thread.RunFailure> =>
       Stream.unwrapScoped(Effect.map(begin(turn), ({ failure, first, lease, retry }) =>
         attempt(lease, turn, first, retry).pipe(Stream.mapError(failure)))).pipe(
-          Stream.withSpan("Thread.stream", { captureStackTrace: false })
+          Tracing.withStreamSpan("Thread.stream")
         )
 
     // The turn's attempts drained by the agent's direct loop of pulls: the same events reach the
@@ -642,7 +643,7 @@ export const open = (
     const run = (turn: Agent.Input): Effect.Effect<Result, Thread.RunFailure> =>
       Effect.scoped(Effect.flatMap(begin(turn), ({ failure, first, lease, retry }) =>
         Effect.mapError(attemptResult(lease, turn, first, retry), failure))).pipe(
-          Effect.withSpan("Thread.run", { captureStackTrace: false })
+          Tracing.withSpan("Thread.run")
         )
 
     // Cancels this handle's turns and waits for them (their RunFinished reaches `events`), then
@@ -657,7 +658,7 @@ export const open = (
         Effect.zipRight(host.retireLive(key)),
         Effect.zipRight(hub.end)
       )
-    }).pipe(Effect.withSpan("Thread.close", { captureStackTrace: false }))
+    }).pipe(Tracing.withSpan("Thread.close"))
 
     const fork = (target: string, forkOptions: Thread.Options = {}): Effect.Effect<Thread.Thread, Thread.OpenFailure> =>
       Effect.gen(function*() {
@@ -670,7 +671,7 @@ export const open = (
         }
         const source = yield* resumable(host, key)
         return yield* open(host, target, forkOptions, source)
-      }).pipe(Effect.withSpan("Thread.fork", { captureStackTrace: false }))
+      }).pipe(Tracing.withSpan("Thread.fork"))
 
     const prune = (pruneOptions: Thread.PruneOptions = {}): Effect.Effect<
       ReadonlyArray<SupersededRecord>,
@@ -688,7 +689,7 @@ export const open = (
           record.session)
         yield* dropSessions(host, removed.map((entry) => entry.record), Option.toArray(current))
         return removed
-      }).pipe(Effect.withSpan("Thread.prune", { captureStackTrace: false }))
+      }).pipe(Tracing.withSpan("Thread.prune"))
 
     const remove: Effect.Effect<ReadonlyArray<ThreadRecord>, Thread.DeleteFailure> = Effect.gen(function*() {
       yield* host.admit
@@ -704,7 +705,7 @@ export const open = (
       const removed = yield* host.store.delete(lease)
       yield* dropSessions(host, removed, [])
       return removed
-    }).pipe(Effect.scoped, Effect.withSpan("Thread.delete", { captureStackTrace: false }))
+    }).pipe(Effect.scoped, Tracing.withSpan("Thread.delete"))
 
     // Each attempt is a turn of this thread: a repair turn resumes the committed checkpoint.
     const structuredRunner: Structured.Runner<Thread.RunFailure> = {
@@ -721,11 +722,11 @@ export const open = (
       stream,
       runAs: (schema, turn, structuredOptions) =>
         Structured.runAs(structuredRunner, schema, turn, structuredOptions).pipe(
-          Effect.withSpan("Thread.runAs", { captureStackTrace: false })
+          Tracing.withSpan("Thread.runAs")
         ),
       streamAs: (schema, turn, structuredOptions) =>
         Structured.streamAs(structuredRunner, schema, turn, structuredOptions).pipe(
-          Stream.withSpan("Thread.streamAs", { captureStackTrace: false })
+          Tracing.withStreamSpan("Thread.streamAs")
         ),
       fork,
       snapshot: host.store.get(key),
@@ -733,8 +734,8 @@ export const open = (
       prune,
       delete: remove,
       events: hub.subscribe,
-      send: (input: string) => Effect.withSpan(host.send(key, input), "Thread.send", { captureStackTrace: false }),
+      send: (input: string) => Tracing.withSpan("Thread.send")(host.send(key, input)),
       approve: (id, decision) => host.approve(id, decision, key),
       close
     } satisfies Thread.Thread
-  }).pipe(Effect.withSpan("Agent.thread", { captureStackTrace: false }))
+  }).pipe(Tracing.withSpan("Agent.thread"))

@@ -10,7 +10,8 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
-import type * as Tracer from "effect/Tracer"
+import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import { createHmac, randomBytes } from "node:crypto"
 import type { RunError } from "../AgentError.js"
 import type { Result } from "../Result.js"
@@ -94,3 +95,48 @@ export const endRun = (
           : Exit.fail(new Error(`run failed: ${reason}`))
       )
     }))
+
+/**
+ * A span's exit without content: a failure is its `_tag` (and `reason`) only, a defect is
+ * `Defect`, an interruption stays one. An error's message may quote a provider's error text, a
+ * model's answer or a key, and a tracer records the message of the exit a span ends with.
+ */
+const contentFree = (exit: Exit.Exit<unknown, unknown>): Exit.Exit<unknown, unknown> => {
+  if (Exit.isSuccess(exit)) return Exit.void
+  if (Cause.isInterruptedOnly(exit.cause)) return Exit.interrupt(FiberId.none)
+  const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+  if (failure === undefined) return Exit.fail(new Error("failed: Defect"))
+  const { _tag, reason } = (typeof failure === "object" && failure !== null ? failure : {}) as {
+    readonly _tag?: unknown
+    readonly reason?: unknown
+  }
+  const name = [_tag, reason].filter((part): part is string => typeof part === "string").join(" ")
+  return Exit.fail(new Error(`failed: ${name === "" ? "Error" : name}`))
+}
+
+const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>) =>
+  Effect.flatMap(Clock.currentTimeNanos, (now) => Effect.sync(() => span.end(now, contentFree(exit))))
+
+/**
+ * `Effect.withSpan` for Tether's own spans: the span ends with a content-free exit (see
+ * `contentFree`), never the failure's message. @internal
+ */
+export const withSpan =
+  (name: string, options?: { readonly attributes?: Record<string, unknown> }) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.acquireUseRelease(
+      Effect.makeSpan(name, { captureStackTrace: false, ...options }),
+      (span) => Effect.withParentSpan(self, span),
+      endSpan
+    )
+
+/** `Stream.withSpan` for Tether's own spans, ended as `withSpan`'s. @internal */
+export const withStreamSpan =
+  (name: string, options?: { readonly attributes?: Record<string, unknown> }) =>
+  <A, E, R>(self: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+    Stream.unwrapScoped(
+      Effect.map(
+        Effect.acquireRelease(Effect.makeSpan(name, { captureStackTrace: false, ...options }), endSpan),
+        (span) => Stream.provideService(self, Tracer.ParentSpan, span)
+      )
+    )

@@ -561,7 +561,7 @@ export const make = (options: Options = {}): Effect.Effect<
         const handlersFor = (
           names: ReadonlySet<string>,
           injected: ReadonlyArray<string>,
-          parent: Tracer.AnySpan | undefined
+          parent: () => Tracer.AnySpan | undefined
         ): Mcp.Handlers => {
           // This credential's calls in flight by JSON-RPC request id. In stateless mode a
           // client's `notifications/cancelled` reaches a fresh SDK server that never saw the call,
@@ -580,25 +580,31 @@ export const make = (options: Options = {}): Effect.Effect<
             tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
             has: (name) => names.has(name),
             call: injected.length === 0
-              ? (name, input, id, signal) => call(name, input, signal, parent, track(id))
+              ? (name, input, id, signal) => call(name, input, signal, parent(), track(id))
               : (name, input, id, signal) =>
-                call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent, track(id)),
+                call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent(), track(id)),
             cancel: (id) => {
               for (const cancel of [...(inFlight.get(id) ?? [])]) cancel()
             }
           }
         }
 
-        // The span current at minting is where the credential's calls are traced.
-        const issue = (names: ReadonlySet<string>, injected: ReadonlyArray<string>) =>
+        // The credential's calls are traced under `current`'s span, else the span current at minting.
+        const issue = (
+          names: ReadonlySet<string>,
+          injected: ReadonlyArray<string>,
+          current?: () => Tracer.AnySpan | undefined
+        ) =>
           Effect.acquireRelease(
-            Effect.map(Effect.serviceOption(Tracer.ParentSpan), (parent) => {
+            Effect.map(Effect.serviceOption(Tracer.ParentSpan), (minted) => {
+              const atMinting = Option.getOrUndefined(minted)
+              const parent = current === undefined ? () => atMinting : () => current() ?? atMinting
               const { digest, key, token } = newToken()
               const listed = new Listed()
               tokens.set(key, {
                 digest,
                 owner,
-                handlers: handlersFor(names, injected, Option.getOrUndefined(parent)),
+                handlers: handlersFor(names, injected, parent),
                 listed: () => listed.done()
               })
               known.add(token)
@@ -618,7 +624,7 @@ export const make = (options: Options = {}): Effect.Effect<
             ? all
             : new Set(options.tools.filter((name) => all.has(name)))
           const injected = Object.freeze([...(options?.injectedArguments ?? [])])
-          return issue(allowed, injected).pipe(
+          return issue(allowed, injected, options?.parent).pipe(
             Effect.map(({ key, listed, token }): Credential => ({
               token,
               tools: Object.freeze([...allowed].sort()),
