@@ -370,6 +370,10 @@ export const make = (options: Options = {}): Effect.Effect<
           Math.min(1000, Math.floor((limits.headersTimeout || limits.requestTimeout || Infinity) / 4))
         )
       })
+      // Node keeps only the first `maxHeadersCount` (2000) headers in `rawHeaders` and drops the
+      // rest without a word: a second Host or an Origin past them would never reach the shape
+      // checks. No count limit; the header block stays bounded by `maxHeaderSize` (431).
+      server.maxHeadersCount = 0
       const listener: Listener = { server, url: "", inflight: 0, onIdle: undefined }
       const connectionOf = Exchange.connections()
       server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => {
