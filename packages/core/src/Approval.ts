@@ -174,7 +174,7 @@ export const timedOutDecision: Decision = deny("No approval arrived in time; the
  * An agent's approvals.
  *
  * - `handler`: answers each request (its requirements come from the host's layers, provided
- *   where the agent is made). A handler that dies answers deny (the defect is logged). Absent:
+ *   where the agent is made). A handler that dies (or throws before returning its Effect) answers deny (the defect is logged). Absent:
  *   event mode, the host answers with `approve`.
  * - `deadline`: a request still unanswered then is answered with `fallback` (default 60 seconds;
  *   a request served through the gateway, as Claude Code's one-shot approver tool is, is also

@@ -155,7 +155,8 @@ export const make = (
     entry: Entry,
     run: (request: Approval.ApprovalRequest) => Effect.Effect<Approval.Decision>
   ): Effect.Effect<unknown> =>
-    run(entry.request).pipe(
+    // A handler that throws while building its Effect dies too: suspended, it answers deny as well.
+    Effect.suspend(() => run(entry.request)).pipe(
       Effect.provide(services),
       Effect.catchAllCause((cause) =>
         Effect.logError(`the approvals handler died on approval ${entry.request.id}`, cause).pipe(
