@@ -123,11 +123,14 @@ const closing = (text: string, start: number): number => {
   return -1
 }
 
-// Candidates whose brackets do not close into JSON, before the scan gives up: bounds the work on
-// a long answer full of brackets (each failed candidate costs a scan of the rest of the text).
-const maxFailedCandidates = 64
+// Characters scanned by candidates that do not close into JSON, in multiples of the text's length,
+// before the scan gives up: bounds the work on a long answer full of unclosed brackets, however
+// many cheap ones (a link's `[text]`) come first.
+const maxFailedScans = 64
 
-const fence = /```[^\n`]*\n([\s\S]*?)```/g
+// A closing fence starts a line: a JSON string (no raw newline in it) may hold "```" but never
+// ends a block.
+const fence = /```[^\n`]*\n([\s\S]*?)\n[ \t]*```/g
 
 /**
  * The JSON value of an answer's text: the whole text, else the last fenced code block that is
@@ -139,14 +142,14 @@ export const extractJson = (text: string): Option.Option<unknown> => {
   let found: Parsed | undefined
   for (const match of text.matchAll(fence)) found = tryParse(match[1]!.trim()) ?? found
   if (found !== undefined) return Option.some(found.value)
-  let failed = 0
-  for (let i = 0; i < text.length && failed <= maxFailedCandidates; i++) {
+  let budget = maxFailedScans * text.length
+  for (let i = 0; i < text.length && budget > 0; i++) {
     const c = text[i]
     if (c !== "{" && c !== "[") continue
     const end = closing(text, i)
     const parsed = end === -1 ? undefined : tryParse(text.slice(i, end + 1))
     if (parsed === undefined) {
-      failed++
+      budget -= (end === -1 ? text.length : end + 1) - i
       continue
     }
     found = parsed
