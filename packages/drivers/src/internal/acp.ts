@@ -440,7 +440,12 @@ export const attach = (
 
     return {
       turn,
-      interrupt: Effect.flatMap(running, (busy) => busy ? cancel : Effect.void),
+      // `session/cancel` is a notification: the agent acknowledges it by answering the prompt
+      // (core bounds the wait and shuts down an agent that never does).
+      interrupt: Effect.flatMap(
+        running,
+        (busy) => busy ? Effect.zipRight(cancel, Effect.suspend(() => Deferred.await(prompt!))) : Effect.void
+      ),
       shutdown: Effect.zipRight(channel.closeInput, Effect.sync(() => connection.close()))
     } satisfies Driver.LiveSession
   })
