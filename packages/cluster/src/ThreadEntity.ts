@@ -464,7 +464,7 @@ export interface Client {
  * @category models
  */
 export interface ClientOptions {
-  /** Timeout of `send`, `snapshot` and `close` (default 30 s). */
+  /** Timeout of `send`, `cancel`, `approve`, `snapshot`, `delete` and `close` (default 30 s). */
   readonly timeout?: Duration.DurationInput
   /** Timeout of `run` and `stream` (default 10 min). */
   readonly turnTimeout?: Duration.DurationInput

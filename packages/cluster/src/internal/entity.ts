@@ -124,6 +124,8 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
         yield* admit(request.key)
         const admittedAt = closes
         const cancel = yield* Deferred.make<void>()
+        // The runs of this turn that have ended (a rejected resume retried fresh is a second run).
+        const ended = new Set<string>()
         yield* Effect.addFinalizer(() => Effect.sync(() => void (running = active = undefined)))
         const first = yield* Effect.suspend(() =>
           closes === admittedAt ? Effect.void : Effect.fail(new ThreadClosed({ key: request.key }))
@@ -136,11 +138,33 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
             })
           ),
           Effect.tap((thread) => Effect.sync(() => void (running = thread))),
+          // The turn's end as its run reports it, on the thread's events (fed by the run, not by
+          // this stream's reader, which may hold its RunFinished back while the turn has committed):
+          // from then on nothing runs to send into or cancel.
+          Effect.tap((thread) =>
+            Effect.flatMap(Deferred.make<void>(), (subscribed) =>
+              Effect.zipRight(
+                Effect.forkScoped(
+                  thread.events.pipe(
+                    Stream.onStart(Deferred.succeed(subscribed, undefined)),
+                    Stream.runForEach((event) =>
+                      event._tag === "RunFinished"
+                        ? Effect.sync(() => {
+                          ended.add(event.runId)
+                          if (active?.runId === event.runId) active = undefined
+                        })
+                        : Effect.void
+                    )
+                  )
+                ),
+                Deferred.await(subscribed)
+              ))
+          ),
           Effect.flatMap((thread) =>
             Stream.toPull(
               thread.stream(turnOf(request, Deferred.await(cancel))).pipe(
                 Stream.tap((event) =>
-                  event._tag === "RunStarted"
+                  event._tag === "RunStarted" && !ended.has(event.runId)
                     ? Effect.sync(() => void (active = { thread, runId: event.runId, cancel }))
                     : Effect.void
                 )
