@@ -35,32 +35,44 @@ const kindOf = (checker: ts.TypeChecker, symbol: ts.Symbol): ExportKind => {
 
 const printer = ts.createPrinter({ removeComments: true, newLine: ts.NewLineKind.LineFeed })
 
+/** The name a type reference refers to (`Rpc.Rpc` in `Rpc.Rpc<"Run", ...>`). */
+const referenceName = (node: ts.TypeNode): string | undefined =>
+  ts.isTypeReferenceNode(node) ? node.typeName.getText() : undefined
+
 /**
- * Sorts the members of every intersection of object types by their printed text. tsc emits a
- * Schema struct's type as one single-property object per field, intersected in the order of
- * their type ids, which depends on what the compiler happened to create first: a clean build and
- * an incremental one order them differently. The intersection is the same type in any order.
+ * Sorts by their printed text the members of every intersection of object types and of every
+ * union of one generic type's instances. tsc emits a Schema struct's type as one single-property
+ * object per field, intersected in the order of their type ids, and a union inferred from a
+ * tuple's elements (an entity's RPCs, `Rpc.Rpc<"Run", ...> | Rpc.Rpc<"Send", ...>`) in the same
+ * order, which depends on what the compiler happened to create first: a clean build and an
+ * incremental one, or two checkouts, order them differently. Either is the same type in any order.
+ * Unions written in the source (members of different types) keep their order.
  */
-const sortedIntersections = (sourceFile: ts.SourceFile): ts.TransformerFactory<ts.Node> => (context) => {
+const sortedMembers = (sourceFile: ts.SourceFile): ts.TransformerFactory<ts.Node> => (context) => {
+  const sorted = (types: ts.NodeArray<ts.TypeNode>) => {
+    const members = types.map((type) => ({ type, text: printer.printNode(ts.EmitHint.Unspecified, type, sourceFile) }))
+    members.sort((a, b) => (a.text < b.text ? -1 : a.text > b.text ? 1 : 0))
+    return context.factory.createNodeArray(members.map((member) => member.type))
+  }
   const visit = (node: ts.Node): ts.Node => {
     const visited = ts.visitEachChild(node, visit, context)
-    if (!ts.isIntersectionTypeNode(visited) || !visited.types.every(ts.isTypeLiteralNode)) return visited
-    const members = visited.types.map((type) => ({
-      type,
-      text: printer.printNode(ts.EmitHint.Unspecified, type, sourceFile)
-    }))
-    members.sort((a, b) => (a.text < b.text ? -1 : a.text > b.text ? 1 : 0))
-    return context.factory.updateIntersectionTypeNode(
-      visited,
-      context.factory.createNodeArray(members.map((member) => member.type))
-    )
+    if (ts.isIntersectionTypeNode(visited) && visited.types.every(ts.isTypeLiteralNode)) {
+      return context.factory.updateIntersectionTypeNode(visited, sorted(visited.types))
+    }
+    if (ts.isUnionTypeNode(visited) && visited.types.length > 1) {
+      const name = referenceName(visited.types[0]!)
+      if (name !== undefined && visited.types.every((type) => referenceName(type) === name)) {
+        return context.factory.updateUnionTypeNode(visited, sorted(visited.types))
+      }
+    }
+    return visited
   }
   return (node) => ts.visitNode(node, visit)!
 }
 
 const print = (node: ts.Node): Array<string> => {
   const sourceFile = node.getSourceFile()
-  const result = ts.transform(node, [sortedIntersections(sourceFile)])
+  const result = ts.transform(node, [sortedMembers(sourceFile)])
   try {
     return printer.printNode(ts.EmitHint.Unspecified, result.transformed[0]!, sourceFile).split("\n")
   } finally {
