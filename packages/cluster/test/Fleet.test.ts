@@ -330,18 +330,20 @@ describe("a fleet running the real Claude Code CLI", () => {
         const db = yield* Postgres.database
         let slow = 0
         // Every turn asks the runner who it is (a host tool on its gateway), then answers with it.
-        // The first delivery of the "slowly" turn gets no answer before its runner is killed.
-        const server = yield* AnthropicServer.make({
-          respond: AnthropicServer.roundTrip(
-            (request) => {
-              const ask = AnthropicServer.callTool("whoami", {})
-              return lastUser(request).includes("slowly") && slow++ === 0 ? AnthropicServer.delayed(60_000, ask) : ask
-            },
-            (results) => AnthropicServer.reply(`served by ${JSON.parse(results[0]!.text).runner}`)
-          )
-        })
+        // The first delivery of the "slowly" turn gets no answer before its runner is killed. Each
+        // runner's CLI talks to a model server of its own: the server a turn reaches names the
+        // runner serving it (the thread's shard may move between turns while the runners settle).
+        const respond = AnthropicServer.roundTrip(
+          (request) => {
+            const ask = AnthropicServer.callTool("whoami", {})
+            return lastUser(request).includes("slowly") && slow++ === 0 ? AnthropicServer.delayed(60_000, ask) : ask
+          },
+          (results) => AnthropicServer.reply(`served by ${JSON.parse(results[0]!.text).runner}`)
+        )
+        const names = ["c1", "c2"] as const
+        const servers = yield* Effect.all(names.map(() => AnthropicServer.make({ respond })))
         const runners = yield* Effect.all(
-          ["c1", "c2"].map((name) =>
+          names.map((name, index) =>
             startRunner({
               name,
               databaseUrl: db.url,
@@ -349,18 +351,19 @@ describe("a fleet running the real Claude Code CLI", () => {
               timing: "tuned",
               leaseTtl: "5 seconds",
               reapInterval: "1 second",
-              claude: { url: server.url }
+              claude: { url: servers[index]!.url }
             })
           ),
           { concurrency: "unbounded" }
         )
+        const asked = (index: number) =>
+          Effect.map(servers[index]!.messages, (requests) => requests.filter((r) => lastUser(r).includes("slowly")))
         yield* Effect.gen(function*() {
           const threads = yield* ThreadEntity.client({ turnTimeout: "3 minutes" })
           const thread = threads.thread("tenant-42/claude")
           const first = yield* thread.run({ input: "Who runs this thread?", id: "c#1" })
           const owner = /served by (c[12])/.exec(first.text)?.[1]
           expect(owner).toBeDefined()
-          const victim = runners.find((runner) => runner.name === owner)!
           // Claude Code writes its session file behind its result (up to ~100 ms); the store gets
           // the turn's answer from the late save once the files are quiet. A runner killed inside
           // that window leaves a store copy without the answer (a known limit): this test kills
@@ -368,21 +371,27 @@ describe("a fleet running the real Claude Code CLI", () => {
           yield* Effect.sleep("600 millis")
 
           const second = yield* Effect.fork(thread.run({ input: "Keep going slowly.", id: "c#2" }))
-          // Killed once its Claude CLI has sent the turn to the model.
-          while (!(yield* server.messages).some((request) => lastUser(request).includes("slowly"))) {
+          // The runner whose Claude CLI sent the turn to the model is killed while it waits.
+          let serving = -1
+          while (serving < 0) {
             yield* Effect.sleep("50 millis")
+            for (const index of [0, 1]) if ((yield* asked(index)).length > 0) serving = index
           }
+          const victim = runners[serving]!
+          const survivor = runners[1 - serving]!
+          const marker = `TETHER_AGENT_MARKER=${victim.pid}-`
+          expect(Fixture.processesMentioning(marker).length).toBeGreaterThan(0)
           process.kill(victim.pid, "SIGKILL")
           const result = yield* Fiber.join(second)
-          expect(result.text).toBe(`served by ${runners.find((runner) => runner !== victim)!.name}`)
+          expect(result.text).toBe(`served by ${survivor.name}`)
           // The other runner's CLI resumed the committed session: the model saw the first turn.
-          const resumed = (yield* server.messages).filter((request) => lastUser(request).includes("slowly")).at(-1)!
+          const resumed = (yield* asked(1 - serving)).at(-1)!
           const history = AnthropicServer.transcript(resumed).map(([, text]) => text).join("\n")
           expect(history).toContain("Who runs this thread?")
-          expect(history).toContain(`served by ${victim.name}`)
+          expect(history).toContain(`served by ${owner}`)
           expect(result.session).toBe(first.session)
           // The dead runner's Claude CLI, still waiting for the model, is reaped by the survivor.
-          while (Fixture.processesMentioning(`TETHER_AGENT_MARKER=${victim.pid}-`).length > 0) {
+          while (Fixture.processesMentioning(marker).length > 0) {
             yield* Effect.sleep("100 millis")
           }
           expect(Option.getOrThrow(yield* thread.snapshot)).toMatchObject({
