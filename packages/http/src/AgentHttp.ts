@@ -33,8 +33,9 @@
  *   or live threads turned off), `502 input_refused` when the provider refused it (logged).
  * - `POST /threads/:key/runs/:run/approvals/:id`, body `{ "decision": "allow" | "allowForSession" }` or
  *   `{ "decision": "deny", "message": string }`: answers the approval `:id` (an `ApprovalRequested`
- *   event of that thread's turn) and answers `204`; `404 not_found` for an id no turn of the thread
- *   waits on, `409 approval_resolved` when it was already answered (the first answer stays).
+ *   event of the run `:run`) and answers `204`; `404 not_found` for an id that run did not ask for
+ *   (another run's, even of the same thread), `409 approval_resolved` when it was already answered
+ *   (the first answer stays).
  * - `GET /threads/:key`: the thread's snapshot `{ key, provider?, turns, updatedAt?, run? }`
  *   (`run`: the id of its running turn, for a client that reconnects after a reload).
  * - `POST /agui`: the AG-UI protocol (`RunAgentInput` in, AG-UI events out as SSE, encoded

@@ -155,8 +155,10 @@ export const make = <Principal, R>(
     ) =>
       threads.use(entry.key, mode, (thread) =>
         thread.stream(turn).pipe(
-          Stream.runForEach((event) =>
-            Effect.zipRight(
+          Stream.runForEach((event) => {
+            // Known before a reader sees the request, which it may answer at once.
+            if (event._tag === "ApprovalRequested") entry.approvals.add(event.request.id)
+            return Effect.zipRight(
               Runs.publish(entry, event),
               event._tag === "RunStarted"
                 ? Effect.zipRight(
@@ -168,7 +170,7 @@ export const make = <Principal, R>(
                 )
                 : Effect.void
             )
-          )
+          })
         )).pipe(
           Effect.catchAllCause((cause) =>
             Effect.gen(function*() {
@@ -314,11 +316,13 @@ export const make = <Principal, R>(
         return HttpServerResponse.unsafeJson({ delivery })
       })
 
-    // The answer goes through the thread's handle: only that thread's approvals are found.
+    // Only the run that asked answers: another run of the thread (an ended one, kept for its
+    // readers) does not know the id. The answer then goes through the thread's handle.
     const postApproval = (access: AgentHttp.Access<Principal>, key: string, run: string, id: string) =>
       Effect.gen(function*() {
         const entry = yield* findRun(access, key, run)
         const body = yield* decode(ApprovalBody, yield* readJson)
+        if (!entry.approvals.has(id)) return yield* Failure.notFound
         const decision = body.decision === "deny"
           ? Approval.deny(body.message)
           : body.decision === "allow"

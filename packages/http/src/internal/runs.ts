@@ -31,6 +31,8 @@ export interface Entry {
   readonly key: string
   /** The ids of the runs this turn carried (a rejected resume retried fresh carries two). */
   readonly runIds: Set<string>
+  /** The ids of the approvals this turn asked for: they are answered through its runs' URLs only. */
+  readonly approvals: Set<string>
   readonly capacity: number
   readonly frames: Array<Frame>
   /** The id of the newest frame evicted from the buffer (-1: none). */
@@ -62,6 +64,7 @@ export const makeEntry = (key: string, capacity: number, closing: Deferred.Defer
     ([changed, progress, finished, cancel]): Entry => ({
       key,
       runIds: new Set(),
+      approvals: new Set(),
       capacity,
       frames: [],
       evictedUpTo: -1,
