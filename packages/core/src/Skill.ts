@@ -91,7 +91,9 @@ export interface Loaded {
  * - `InvalidName`: not 1-64 lowercase letters, digits and inner hyphens;
  * - `NotFound`: the directory does not exist, is not a directory or is not an absolute path;
  * - `MissingSkillFile`: no `SKILL.md` at the root (or empty inline markdown);
- * - `Unreadable`: a file could not be read, is not UTF-8 text, or is a link or special file;
+ * - `Unreadable`: a file could not be read, is not UTF-8 text, is a link or special file (also one
+ *   swapped in while the skill is read), or has a path `read_skill` cannot name (a backslash, over
+ *   1024 characters);
  * - `TooLarge`: over 256 files, a file over 1 MiB, or over 8 MiB in total;
  * - `InvalidFrontMatter`: `SKILL.md` opens a front matter block that is not a YAML mapping (the
  *   CLIs would not load the skill natively either).

@@ -7,6 +7,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Predicate from "effect/Predicate"
+import { constants as NodeFsConstants } from "node:fs"
 import * as NodeFs from "node:fs/promises"
 import * as NodePath from "node:path"
 import * as Yaml from "yaml"
@@ -70,7 +71,15 @@ export const frontMatter = (markdown: string): Either.Either<Skill.FrontMatter |
   if (document.errors.length > 0) {
     return Either.left(`the front matter is not valid YAML: ${document.errors[0]!.message.split("\n")[0]}`)
   }
-  const data: unknown = document.toJS({ maxAliasCount: 100 }) ?? {}
+  let data: unknown
+  try {
+    data = document.toJS({ maxAliasCount: 100 }) ?? {}
+  } catch (cause) {
+    // An unresolved alias or an alias bomb is no parse error: `toJS` throws for it.
+    return Either.left(
+      `the front matter is not valid YAML: ${String((cause as Error)?.message ?? cause).split("\n")[0]}`
+    )
+  }
   if (!isMapping(data)) return Either.left("the front matter is not a YAML mapping")
   return Either.right({ data, body: lines.slice(end + 1).join("\n") })
 }
@@ -140,9 +149,43 @@ const snapshot = (
 const io = (skill: string, path: string) => (cause: unknown) =>
   error(skill, "Unreadable", `${path}: ${cause instanceof Error ? cause.message : String(cause)}`)
 
+/**
+ * A regular file's bytes, read through one descriptor: opened without following a final link
+ * (nor blocking on a FIFO), checked to be a regular file within the size limit, then read. Where
+ * `/proc` names the opened file, it must be `real` (no directory on the way was swapped for a
+ * link): what was listed is what is read, even while the tree changes.
+ */
+const readRegular = (name: string, child: string, path: string, real: string) =>
+  Effect.tryPromise({
+    try: async (): Promise<Uint8Array | "TooLarge" | "Special" | "Moved"> => {
+      const { O_NOFOLLOW, O_NONBLOCK, O_RDONLY } = NodeFsConstants
+      const handle = await NodeFs.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+      try {
+        const info = await handle.stat()
+        if (!info.isFile()) return "Special"
+        if (info.size > limits.fileBytes) return "TooLarge"
+        const opened = await NodeFs.readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined)
+        if (opened !== undefined && opened !== real) return "Moved"
+        const bytes = await handle.readFile()
+        return bytes.byteLength > limits.fileBytes ? "TooLarge" : bytes
+      } finally {
+        await handle.close()
+      }
+    },
+    catch: io(name, child)
+  }).pipe(Effect.flatMap((read) =>
+    read === "Special"
+      ? Effect.fail(error(name, "Unreadable", `${child} is not a regular file or directory`))
+      : read === "Moved"
+      ? Effect.fail(error(name, "Unreadable", `${child} changed while the skill was read`))
+      : Effect.succeed(read)
+  ))
+
 /** Every regular file under `root` (relative `/` paths); links and special files are refused. */
 const readTree = (name: string, root: string) =>
   Effect.gen(function*() {
+    // The path `/proc` gives an opened file (the root itself may be reached through a link).
+    const realRoot = yield* Effect.tryPromise({ try: () => NodeFs.realpath(root), catch: io(name, root) })
     const files: Array<Skill.SkillContentFile> = []
     let total = 0
     const walk = (relative: string): Effect.Effect<void, SkillError> =>
@@ -161,11 +204,16 @@ const readTree = (name: string, root: string) =>
             if (files.length >= limits.files) {
               return yield* error(name, "TooLarge", `more than ${limits.files} files`)
             }
-            const bytes = yield* Effect.tryPromise({
-              try: () => NodeFs.readFile(NodePath.join(root, child)),
-              catch: io(name, child)
-            })
-            if (bytes.byteLength > limits.fileBytes) {
+            // `read_skill` must be able to name every file it lists.
+            if (entry.name.includes("\\") || child.length > 1024) {
+              return yield* error(
+                name,
+                "Unreadable",
+                `${child.slice(0, 200)}: a skill file's path has no backslash and at most 1024 characters`
+              )
+            }
+            const bytes = yield* readRegular(name, child, NodePath.join(root, child), NodePath.join(realRoot, child))
+            if (bytes === "TooLarge") {
               return yield* error(name, "TooLarge", `${child} is larger than ${limits.fileBytes} bytes`)
             }
             total += bytes.byteLength

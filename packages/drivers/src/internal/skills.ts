@@ -11,7 +11,9 @@ import * as Either from "effect/Either"
 /**
  * `SKILL.md` as the CLIs load it: YAML frontmatter with `name` and `description` (the CLIs skip
  * a skill without them). Present keys are kept as written; missing ones are added from the
- * skill's name and description (JSON strings are valid YAML scalars).
+ * skill's name and description (JSON strings are valid YAML scalars) as lines under the opening
+ * `---`. A mapping that cannot take such lines (flow style, indented) is written anew instead,
+ * one key a line, its values as JSON (valid YAML).
  *
  * @internal
  */
@@ -29,8 +31,27 @@ export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): strin
   ]
   if (found === undefined) return ["---", ...missing, "---", "", markdown].join("\n")
   if (missing.length === 0) return markdown
+  // Lines inserted under the opening `---` keep the file as written (comments, block scalars),
+  // but only a block mapping at column 0 takes them.
   const lines = markdown.split(/\r?\n/)
-  return [lines[0]!, ...missing, ...lines.slice(1)].join("\n")
+  const inserted = [lines[0]!, ...missing, ...lines.slice(1)].join("\n")
+  const check = Skill.frontMatter(inserted)
+  if (
+    Either.isRight(check) && check.right !== undefined && Object.hasOwn(check.right.data, "name") &&
+    Object.hasOwn(check.right.data, "description")
+  ) return inserted
+  const present: Array<string> = []
+  for (const [key, value] of Object.entries(found.data)) {
+    let written: string | undefined
+    try {
+      written = JSON.stringify(value)
+    } catch {
+      // A value an alias made cyclic has no JSON form: keep the file as written.
+      return markdown
+    }
+    if (written !== undefined) present.push(`${JSON.stringify(key)}: ${written}`)
+  }
+  return ["---", ...missing, ...present, "---", found.body].join("\n")
 }
 
 /**
