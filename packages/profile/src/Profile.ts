@@ -338,7 +338,8 @@ export interface ExecutionProfile {
    * sha256). An entry brought from the source (copy or auth link) is replaced, never written
    * through. Fails with `ProfileCollision` before writing anything when an entry exists that
    * the clone does not own (`Unowned`), a previously materialized entry was changed
-   * (`UserModified`), or a parent is a symlink (`ThroughLink`); with `ProfileError`
+   * (`UserModified`), or a parent is a symlink (`ThroughLink`, also when the clone's own root or
+   * profile directory was replaced by one); with `ProfileError`
    * (`InvalidPath`) for absolute paths, `..`, empty or duplicate paths, or a path that is also
    * the parent directory of another path of the batch; with `ProfileError` (`CloneClosed`)
    * after the clone's scope closed. Calls on one clone run one at a time.
@@ -525,8 +526,10 @@ export interface ReclaimOptions {
 
 /**
  * Removes the clones under a root (default `defaultRoot()`) whose marker names an owner process
- * that is no longer alive (pid + start time, so a reused pid does not keep a clone alive).
- * Retained clones and clones of live owners are left alone. Returns the removed directories; a
+ * that is no longer alive (pid + start time, so a reused pid does not keep a clone alive; an
+ * owner of an earlier boot is dead). An owner in another PID namespace (a container sharing the
+ * root) cannot be checked from here and counts as alive. Retained clones and clones of live
+ * owners are left alone. Returns the removed directories; a
  * clone that cannot be removed is a logged warning and stays, with its marker. Fails only when
  * the root cannot be read.
  *

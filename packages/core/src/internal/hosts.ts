@@ -11,6 +11,7 @@ import type * as Path from "@effect/platform/Path"
 import * as Profile from "@tether/profile/Profile"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as NodeCrypto from "node:crypto"
 import * as FsSync from "node:fs"
 import * as NodeOs from "node:os"
 import * as NodePath from "node:path"
@@ -56,8 +57,12 @@ export const recordRoot = (root: string): Effect.Effect<void> =>
     return Effect.try(() => {
       FsSync.mkdirSync(dir, { recursive: true, mode: 0o700 })
       const roots = [...recorded, root].sort()
-      const temporary = `${file}.${process.pid}.tmp`
-      FsSync.writeFileSync(temporary, JSON.stringify({ version: 1, ...host, roots }) + "\n", { mode: 0o600 })
+      // A fresh name, created exclusively: nothing planted at a predictable one is written through.
+      const temporary = `${file}.${process.pid}-${NodeCrypto.randomBytes(6).toString("hex")}.tmp`
+      FsSync.writeFileSync(temporary, JSON.stringify({ version: 1, ...host, roots }) + "\n", {
+        mode: 0o600,
+        flag: "wx"
+      })
       FsSync.renameSync(temporary, file)
       recorded.add(root)
     }).pipe(

@@ -9,6 +9,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { globalValue } from "effect/GlobalValue"
+import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as NodeFsPromises from "node:fs/promises"
 import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
@@ -17,7 +18,19 @@ import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
 import { removeTree } from "./removeTree.js"
-import { io, lstat, seed, type Seeded, sha256, stillSeeded, sync, walk, writeNewSync } from "./seed.js"
+import {
+  io,
+  lstat,
+  readRegular,
+  readRegularSync,
+  seed,
+  type Seeded,
+  sha256,
+  stillSeeded,
+  sync,
+  walk,
+  writeNewSync
+} from "./seed.js"
 import * as sessions from "./sessions.js"
 import { canonical, ensureRoot, inside, resolveSource, rootOf } from "./source.js"
 
@@ -40,9 +53,15 @@ interface CloneState {
   closed: boolean
 }
 
+/**
+ * A fresh name beside `file`, created exclusively (`wx`): an entry a process of the run planted
+ * at a predictable name (a link into the source) is never written through.
+ */
+const temporaryOf = (file: string) => `${file}.${process.pid}-${NodeCrypto.randomBytes(6).toString("hex")}.tmp`
+
 const writeJsonSync = (file: string, value: unknown): void => {
-  const temporary = `${file}.${process.pid}.tmp`
-  NodeFs.writeFileSync(temporary, JSON.stringify(value, null, 2), { mode: 0o600 })
+  const temporary = temporaryOf(file)
+  writeNewSync(temporary, JSON.stringify(value, null, 2), 0o600)
   NodeFs.renameSync(temporary, file)
 }
 
@@ -60,8 +79,8 @@ const writeJson = (file: string, value: unknown) => sync(file, () => writeJsonSy
 const writeJsonAsync = (file: string, value: unknown) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const temporary = `${file}.${process.pid}.tmp`
-    yield* fs.writeFileString(temporary, JSON.stringify(value, null, 2), { mode: 0o600 })
+    const temporary = temporaryOf(file)
+    yield* fs.writeFileString(temporary, JSON.stringify(value, null, 2), { mode: 0o600, flag: "wx" })
     yield* fs.rename(temporary, file)
   }).pipe(Effect.mapError(io(file)))
 
@@ -79,8 +98,8 @@ const entryStateAsync = (absolute: string, entry: owner.ManifestEntry) =>
     const info = yield* lstatAsync(absolute)
     if (info === undefined) return "missing" as const
     if (!info.isFile()) return "modified" as const
-    const content = yield* Effect.tryPromise({ try: () => NodeFsPromises.readFile(absolute), catch: io(absolute) })
-    return sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
+    const content = yield* Effect.tryPromise({ try: () => readRegular(absolute), catch: io(absolute) })
+    return content !== undefined && sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
   })
 
 const lock = (canonical: string, agentId: string) =>
@@ -108,12 +127,26 @@ const entryState = (absolute: string, entry: owner.ManifestEntry) =>
     const info = yield* lstat(absolute)
     if (info === undefined) return "missing" as const
     if (!info.isFile()) return "modified" as const
-    const content = yield* sync(absolute, () => NodeFs.readFileSync(absolute))
-    return sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
+    const content = yield* sync(absolute, () => readRegularSync(absolute))
+    return content !== undefined && sha256(content) === entry.sha256 ? "intact" as const : "modified" as const
   })
 
 /** @internal */
 export { entryState }
+
+/**
+ * The clone's root and profile directory are still plain directories: a process of the run may
+ * have replaced one with a link (into the source), which every write below would follow.
+ */
+const ownDirectories = (cloneRoot: string, profileDir: string) =>
+  Effect.gen(function*() {
+    for (const dir of [cloneRoot, profileDir]) {
+      const info = yield* lstat(dir)
+      if (info === undefined || info.isSymbolicLink() || !info.isDirectory()) {
+        return yield* new ProfileCollision({ reason: "ThroughLink", path: dir })
+      }
+    }
+  })
 
 const materialize = (
   path: Path.Path,
@@ -128,6 +161,7 @@ const materialize = (
   Effect.gen(function*() {
     // After close the directory is gone: writing would recreate part of it.
     if (state.closed) return yield* new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" })
+    yield* ownDirectories(cloneRoot, profileDir)
     const planned: Array<{ readonly file: MaterializedFile; readonly rel: string; readonly absolute: string }> = []
     const seen = new Set<string>()
     for (const file of files) {
@@ -389,7 +423,14 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
           ? Effect.fail(new ProfileError({ reason: "CloneClosed", path: cloneRoot, detail: "scope closed" }))
           : state.sessions === undefined
           ? Effect.succeed(empty)
-          : f(state.sessions.store)
+          : Effect.zipRight(
+            ownDirectories(cloneRoot, dir).pipe(
+              Effect.mapError((e) =>
+                new ProfileError({ reason: "Io", path: e.path, detail: "not a plain directory (replaced by a link?)" })
+              )
+            ),
+            f(state.sessions.store)
+          )
       ).pipe(
         state.lock.withPermits(1),
         Effect.provideService(Path.Path, path),

@@ -6,12 +6,12 @@
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as NodeFs from "node:fs/promises"
+import * as NodeFs from "node:fs"
 import type { CloneReport, Inspection, MaterializedEntry, Selection } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import { entryState } from "./clone.js"
 import * as owner from "./owner.js"
-import { listClones } from "./reclaim.js"
+import { listClones, readText } from "./reclaim.js"
 import { walk } from "./seed.js"
 import { resolveSource, rootOf } from "./source.js"
 
@@ -22,12 +22,19 @@ export const inspect = (selection: Selection, layout: ProfileLayout) =>
     const source = yield* resolveSource(selection, layout)
     const entries = source.exists ? yield* walk(source.path, layout) : []
     const clones: Array<CloneReport> = []
+    // A clone made through another spelling of the source (a link to it) is a clone of it too.
+    const sameSource = (spelled: string) => {
+      if (spelled === source.path) return true
+      try {
+        return NodeFs.realpathSync.native(spelled) === source.canonical
+      } catch {
+        return false
+      }
+    }
     for (const found of yield* listClones(path.resolve(rootOf(selection).root))) {
       const marker = found.marker
-      if (marker === undefined || marker.source !== source.path || marker.provider !== layout.provider) continue
-      const text = yield* Effect.promise(() =>
-        NodeFs.readFile(path.join(found.dir, owner.manifestName), "utf8").catch(() => undefined)
-      )
+      if (marker === undefined || marker.provider !== layout.provider || !sameSource(marker.source)) continue
+      const text = yield* readText(path.join(found.dir, owner.manifestName))
       const manifest = text === undefined ? undefined : Option.getOrUndefined(owner.decodeManifest(text))
       const materialized: Array<MaterializedEntry> = []
       for (const entry of manifest?.entries ?? []) {

@@ -23,6 +23,12 @@ export const Marker = Schema.Struct({
   provider: Schema.String,
   source: Schema.String,
   createdAt: Schema.String,
+  /**
+   * The owner's PID namespace (`/proc/self/ns/pid`) and boot (`/proc/sys/kernel/random/boot_id`),
+   * when known: a pid means nothing in another namespace, and nobody outlives a reboot.
+   */
+  pidNamespace: Schema.optional(Schema.String),
+  bootId: Schema.optional(Schema.String),
   /** Set when close kept user-changed entries: such a clone is never reclaimed automatically. */
   retained: Schema.optional(Schema.Array(Schema.String))
 })
@@ -77,8 +83,19 @@ const pidExists = (pid: number): boolean => {
   }
 }
 
-/** Whether the process a marker names is still the one that wrote it. @internal */
-export const ownerAlive = (marker: Pick<Marker, "pid" | "startTime">): boolean => {
+type Self = Pick<Marker, "pid" | "startTime" | "pidNamespace" | "bootId">
+
+/**
+ * Whether the process a marker names is still the one that wrote it. A marker of another boot
+ * names a dead owner; one of another PID namespace (a container sharing the clone root) cannot be
+ * checked from here and counts as alive.
+ *
+ * @internal
+ */
+export const ownerAlive = (marker: Pick<Marker, "pid" | "startTime"> & Partial<Self>): boolean => {
+  const here = self()
+  if (marker.bootId !== undefined && here.bootId !== undefined && marker.bootId !== here.bootId) return false
+  if (marker.pidNamespace !== undefined && marker.pidNamespace !== here.pidNamespace) return true
   if (!pidExists(marker.pid)) return false
   if (marker.startTime === null) return true
   const current = procStat(marker.pid)
@@ -86,8 +103,27 @@ export const ownerAlive = (marker: Pick<Marker, "pid" | "startTime">): boolean =
   return current !== undefined && current.state !== "Z" && current.startTime === marker.startTime
 }
 
-let selfFields: Pick<Marker, "pid" | "startTime"> | undefined
+let selfFields: Self | undefined
+
+const readOr = (read: () => string): string | undefined => {
+  try {
+    return read().trim()
+  } catch {
+    return undefined
+  }
+}
 
 /** The marker fields identifying this process (read once: they never change). @internal */
-export const self = (): Pick<Marker, "pid" | "startTime"> =>
-  selfFields ??= { pid: process.pid, startTime: processStartTime(process.pid) }
+export const self = (): Self => {
+  if (selfFields === undefined) {
+    const pidNamespace = readOr(() => NodeFs.readlinkSync("/proc/self/ns/pid"))
+    const bootId = readOr(() => NodeFs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8"))
+    selfFields = {
+      pid: process.pid,
+      startTime: processStartTime(process.pid),
+      ...(pidNamespace === undefined ? {} : { pidNamespace }),
+      ...(bootId === undefined ? {} : { bootId })
+    }
+  }
+  return selfFields
+}

@@ -11,7 +11,7 @@ import * as NodeFs from "node:fs/promises"
 import type { ReclaimOptions } from "../Profile.js"
 import * as owner from "./owner.js"
 import { removeTree } from "./removeTree.js"
-import { io, lstat } from "./seed.js"
+import { io, lstat, readRegular } from "./seed.js"
 import { defaultRoot } from "./source.js"
 
 /** Names produced by `mkdtemp(<root>/c-)`: nothing else in a root is ever removed. @internal */
@@ -25,8 +25,23 @@ export interface FoundClone {
   readonly mtimeMs: number
 }
 
-const readText = (file: string) =>
-  Effect.tryPromise({ try: () => NodeFs.readFile(file, "utf8").catch(() => undefined), catch: io(file) })
+/**
+ * A marker's or manifest's text, `undefined` when it is not a regular file of at most 1 MiB or
+ * cannot be read: no link followed, no FIFO waited on.
+ *
+ * @internal
+ */
+export const readText = (file: string) =>
+  Effect.tryPromise({
+    try: () =>
+      NodeFs.lstat(file).then(
+        (info) =>
+          info.isFile() && info.size <= 1024 * 1024
+            ? readRegular(file).then((bytes) => bytes?.toString("utf8"))
+            : undefined
+      ).catch(() => undefined),
+    catch: io(file)
+  })
 
 /** The clone directories of `root` (none when it does not exist), with their markers. @internal */
 export const listClones = (root: string) =>

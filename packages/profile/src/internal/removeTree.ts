@@ -5,6 +5,7 @@
  */
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import { readRegularSync } from "./seed.js"
 
 /**
  * Entries removed between two turns of the event loop: a synchronous unlink costs ~15 µs, so a
@@ -26,7 +27,7 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
  * with `lstat` first: a link is never followed, only a plain directory this user owns is
  * changed. False when nothing changed (not such a directory, or already open to its owner).
  */
-const grant = (dir: string): boolean => {
+const grant = (dir: string | Buffer): boolean => {
   let info: NodeFs.Stats
   try {
     info = NodeFs.lstatSync(dir)
@@ -48,7 +49,7 @@ const grant = (dir: string): boolean => {
  * first: searching a directory needs its parent's permission) and runs it once more. Every
  * directory given is inside the tree: nothing outside it is ever changed.
  */
-const withAccess = <A>(dirs: ReadonlyArray<string>, f: () => A): A => {
+const withAccess = <A>(dirs: ReadonlyArray<string | Buffer>, f: () => A): A => {
   try {
     return f()
   } catch (e) {
@@ -62,7 +63,7 @@ const withAccess = <A>(dirs: ReadonlyArray<string>, f: () => A): A => {
 }
 
 /** Unlinks a non-directory of `dir`; one already gone is no error. */
-const unlinkIn = (dir: string, path: string): void => {
+const unlinkIn = (dir: string | Buffer, path: string | Buffer): void => {
   try {
     withAccess([dir], () => NodeFs.unlinkSync(path))
   } catch (e) {
@@ -100,55 +101,83 @@ export const removeTree = async (root: string, options?: RemoveOptions): Promise
     throw e
   }
   const last = options?.last
+  const lastName = last === undefined ? undefined : Buffer.from(last)
+  const lastPath = last === undefined ? undefined : NodePath.join(root, last)
+  // What `last` held once it was removed: put back if the removal then fails (a writer refilled
+  // the root), so that a clone that stays keeps its marker.
+  let removedLast: { readonly content: Buffer; readonly mode: number } | undefined
+  // Paths are bytes: a name that is not UTF-8 (a Latin-1 file a tool wrote) decoded to a string
+  // would name another entry, or none, and its directory would never empty.
+  const slash = Buffer.from("/")
   // Depth first: a directory stays on the stack below its subdirectories until they are gone.
   // `parent` is undefined for the root, whose parent is outside the tree.
-  const stack: Array<{ readonly dir: string; readonly parent: string | undefined; listed: boolean; listings: number }> =
-    [{ dir: root, parent: undefined, listed: false, listings: 0 }]
+  const stack: Array<{ readonly dir: Buffer; readonly parent: Buffer | undefined; listed: boolean; listings: number }> =
+    [{ dir: Buffer.from(root), parent: undefined, listed: false, listings: 0 }]
   let slice = 0
-  while (stack.length > 0) {
-    const top = stack[stack.length - 1]!
-    const parents = top.parent === undefined ? [] : [top.parent]
-    if (top.listed) {
-      try {
-        // Everything else is gone: the root's last entry goes now.
-        if (top.parent === undefined && last !== undefined) unlinkIn(root, NodePath.join(root, last))
-        withAccess(parents, () => NodeFs.rmdirSync(top.dir))
-        stack.pop()
-      } catch (e) {
-        const code = codeOf(e)
-        if (code === "ENOENT") stack.pop()
-        else if (code === "ENOTEMPTY" && top.listings < listings) top.listed = false
-        else throw e
-      }
-    } else {
-      top.listed = true
-      top.listings++
-      let entries: Array<NodeFs.Dirent>
-      try {
-        entries = withAccess([...parents, top.dir], () => NodeFs.readdirSync(top.dir, { withFileTypes: true }))
-      } catch (e) {
-        if (codeOf(e) !== "ENOENT") throw e
-        stack.pop()
-        continue
-      }
-      for (const entry of entries) {
-        if (top.parent === undefined && entry.name === last) continue
-        const path = NodePath.join(top.dir, entry.name)
-        // A link's entry type is the link's own: a link to a directory is unlinked, not walked.
-        if (entry.isDirectory()) {
-          stack.push({ dir: path, parent: top.dir, listed: false, listings: 0 })
+  try {
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1]!
+      const parents = top.parent === undefined ? [] : [top.parent]
+      if (top.listed) {
+        try {
+          // Everything else is gone: the root's last entry goes now.
+          if (top.parent === undefined && lastPath !== undefined && removedLast === undefined) {
+            const info = NodeFs.lstatSync(lastPath, { throwIfNoEntry: false })
+            const content = info?.isFile() === true ? readRegularSync(lastPath) : undefined
+            if (content !== undefined) removedLast = { content, mode: info!.mode & 0o777 }
+            unlinkIn(root, lastPath)
+          }
+          withAccess(parents, () => NodeFs.rmdirSync(top.dir))
+          stack.pop()
+        } catch (e) {
+          const code = codeOf(e)
+          if (code === "ENOENT") stack.pop()
+          else if (code === "ENOTEMPTY" && top.listings < listings) top.listed = false
+          else throw e
+        }
+      } else {
+        top.listed = true
+        top.listings++
+        let entries: Array<NodeFs.Dirent<Buffer>>
+        try {
+          entries = withAccess(
+            [...parents, top.dir],
+            () => NodeFs.readdirSync(top.dir, { withFileTypes: true, encoding: "buffer" })
+          )
+        } catch (e) {
+          if (codeOf(e) !== "ENOENT") throw e
+          stack.pop()
           continue
         }
-        unlinkIn(top.dir, path)
-        if (++slice === entriesPerSlice) {
-          slice = 0
-          await turn()
+        for (const entry of entries) {
+          if (top.parent === undefined && lastName !== undefined && entry.name.equals(lastName)) continue
+          const path = Buffer.concat([top.dir, slash, entry.name])
+          // A link's entry type is the link's own: a link to a directory is unlinked, not walked.
+          if (entry.isDirectory()) {
+            stack.push({ dir: path, parent: top.dir, listed: false, listings: 0 })
+            continue
+          }
+          unlinkIn(top.dir, path)
+          if (++slice === entriesPerSlice) {
+            slice = 0
+            await turn()
+          }
         }
       }
+      if (++slice === entriesPerSlice) {
+        slice = 0
+        await turn()
+      }
     }
-    if (++slice === entriesPerSlice) {
-      slice = 0
-      await turn()
+  } catch (e) {
+    if (removedLast !== undefined && lastPath !== undefined) {
+      try {
+        // Never over an entry that took its place.
+        NodeFs.writeFileSync(lastPath, removedLast.content, { flag: "wx", mode: removedLast.mode })
+      } catch {
+        // the root itself is gone or unwritable: nothing to keep the marker in
+      }
     }
+    throw e
   }
 }

@@ -9,6 +9,7 @@ import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
+import * as NodeFsPromises from "node:fs/promises"
 import { ProfileCollision, ProfileError } from "../Profile.js"
 import type { ResolvedOptions } from "../Profile.js"
 import type { EntryClass, ProfileLayout } from "../ProfileLayout.js"
@@ -69,6 +70,47 @@ export const writeNewSync = (file: string, content: string | Uint8Array, mode: n
   }
 }
 
+const { O_NOFOLLOW, O_NONBLOCK, O_RDONLY } = NodeFs.constants
+
+/**
+ * The bytes of the regular file at `file`, `undefined` for anything else (missing, a link, a
+ * FIFO, a device, a directory): opened without following a link or waiting for a FIFO's writer,
+ * then checked through the descriptor, so a swap after an `lstat` cannot make the read block.
+ *
+ * @internal
+ */
+export const readRegularSync = (file: string): Buffer | undefined => {
+  let fd: number
+  try {
+    fd = NodeFs.openSync(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "ENOENT" || code === "ELOOP" || code === "ENXIO" || code === "ENOTDIR") return undefined
+    throw error
+  }
+  try {
+    return NodeFs.fstatSync(fd).isFile() ? NodeFs.readFileSync(fd) : undefined
+  } finally {
+    NodeFs.closeSync(fd)
+  }
+}
+
+/** `readRegularSync` through the promise API. @internal */
+export const readRegular = async (file: string): Promise<Buffer | undefined> => {
+  const handle = await NodeFsPromises.open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK).catch(
+    (error: NodeJS.ErrnoException) =>
+      error.code === "ENOENT" || error.code === "ELOOP" || error.code === "ENXIO" || error.code === "ENOTDIR"
+        ? undefined
+        : Promise.reject(error)
+  )
+  if (handle === undefined) return undefined
+  try {
+    return (await handle.stat()).isFile() ? await handle.readFile() : undefined
+  } finally {
+    await handle.close()
+  }
+}
+
 /** @internal */
 export const sha256 = (data: string | Uint8Array): string => NodeCrypto.createHash("sha256").update(data).digest("hex")
 
@@ -88,7 +130,10 @@ export const stillSeeded = (absolute: string, seeded: Seeded) =>
       case "hardlink":
         return info.isFile() && info.ino === seeded.ino
       case "copy":
-        return info.isFile() && sha256(yield* sync(absolute, () => NodeFs.readFileSync(absolute))) === seeded.sha256
+        if (!info.isFile()) return false
+        return (yield* sync(absolute, () => readRegularSync(absolute)).pipe(
+          Effect.map((content) => content !== undefined && sha256(content) === seeded.sha256)
+        ))
     }
   })
 
@@ -121,11 +166,34 @@ export const walk = (source: string, layout: ProfileLayout) =>
       ancestors: ReadonlySet<string>
     ): Effect.Effect<void, ProfileError> =>
       Effect.gen(function*() {
-        const names = yield* sync(dir, () => NodeFs.readdirSync(dir))
-        names.sort()
-        for (const name of names) {
+        const raw = yield* sync(dir, () => NodeFs.readdirSync(dir, { encoding: "buffer" }))
+        const names = raw.map((bytes) => ({ bytes, name: bytes.toString("utf8") }))
+        names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        for (const { bytes, name } of names) {
           const absolute = path.join(dir, name)
           const relative = rel === "" ? name : `${rel}/${name}`
+          if (!Buffer.from(name, "utf8").equals(bytes)) {
+            // A name that is not UTF-8 cannot be a declared entry's path: one the layout would
+            // copy fails the clone rather than going missing from it.
+            const info = yield* sync(absolute, () => {
+              try {
+                return NodeFs.statSync(Buffer.concat([Buffer.from(`${dir}/`), bytes]))
+              } catch {
+                return undefined
+              }
+            })
+            const declared = info?.isDirectory() === true
+              ? glob.couldMatchBelow(patterns, relative)
+              : info?.isFile() === true && Layout.classify(layout, relative) !== undefined
+            if (declared) {
+              return yield* new ProfileError({
+                reason: "InvalidPath",
+                path: absolute,
+                detail: "a declared entry whose name is not UTF-8 cannot be copied"
+              })
+            }
+            continue
+          }
           const link = yield* lstat(absolute)
           if (link === undefined) continue
           let info = link
@@ -207,15 +275,20 @@ export const seed = (
         seeded.set(entry.path, linked)
         continue
       }
-      // Content and mode of one open file (one read of the source, no second lookup).
-      const { content, mode } = yield* sync(entry.absolute, () => {
-        const fd = NodeFs.openSync(entry.absolute, "r")
+      // Content and mode of one open file (one read of the source, no second lookup). Opened
+      // without blocking: a FIFO swapped in since the walk would wait for a writer, holding the
+      // event loop; what is no longer a regular file is skipped, as the walk skips it.
+      const read = yield* sync(entry.absolute, () => {
+        const fd = NodeFs.openSync(entry.absolute, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK)
         try {
-          return { mode: NodeFs.fstatSync(fd).mode & 0o777, content: NodeFs.readFileSync(fd) }
+          const info = NodeFs.fstatSync(fd)
+          return info.isFile() ? { mode: info.mode & 0o777, content: NodeFs.readFileSync(fd) } : undefined
         } finally {
           NodeFs.closeSync(fd)
         }
       })
+      if (read === undefined) continue
+      const { content, mode } = read
       yield* sync(target, () => writeNewSync(target, content, mode))
       const contentDigest = sha256(content)
       seeded.set(entry.path, { kind: "copy", sha256: contentDigest })

@@ -321,14 +321,17 @@ export const save = (
       const content = yield* readIfPresent(file)
       if (content === undefined) continue
       current.add(rel)
-      const digest = sha256(content)
+      // The baseline holds digests of what the store holds (seeding and loading take them from
+      // it): of the redacted copy, so that an entry the clone deletes is found unchanged below.
+      const stored = redact(content)
+      const digest = sha256(stored)
       // Unchanged since seeding or the last save: never overwrite another clone's newer copy.
       if (baseline.get(rel) === digest) continue
       if (!ready) {
         yield* ensureStore(store)
         ready = true
       }
-      yield* writeAtomically(store, rel, redact(content), privateMode((yield* lstat(file))?.mode ?? 0o600))
+      yield* writeAtomically(store, rel, stored, privateMode((yield* lstat(file))?.mode ?? 0o600))
       baseline.set(rel, digest)
       saved.push(rel)
     }
