@@ -12,6 +12,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
+import * as Fixture from "./fixtures/agent.js"
 import { withRunner } from "./fixtures/withRunner.js"
 
 /** Waits on the live process until input is steered into the turn, then answers the prompt. */
@@ -24,34 +25,9 @@ const respond = (prompt: string): ReadonlyArray<Reference.Step> =>
       ...Reference.answer(prompt)
     ]
 
-/**
- * On the prompt "ask" the provider asks for an approval from a fiber of its own (as a live driver's
- * permission callback does), records the decision, and steers the turn to its end.
- */
-const asking = (decisions: Array<Approval.Decision>): Driver.Driver => {
-  const base = Reference.driver({ live: true, respond })
-  return {
-    ...base,
-    approvals: { live: true },
-    live: {
-      ...base.live!,
-      attach: (channel, context) =>
-        Effect.map(base.live!.attach(channel, context), (session): Driver.LiveSession => ({
-          ...session,
-          turn: (request) =>
-            request.prompt !== "ask" ? session.turn(request) : Stream.merge(
-              session.turn(request),
-              Stream.execute(Effect.forkDaemon(
-                context.approve!({ toolName: "Bash", kind: "command", input: { command: "ls" }, command: "ls" }).pipe(
-                  Effect.tap((decision) => Effect.sync(() => decisions.push(decision))),
-                  Effect.zipRight(session.steer!("decided"))
-                )
-              ))
-            )
-        }))
-    }
-  }
-}
+/** The reference live driver `asking` for an approval on "ask"; the decisions go to `decisions`. */
+const asking = (decisions: Array<Approval.Decision>): Driver.Driver =>
+  Fixture.asking(Reference.driver({ live: true, respond }), (decision) => decisions.push(decision))
 
 /** The fixture's runner, its agent on `driver` (answering approvals through the host when it asks). */
 const withLiveRunner = <A, E>(driver: Driver.Driver, body: (threads: ThreadEntity.Client) => Effect.Effect<A, E>) =>
