@@ -23,6 +23,8 @@ interface Manifest {
   readonly engines?: { readonly node?: string }
   readonly publishConfig?: { readonly access?: string }
   readonly files?: ReadonlyArray<string>
+  readonly main?: string
+  readonly types?: string
   readonly dependencies?: { readonly [name: string]: string }
   readonly peerDependencies?: { readonly [name: string]: string }
   readonly peerDependenciesMeta?: { readonly [name: string]: { readonly optional?: boolean } }
@@ -133,6 +135,11 @@ describe("package manifests", () => {
       expect(manifest.keywords).toEqual(expect.arrayContaining(["tether", "effect"]))
       expect(manifest.engines).toEqual({ node: ">=20" })
       expect(manifest.publishConfig?.access).toBe("public")
+      // For resolvers that read no `exports` (TypeScript's node10, older bundlers).
+      expect({ main: manifest.main, types: manifest.types }).toEqual({
+        main: "./build/esm/index.js",
+        types: "./build/dts/index.d.ts"
+      })
       expect(Fs.readFileSync(Path.join(pkgDir, "LICENSE"), "utf8")).toBe(
         Fs.readFileSync(Path.join(root, "LICENSE"), "utf8")
       )
