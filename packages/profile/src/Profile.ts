@@ -245,6 +245,17 @@ export const cloneFrom = (source: string, root: string, options?: CloneOptions):
 })
 
 /**
+ * Options of `ExecutionProfile.materialize`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface MaterializeOptions {
+  /** Rewrite an entry this clone materialized that was changed since, instead of failing. */
+  readonly replaceChanged?: boolean
+}
+
+/**
  * A file a driver writes into the clone: `path` is relative to the profile directory,
  * `/` separated, without `..`; `mode` defaults to `0o600`.
  *
@@ -343,9 +354,13 @@ export interface ExecutionProfile {
    * (`InvalidPath`) for absolute paths, `..`, empty or duplicate paths, or a path that is also
    * the parent directory of another path of the batch; with `ProfileError` (`CloneClosed`)
    * after the clone's scope closed. Calls on one clone run one at a time.
+   *
+   * With `replaceChanged`, an entry this clone materialized that was changed since (by the CLI
+   * the clone serves) is written anew instead of failing `UserModified`.
    */
   readonly materialize: (
-    files: ReadonlyArray<MaterializedFile>
+    files: ReadonlyArray<MaterializedFile>,
+    options?: MaterializeOptions
   ) => Effect.Effect<void, ProfileError | ProfileCollision>
   /**
    * The identity's session store (`<sessions root>/<sha256(identity) prefix>`), or `undefined`

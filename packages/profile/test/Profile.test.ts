@@ -344,6 +344,10 @@ describe("ExecutionProfile.materialize", () => {
       yield* clone.materialize([{ path: "tether/a.json", content: "1" }])
       write(clone.dir, "tether/a.json", "user edit")
       expect(yield* fail([{ path: "tether/a.json", content: "2" }])).toMatchObject({ reason: "UserModified" })
+      // Unless the caller owns every change in its clone (an agent restoring what the CLI edited).
+      yield* clone.materialize([{ path: "tether/a.json", content: "2" }], { replaceChanged: true })
+      expect(NodeFs.readFileSync(NodePath.join(clone.dir, "tether/a.json"), "utf8")).toBe("2")
+      yield* clone.materialize([{ path: "tether/a.json", content: "3" }])
       NodeFs.symlinkSync(w.outside, NodePath.join(clone.dir, "linked"))
       expect(yield* fail([{ path: "linked/x", content: "x" }])).toMatchObject({
         reason: "ThroughLink",

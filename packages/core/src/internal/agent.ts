@@ -23,6 +23,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import * as NodeProcess from "node:process"
 import type * as Agent from "../Agent.js"
 import { AgentClosed, AgentConfigError, ApprovalNotFound, InvalidTurn, UnsupportedCapability } from "../AgentError.js"
@@ -289,16 +290,31 @@ export const assemble = (
 
     // A driver prepares the same files for every run of the agent (per-turn state goes in its
     // arguments and environment, never in a file another run's CLI may be reading): write each
-    // file only when its content changes.
+    // file only when its content changes, or when the file on disk is no longer the one written
+    // (the CLI, or the model through its file tools, edited a projected skill or its context
+    // file): the next run's CLI reads what the agent defines, never an earlier run's edit.
     const materializeLock = yield* Effect.makeSemaphore(1)
-    const materialized = new Map<string, string>()
+    const materialized = new Map<string, { readonly key: string; readonly written: string | undefined }>()
+    const onDisk = (path: string): string | undefined => {
+      const info = NodeFs.lstatSync(NodePath.join(profile.dir, ...path.split("/")), { throwIfNoEntry: false })
+      return info === undefined ? undefined : `${info.ino}:${info.size}:${info.mtimeMs}:${info.ctimeMs}`
+    }
     const materialize = (files: ReadonlyArray<Driver.MaterializedFile>) =>
       materializeLock.withPermits(1)(Effect.suspend(() => {
-        const changed = files.filter((file) => materialized.get(file.path) !== `${file.mode ?? ""}:${file.content}`)
-        return changed.length === 0 ? Effect.void : Effect.tap(profile.materialize(changed), () =>
-          Effect.sync(() => {
-            for (const file of changed) materialized.set(file.path, `${file.mode ?? ""}:${file.content}`)
-          }))
+        const changed = files.filter((file) => {
+          const known = materialized.get(file.path)
+          return known === undefined || known.key !== `${file.mode ?? ""}:${file.content}` ||
+            known.written === undefined || known.written !== onDisk(file.path)
+        })
+        return changed.length === 0 ? Effect.void : Effect.tap(
+          profile.materialize(changed, { replaceChanged: true }),
+          () =>
+            Effect.sync(() => {
+              for (const file of changed) {
+                materialized.set(file.path, { key: `${file.mode ?? ""}:${file.content}`, written: onDisk(file.path) })
+              }
+            })
+        )
       }))
     // The two services a driver's `prepare` and `open` may use, and nothing else of the context
     // `make` ran in (a run's own context, its span among it, stays the run's).

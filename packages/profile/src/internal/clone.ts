@@ -13,7 +13,15 @@ import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as NodeFsPromises from "node:fs/promises"
 import { ProfileCollision, ProfileError, ProfileInUse } from "../Profile.js"
-import type { ExecutionProfile, MaterializedFile, Owner, Selection, SessionLoad, SessionSync } from "../Profile.js"
+import type {
+  ExecutionProfile,
+  MaterializedFile,
+  MaterializeOptions,
+  Owner,
+  Selection,
+  SessionLoad,
+  SessionSync
+} from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import * as owner from "./owner.js"
 import { clonePrefix, reclaim } from "./reclaim.js"
@@ -156,7 +164,8 @@ const materialize = (
   state: CloneState
 ) =>
 (
-  files: ReadonlyArray<MaterializedFile>
+  files: ReadonlyArray<MaterializedFile>,
+  options?: MaterializeOptions
 ) =>
   Effect.gen(function*() {
     // After close the directory is gone: writing would recreate part of it.
@@ -184,7 +193,7 @@ const materialize = (
         const owned = state.manifest.get(rel)
         const seeded = state.seeded.get(rel)
         if (owned !== undefined) {
-          if ((yield* entryState(absolute, owned)) !== "intact") {
+          if (options?.replaceChanged !== true && (yield* entryState(absolute, owned)) !== "intact") {
             return yield* new ProfileCollision({ reason: "UserModified", path: rel })
           }
         } else if (seeded === undefined || !(yield* stillSeeded(absolute, seeded))) {
