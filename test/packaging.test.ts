@@ -35,6 +35,7 @@ const workspaces = rootManifest.workspaces.map((dir) => ({
 /** The repository's effect is the root pin; the app pins another patch of the same minor. */
 const appEffect = "3.22.3"
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
+const esbuild = Path.join(root, "node_modules", ".bin", "esbuild")
 
 /** The `npm install` lines of the README's first section (the install instructions). */
 const readmeInstall = (): ReadonlyArray<string> => {
@@ -211,7 +212,7 @@ describe("Tether installed into someone else's app", () => {
 
   it("a README-style program type-checks under nodenext and under bundler resolution", async () => {
     Fs.mkdirSync(Path.join(app, "src"), { recursive: true })
-    for (const file of ["main.ts", "testing.ts"]) {
+    for (const file of ["main.ts", "testing.ts", "acp.ts"]) {
       Fs.copyFileSync(Path.join(root, "test/fixtures/package-app", file), Path.join(app, "src", file))
     }
     const common = { target: "ES2022", strict: true, skipLibCheck: true, types: ["node"], lib: ["ES2022"] }
@@ -247,8 +248,8 @@ describe("Tether installed into someone else's app", () => {
     expect(Fs.existsSync(Path.join(app, "dist", "main.js"))).toBe(true)
   })
 
-  const runApp = async (program: string) => {
-    const { stdout, stderr, code } = await run(process.execPath, [Path.join(app, "dist", program)], {
+  const runApp = async (program: string, dir = "dist") => {
+    const { stdout, stderr, code } = await run(process.execPath, [Path.join(app, dir, program)], {
       cwd: "/",
       env: { PATH: cleanPath, HOME: home, TMPDIR: Os.tmpdir(), LANG: "C.UTF-8" }
     })
@@ -271,5 +272,26 @@ describe("Tether installed into someone else's app", () => {
   it("@tether/testing's fake CLIs run from the installed package", async () => {
     const { outcome } = await runApp("testing.js")
     expect(outcome).toEqual({ cursor: "turn 1; echo -> {\"echoed\":\"host\"}", fake: "done" })
+  }, 120_000)
+
+  it("an ACP turn runs from the compiled app and from an esbuild bundle of it (the turn runner is found)", async () => {
+    Fs.copyFileSync(
+      Path.join(root, "packages/drivers/test/fixtures/acp-agent/agent.mjs"),
+      Path.join(app, "acp-agent.mjs")
+    )
+    const expected = Array.from({ length: 200 }, (_, i) => `${i},`).join("")
+    expect((await runApp("acp.js")).outcome).toEqual({ text: expected })
+    // Bundled into one file: `import.meta.url` is the bundle's; @tether/drivers stays installed.
+    await checked(esbuild, [
+      Path.join(app, "dist", "acp.js"),
+      "--bundle",
+      "--platform=node",
+      "--format=esm",
+      "--main-fields=module,main",
+      "--banner:js=import { createRequire as bannerRequire } from 'node:module'; const require = bannerRequire(import.meta.url);",
+      `--outfile=${Path.join(app, "bundle", "acp.mjs")}`,
+      "--log-level=error"
+    ], { cwd: app, env: npmEnv })
+    expect((await runApp("acp.mjs", "bundle")).outcome).toEqual({ text: expected })
   }, 120_000)
 })

@@ -17,6 +17,7 @@
 import * as Driver from "@tether/core/Driver"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as NodeFs from "node:fs"
 import { createRequire } from "node:module"
 import * as NodePath from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -65,15 +66,23 @@ export const capabilitiesOf = (config: Config): Driver.Capabilities => ({
   persistentProcess: true
 })
 
-/** Where the turn runner is and how to start it: the built file, or the source through tsx. */
+/**
+ * Where the turn runner is and how to start it: the source through tsx (the repository's tests),
+ * the built file beside this one, or, when an app bundled this module into a file of its own
+ * (`import.meta.url` is then the bundle's), the built file of the installed package.
+ */
 const runner = (): ReadonlyArray<string> => {
   const url = import.meta.url
   const here = url.startsWith("file:") ? fileURLToPath(url) : url
   const dir = NodePath.dirname(here)
-  if (here.endsWith(".js")) return [NodePath.join(dir, "acpTurn.js")]
-  // From source (the repository's tests): the TypeScript runner with the source condition.
-  const tsx = pathToFileURL(createRequire(here).resolve("tsx")).href
-  return ["--conditions=@tether/source", "--import", tsx, NodePath.join(dir, "acpTurn.ts")]
+  if (here.endsWith(".ts")) {
+    const tsx = pathToFileURL(createRequire(here).resolve("tsx")).href
+    return ["--conditions=@tether/source", "--import", tsx, NodePath.join(dir, "acpTurn.ts")]
+  }
+  const beside = NodePath.join(dir, "acpTurn.js")
+  if (NodeFs.existsSync(beside)) return [beside]
+  const installed = NodePath.dirname(createRequire(here).resolve("@tether/drivers/package.json"))
+  return [NodePath.join(installed, "build", "esm", "internal", "acpTurn.js")]
 }
 
 /** Checks what no ACP agent can honour and builds the agent's environment. */
