@@ -502,6 +502,17 @@ export const open = (
         }
         host.exiting.set(key, reaped)
         let fiber: Fiber.RuntimeFiber<Result, RunError> | undefined
+        // Whether the store holds `record` as the key's current one (the session, turn count and
+        // time of this commit); no answer within 2 s counts as not committed.
+        const landed = (record: ThreadRecord) =>
+          host.store.get(key).pipe(
+            Effect.map((current) =>
+              Option.isSome(current) && current.value.session === record.session &&
+              current.value.turns === record.turns && current.value.updatedAt === record.updatedAt
+            ),
+            Effect.timeout("2 seconds"),
+            Effect.orElseSucceed(() => false)
+          )
         const commit = (result: Result) =>
           Effect.gen(function*() {
             const session = result.session
@@ -535,18 +546,26 @@ export const open = (
               // The commit is interruptible (the agent's close must not wait on a store). Once the
               // store has committed, what goes with the commit happens even if the turn is then
               // canceled: the fork is done, and `onCommit` records what the host keeps with it.
+              // A commit interrupted in flight (the turn canceled, a fleet runner's entity ended)
+              // may have landed all the same: the store says, within a bound.
               Effect.onExit((exit) =>
-                Exit.isSuccess(exit)
-                  ? Effect.sync(() => (pendingFork = undefined)).pipe(
-                    Effect.zipRight(
-                      options.onCommit === undefined ? Effect.void : options.onCommit({ record, result }).pipe(
-                        Effect.catchAllCause((cause) =>
-                          Effect.logWarning("a thread's onCommit failed; the commit stands", cause)
+                Effect.flatMap(
+                  Exit.isSuccess(exit)
+                    ? Effect.succeed(true)
+                    : Exit.isInterrupted(exit)
+                    ? landed(record)
+                    : Effect.succeed(false),
+                  (committed) =>
+                    !committed ? Effect.void : Effect.sync(() => (pendingFork = undefined)).pipe(
+                      Effect.zipRight(
+                        options.onCommit === undefined ? Effect.void : options.onCommit({ record, result }).pipe(
+                          Effect.catchAllCause((cause) =>
+                            Effect.logWarning("a thread's onCommit failed; the commit stands", cause)
+                          )
                         )
                       )
                     )
-                  )
-                  : Effect.void
+                )
               )
             )
           })
