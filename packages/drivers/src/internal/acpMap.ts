@@ -10,7 +10,7 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import type * as Stream from "effect/Stream"
-import { isBlank, none, notice, RecentMap, textOf, turnEnd, usageFrom } from "./lines.js"
+import { isBlank, none, notice, RecentMap, splitMcpName, textOf, turnEnd, usageFrom } from "./lines.js"
 
 type Json = { readonly [key: string]: unknown }
 
@@ -74,9 +74,9 @@ export const codexNaming: Naming = (call, hostedKey) => {
 
 /** A tool name in Claude's convention: `mcp__<server>__<tool>` is an MCP tool. @internal */
 export const identityOf = (name: string, hostedKey: string): ToolIdentity => {
-  const mcp = /^mcp__(.+?)__(.+)$/.exec(name)
-  if (mcp === null) return { name, source: "builtin" }
-  return mcp[1] === hostedKey ? { name: mcp[2]!, source: "host" } : { name, source: "mcp" }
+  const mcp = splitMcpName(name)
+  if (mcp === undefined) return { name, source: "builtin" }
+  return mcp.server === hostedKey ? { name: mcp.tool, source: "host" } : { name, source: "mcp" }
 }
 
 /**
@@ -135,6 +135,18 @@ const chunkText = (update: Json): string | undefined =>
   isRecord(update["content"]) && update["content"]["type"] === "text" ? str(update["content"]["text"]) : undefined
 
 /** The text of a tool call's `content` blocks (`{type:"content",content:{type:"text",text}}`). */
+/** A tool call's content whose text is a JSON object, as that object; else `undefined`. */
+const jsonRecord = (content: unknown): Json | undefined => {
+  const text = contentText(content)
+  if (text === undefined || !text.startsWith("{")) return undefined
+  try {
+    const value: unknown = JSON.parse(text)
+    return isRecord(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
 const contentText = (content: unknown): string | undefined => {
   if (!Array.isArray(content)) return undefined
   const texts: Array<string> = []
@@ -249,7 +261,8 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     const identity = naming(infoOf(update, callId), hostedKey)
     calls.set(callId, identity)
     flush(out)
-    const input = update["rawInput"]
+    // Gemini CLI sends no rawInput: an MCP tool call's arguments are its content's JSON text.
+    const input = update["rawInput"] ?? (identity.source === "builtin" ? undefined : jsonRecord(update["content"]))
     out.push({
       _tag: "ToolCall",
       phase: "start",

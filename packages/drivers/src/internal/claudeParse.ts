@@ -7,7 +7,17 @@
 import * as Driver from "@tether/core/Driver"
 import type { Usage } from "@tether/core/Result"
 import * as Stream from "effect/Stream"
-import { isBlank, type LineOutputs, type LineResult, none, notice, RecentMap, textOf, usageFrom } from "./lines.js"
+import {
+  isBlank,
+  type LineOutputs,
+  type LineResult,
+  none,
+  notice,
+  RecentMap,
+  splitMcpName,
+  textOf,
+  usageFrom
+} from "./lines.js"
 
 /** @internal */
 export type Json = { readonly [key: string]: unknown }
@@ -50,14 +60,6 @@ export interface Dialect {
 /** @internal */
 export const claude: Dialect = { product: "Claude Code" }
 
-const lineTerminator = /[\n\r\u2028\u2029]/
-
-/**
- * `mcp__<server>__<tool>`, split as `/^mcp__(.+?)__(.+)$/` would split it (the first `__` after a
- * non-empty server name; no line terminator anywhere) but in linear time: the pattern backtracks
- * quadratically on `mcp__`, many underscores and a line break (seconds at 64 KiB, minutes at
- * 1 MiB), and parsing is synchronous: the whole host would wait.
- */
 /**
  * An MCP tool's name as Claude Code (and CodeBuddy Code) name it: every character outside
  * `[A-Za-z0-9_-]` becomes `_` (a catalog name may hold `.`).
@@ -110,13 +112,10 @@ const toolOf = (providerName: string, hostedKey: string, hostedTools: ReadonlyAr
     // and `__` (`tether__x`) names its tools `mcp__tether__x__<tool>` too.
     if (catalogName !== undefined) return { name: catalogName, source: "host" as const }
   }
-  if (providerName.startsWith("mcp__")) {
-    const separator = providerName.indexOf("__", 6)
-    if (separator !== -1 && separator + 2 < providerName.length && !lineTerminator.test(providerName)) {
-      return { name: providerName.slice(separator + 2), source: "mcp" as const }
-    }
-  }
-  return { name: providerName, source: "builtin" as const }
+  const mcp = splitMcpName(providerName)
+  return mcp === undefined
+    ? { name: providerName, source: "builtin" as const }
+    : { name: mcp.tool, source: "mcp" as const }
 }
 
 /** Builds a `Usage` from a result record; absent fields stay absent (not reported). */
@@ -331,7 +330,8 @@ const onResult = (
   const terminal: Driver.Terminal = {
     _tag: "Terminal",
     ok: !isError,
-    text,
+    // A failed turn's `result` is the CLI's own error text ("API Error: 500 …"), not the model's.
+    text: isError ? undefined : text,
     usage,
     model: modelUsage[0] ?? state.model,
     session: str(record["session_id"]),

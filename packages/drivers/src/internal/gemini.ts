@@ -82,7 +82,7 @@ export const layout: ProfileLayout = {
 export const defaultMaxAttempts = 3
 
 /** The key Gemini CLI 0.61 adds to every tool call. @internal */
-export const injectedArguments: ReadonlyArray<string> = ["wait_for_previous"]
+export const injectedArguments: ReadonlyArray<string> = [parser.injectedArgument]
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
@@ -492,6 +492,11 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       "",
       "--output-format",
       "stream-json",
+      // The model's text as it said it: the CLI strips escape sequences from each streamed chunk
+      // otherwise (also leaving debris of one split across chunks); its ACP mode does not. The
+      // risk flag only silences a warning for text output.
+      "--raw-output",
+      "--accept-raw-output-risk",
       ...setup.model,
       ...(yield* sessionArgs(request.session)),
       ...setup.options

@@ -29,6 +29,8 @@ interface State {
   /** The last tool name read and its identity (compared by `===`: a fresh string's lookup hashes it). */
   lastToolName: string | undefined
   lastIdentity: Identity | undefined
+  /** The last error record's message: an invalid stream's reason comes before a `result` without `error`. */
+  lastError: string | undefined
   done: boolean
 }
 
@@ -42,8 +44,28 @@ const initial = (renamed: Renamed): State => ({
   calls: new RecentMap(),
   lastToolName: undefined,
   lastIdentity: undefined,
+  lastError: undefined,
   done: false
 })
+
+/**
+ * The argument Gemini CLI 0.61 adds to every tool call on its own (see `Gemini.ts`): not the
+ * tool's, so not in its events and transcript either (the gateway strips it for the handler).
+ *
+ * @internal
+ */
+export const injectedArgument = "wait_for_previous"
+
+const withoutInjected = (parameters: unknown): unknown => {
+  if (!isRecord(parameters) || !Object.hasOwn(parameters, injectedArgument)) return parameters
+  const own: Record<string, unknown> = {}
+  for (const key of Object.keys(parameters)) {
+    if (key !== injectedArgument) {
+      Object.defineProperty(own, key, { value: parameters[key], enumerable: true, writable: true, configurable: true })
+    }
+  }
+  return own
+}
 
 /** The CLI's sanitization of an MCP server name inside a tool name. */
 const sanitize = (name: string): string => name.replace(/[^a-zA-Z0-9_\-.:]/g, "_")
@@ -254,7 +276,7 @@ export const step = (
         callId,
         name: identity.name,
         source: identity.source,
-        input: record["parameters"]
+        input: withoutInjected(record["parameters"])
       }
       const message = takeMessage(state)
       return message === undefined ? call : [message, call]
@@ -276,6 +298,7 @@ export const step = (
     }
     case "error": {
       const severity = record["severity"] === "warning" ? "warning" : "error"
+      if (severity === "error") state.lastError = str(record["message"])
       return notice(severity, "gemini.error", str(record["message"]) ?? "", record)
     }
     case "result": {
@@ -290,7 +313,7 @@ export const step = (
         usage,
         model: modelOfStats(record["stats"]) ?? state.model,
         session: state.sessionId,
-        error: ok ? undefined : error ?? `the CLI reported status ${textOf(record["status"])}`,
+        error: ok ? undefined : error ?? state.lastError ?? `the CLI reported status ${textOf(record["status"])}`,
         raw: record
       }
       state.done = true

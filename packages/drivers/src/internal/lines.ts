@@ -165,3 +165,21 @@ export class RecentMap<V> {
     return this.key === undefined && this.older.size === 0
   }
 }
+
+const lineTerminator = /[\n\r\u2028\u2029]/
+
+/**
+ * `mcp__<server>__<tool>`, split as `/^mcp__(.+?)__(.+)$/` would split it (the first `__` after a
+ * non-empty server name, a non-empty tool name, no line terminator anywhere) but in linear time:
+ * the pattern backtracks quadratically on `mcp__`, many underscores and a line break (seconds at
+ * 64 KiB, minutes at 1 MiB), and parsing is synchronous: the whole host would wait. `undefined`
+ * for a name not of that shape.
+ *
+ * @internal
+ */
+export const splitMcpName = (name: string): { readonly server: string; readonly tool: string } | undefined => {
+  if (!name.startsWith("mcp__")) return undefined
+  const separator = name.indexOf("__", 6)
+  if (separator === -1 || separator + 2 >= name.length || lineTerminator.test(name)) return undefined
+  return { server: name.slice(5, separator), tool: name.slice(separator + 2) }
+}
