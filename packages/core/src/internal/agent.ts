@@ -243,9 +243,10 @@ export const assemble = (
       Effect.mapError((error) => configError("Registration", error.message, error)),
       Effect.onError(() => abort)
     )
-    const identity = options.identity === undefined
-      ? undefined
-      : `${driver.name}:${options.identity.tenant ?? ""}/${options.identity.id}`
+    // The tenant ends at the first "/": ("acme/eu", "alice") and ("acme", "eu/alice") are two
+    // identities, with two session stores. A tenant without "%" or "/" keeps its identity.
+    const tenant = (options.identity?.tenant ?? "").replaceAll("%", "%25").replaceAll("/", "%2F")
+    const identity = options.identity === undefined ? undefined : `${driver.name}:${tenant}/${options.identity.id}`
     const profile = yield* Profile.clone(options.profile ?? Profile.native(), driver.layout, {
       agentId: id,
       ...(identity === undefined ? {} : { identity }),
@@ -281,9 +282,8 @@ export const assemble = (
         : { id: options.identity.id, tenant: options.identity.tenant }
     }
     const fingerprint = Compatibility.compatibilityFingerprint(compatibility)
-    const store = yield* Effect.serviceOption(ThreadStore).pipe(
-      Effect.flatMap(Option.match({ onNone: () => makeMemory, onSome: Effect.succeed }))
-    )
+    const provided = yield* Effect.serviceOption(ThreadStore)
+    const store = Option.isSome(provided) ? provided.value : yield* makeMemory
     const agentClosed = yield* Deferred.make<void>()
     const agentClosing = yield* Deferred.make<void>()
     const exiting = new Map<string, Deferred.Deferred<void>>()
@@ -671,6 +671,7 @@ export const assemble = (
       components: Compatibility.compatibilityComponents(compatibility),
       revisionless: definition.catalog.descriptors.filter((d) => d.revision === undefined).map((d) => d.name),
       store,
+      storeShared: Option.isSome(provided),
       leaseTtl: Duration.decode(options.threads?.leaseTtl ?? "30 seconds"),
       events: { capacity, blocking },
       sessions: {

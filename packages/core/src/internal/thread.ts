@@ -69,6 +69,11 @@ export interface Host {
   /** Tools without a revision (threads refuse them). */
   readonly revisionless: ReadonlyArray<string>
   readonly store: ThreadStore["Type"]
+  /**
+   * Whether `store` came from the context (shared with the other agents of the identity), not the
+   * agent's own in-memory one, which cannot know what the others' records refer to.
+   */
+  readonly storeShared: boolean
   readonly leaseTtl: Duration.Duration
   /** The agent's event policy, applied to each subscriber of a thread's `events`. */
   readonly events: { readonly capacity: number; readonly blocking: boolean }
@@ -257,7 +262,9 @@ export const pruneAll = (
     const records = yield* host.store.prune({ supersededBefore: now - Duration.toMillis(olderThan) })
     const referenced = yield* host.store.sessions
     const dropped = yield* dropSessions(host, records.map((entry) => entry.record), referenced)
-    const unreferenced = yield* Effect.mapError(
+    // Unreferenced by which records? An agent's own in-memory store sees its records only: the
+    // session store is the identity's, and another agent's checkpoint may point into it.
+    const unreferenced = !host.storeShared ? [] : yield* Effect.mapError(
       host.sessions.prune(olderThan, referenced),
       sessionStoreError("prune provider sessions")
     )
