@@ -34,6 +34,11 @@ export interface Attempt {
   readonly outputSchema: Driver.JsonSchema | undefined
   /** An agent's repair turn: the provider session it resumes. */
   readonly resume: string | undefined
+  /**
+   * Attempt 2 and later: part of the host's turn, whose `id` it carries (a thread's record keeps
+   * it, so a second delivery of the host's turn is `TurnAlreadyCommitted`).
+   */
+  readonly repair: boolean
   /** An agent's attempt: completed once its provider process is gone (or was never spawned). */
   readonly reaped: Deferred.Deferred<void>
   /** What the provider returned natively, set by the run before its `RunFinished`. */
@@ -279,8 +284,6 @@ export const streamAs = <A, I, E>(
       runner.outputSchemaRefusal?.(published.jsonSchema) === undefined
     const toValue = decode(schema, published)
     const base: Agent.Turn = typeof input === "string" ? { input } : input
-    // A repair turn is a new turn of the conversation: not the host's turn `id`.
-    const { id: _, ...rest } = base
 
     const attemptStream = (
       number: number,
@@ -291,11 +294,12 @@ export const streamAs = <A, I, E>(
         const attempt: Attempt = {
           outputSchema: native ? published.jsonSchema : undefined,
           resume,
+          repair: number > 1,
           reaped: yield* Deferred.make<void>(),
           received: undefined
         }
         const turn: AttemptTurn = {
-          ...(number === 1 ? base : rest),
+          ...base,
           input: turnInput,
           [turnKey]: attempt
         }

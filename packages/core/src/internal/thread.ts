@@ -622,7 +622,10 @@ export const open = (
         // thread's close cuts the wait (this turn then fails `ThreadClosed` below).
         const exiting = host.exiting.get(key)
         if (exiting !== undefined) yield* Effect.raceFirst(Deferred.await(exiting), Deferred.await(closedSignal))
-        const first = yield* plan(typeof turn === "string" ? undefined : turn.id)
+        // A repair turn continues its host turn, which its first attempt committed under the same id.
+        const first = yield* plan(
+          typeof turn === "string" || Structured.attemptOf(turn)?.repair === true ? undefined : turn.id
+        )
         if (closed) return yield* new Thread.ThreadClosed({ key })
         // A rejected resume is retried once with a fresh session, unless the thread is strict
         // (then it fails `ResumeRejected`) or the provider had already accepted the session (its
