@@ -509,6 +509,8 @@ export const open = (
         }
         host.exiting.set(key, reaped)
         let fiber: Fiber.RuntimeFiber<Result, RunError> | undefined
+        // The record this turn committed, once it did.
+        let committedRecord: ThreadRecord | undefined
         // Whether the store holds `record` as the key's current one (the session, turn count and
         // time of this commit); no answer within 2 s counts as not committed.
         const landed = (record: ThreadRecord) =>
@@ -563,7 +565,10 @@ export const open = (
                     ? landed(record)
                     : Effect.succeed(false),
                   (committed) =>
-                    !committed ? Effect.void : Effect.sync(() => (pendingFork = undefined)).pipe(
+                    !committed ? Effect.void : Effect.sync(() => {
+                      pendingFork = undefined
+                      committedRecord = record
+                    }).pipe(
                       Effect.zipRight(
                         options.onCommit === undefined ? Effect.void : options.onCommit({ record, result }).pipe(
                           Effect.catchAllCause((cause) =>
@@ -587,7 +592,16 @@ export const open = (
           session: plan.session,
           opening: plan.opening,
           commit,
-          save: host.sessions.save,
+          // A live turn's late save (its CLI wrote behind its result) runs after the turn let go
+          // of the lease: only while the record it committed is still the key's current one. A
+          // later turn committed since (another host's, resuming the same session) saved newer
+          // files, which the late save would replace with older ones.
+          save: (session) =>
+            Effect.gen(function*() {
+              const mine = committedRecord
+              if (mine === undefined || mine.session !== session || !(yield* landed(mine))) return
+              yield* host.sessions.save(session)
+            }),
           load: host.sessions.load,
           reaped,
           observe,

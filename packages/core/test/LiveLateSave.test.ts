@@ -1,0 +1,82 @@
+// A live thread's checkpoint is committed right after its terminal record and the session's
+// save; "once the CLI has stopped writing the turn [...] the session is saved again in the
+// background, so another host resuming the thread gets the whole turn". That late save happens
+// after the turn released its lease: it must never put an older copy of the session over what a
+// later turn (another agent or host on the same stores) committed meanwhile.
+import { describe, expect, it } from "@effect/vitest"
+import type { Driver } from "@tether/core"
+import { ThreadStore } from "@tether/core"
+import { Reference } from "@tether/testing"
+import * as Effect from "effect/Effect"
+import * as NodeProcess from "node:process"
+import * as Threads from "./fixtures/threads.js"
+import { record, withThreads } from "./fixtures/threadTest.js"
+
+const file = (session: string) => `"$REFERENCE_HOME/sessions/${session}.jsonl"`
+
+/** The reference driver with a session file: its live CLI keeps appending to the session's file
+ * (a CLI still writing the turn after its terminal record); a one-shot turn appends one line. */
+const driver = (): Driver.Driver => {
+  const base = Reference.driver({ live: true })
+  const live = base.live!
+  return {
+    ...base,
+    layout: {
+      ...base.layout,
+      classes: { ...base.layout.classes, sessions: ["sessions/**"] },
+      sessionOf: (path: string) => /^sessions\/(.+)\.jsonl$/.exec(path)?.[1]
+    },
+    prepare: (request) =>
+      Effect.map(
+        Reference.driver({ respond: (prompt) => Reference.answer(prompt, request.session.id) }).prepare(request),
+        (invocation) => ({
+          ...invocation,
+          command: "/bin/sh",
+          args: [
+            "-c",
+            `mkdir -p "$REFERENCE_HOME/sessions"; echo one-shot-turn >> ${file(request.session.id)}; exec "$0" "$@"`,
+            invocation.command,
+            ...invocation.args
+          ]
+        })
+      ),
+    live: {
+      ...live,
+      open: (request) =>
+        Effect.map(live.open(request), (invocation) => ({
+          ...invocation,
+          command: "/bin/sh",
+          args: [
+            "-c",
+            `mkdir -p "$REFERENCE_HOME/sessions"; (while :; do echo live-late-write >> ${
+              file("$REFERENCE_SESSION")
+            }; sleep 0.05; done) & exec "$0" "$@"`,
+            NodeProcess.execPath,
+            ...invocation.args
+          ]
+        }))
+    }
+  }
+}
+
+describe("a live turn's late session save", () => {
+  it.live("never overwrites the session a later turn of another agent committed", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ make, sandbox }) =>
+      Effect.gen(function*() {
+        const drv = driver()
+        const a = yield* make(drv, { processes: { exitGrace: "2 seconds", killGrace: "500 millis" } })
+        const b = yield* make(drv, { live: { threads: false } })
+        expect(b.fingerprint).toBe(a.fingerprint)
+        const first = yield* (yield* a.thread("k")).run("one")
+        const SID = first.session!
+        // Another agent on the same stores takes the next turn at once (the lease is free).
+        const second = yield* (yield* b.thread("k")).run("two")
+        expect(second.thread?.mode).toBe("resumed")
+        expect((yield* record(yield* b.thread("k"))).turns).toBe(2)
+        const sessions = Threads.sessionsOf(sandbox)
+        expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
+        // The first agent's late save (its CLI's files never went quiet: bounded by the exit grace).
+        yield* Effect.sleep("3500 millis")
+        expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
+      })))
+})
