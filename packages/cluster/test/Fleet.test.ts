@@ -19,7 +19,16 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Fixture from "./fixtures/agent.js"
-import { freePort, ownerOf, reservePort, type RunnerProcess, startRunner } from "./fixtures/fleet.js"
+import {
+  fleetState,
+  freePort,
+  ownerOf,
+  reservePort,
+  type RunnerProcess,
+  startRunner,
+  waitForShares,
+  waitUntil
+} from "./fixtures/fleet.js"
 import * as Postgres from "./fixtures/postgres.js"
 
 const timing = "tuned"
@@ -45,27 +54,6 @@ const clonesOf = (dirs: Fixture.Dirs, pid: number) =>
     Effect.orDie(Profile.inspect(Profile.cloneFrom(dirs.source, dirs.root), Fixture.driver.layout)),
     (inspection) => inspection.clones.filter((clone) => clone.pid === pid)
   ).pipe(Effect.provide(NodeContext.layer))
-
-const waitUntil = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, within = 60_000) =>
-  Effect.gen(function*() {
-    const until = Date.now() + within
-    while (!(yield* check)) {
-      if (Date.now() > until) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
-      yield* Effect.sleep("50 millis")
-    }
-  })
-
-/** The runners as the cluster's tables and PostgreSQL's advisory locks see them, printed. */
-const fleetState = (sql: SqlClient.SqlClient) =>
-  Effect.gen(function*() {
-    const runners = yield* sql`SELECT address, healthy, last_heartbeat FROM cluster_runners ORDER BY address`
-    const locks = yield* sql`SELECT a.pid, a.client_port, count(*) AS locks FROM pg_locks l
-      JOIN pg_stat_activity a ON a.pid = l.pid
-      WHERE l.locktype = 'advisory' AND l.granted
-        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      GROUP BY a.pid, a.client_port ORDER BY a.pid`
-    console.log(`fleet state: runners ${JSON.stringify(runners)}; advisory locks by backend ${JSON.stringify(locks)}`)
-  }).pipe(Effect.ignore)
 
 /** Runners on the ports reserved for them, each reservation released just before its runner starts. */
 const startFleet = (
@@ -169,25 +157,12 @@ describe("a fleet of runner processes on PostgreSQL", () => {
             threads.thread(key).run(turn)
           const committed = (key: string) => Effect.map(threads.thread(key).snapshot, Option.getOrThrow)
 
-          // Both runners hold their shares of the shards (PostgreSQL advisory locks, one lock
-          // connection each) before the first round: a runner that registered a moment later gets
-          // its share only at the next rebalance, and takes its shards over as the other releases
-          // them; a round started before that lands on one runner. (Once, under the whole suite's
-          // load, a round started when the second runner held only its first few locks.) Then a
-          // refresh of this client's assignments (`Runner.tuned`: every second) after that.
+          // Both runners hold their shares of the shards before the first round (a round started
+          // before that lands on one runner; once, under the whole suite's load, a round started
+          // when the second runner held only its first few locks). Then a refresh of this
+          // client's assignments (`Runner.tuned`: every second) after that.
           const locks = yield* SqlClient.SqlClient
-          const held = locks<{ readonly n: number | string }>`SELECT count(*) AS n FROM pg_locks
-            WHERE locktype = 'advisory' AND granted
-              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            GROUP BY pid`
-          yield* waitUntil(
-            "both runners to hold a third of the shards or more",
-            Effect.map(Effect.orDie(held), (rows) => {
-              const counts = rows.map((row) => Number(row.n))
-              const total = counts.reduce((sum, n) => sum + n, 0)
-              return counts.length >= 2 && counts.every((n) => n * 3 >= total)
-            })
-          ).pipe(Effect.tapDefect(() => fleetState(locks)))
+          yield* waitForShares(locks)
           yield* Effect.sleep("2 seconds")
 
           // Round 1: every thread starts, spread over the two runners.

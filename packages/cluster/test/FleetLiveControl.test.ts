@@ -22,7 +22,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Fixture from "./fixtures/agent.js"
-import { ownerOf, reservePort, type RunnerProcess, startRunner } from "./fixtures/fleet.js"
+import { ownerOf, reservePort, type RunnerProcess, startRunner, waitForShares, waitUntil } from "./fixtures/fleet.js"
 import * as Postgres from "./fixtures/postgres.js"
 
 class Fleet extends Context.Tag("test/Fleet")<Fleet, {
@@ -49,15 +49,6 @@ const sandbox = Effect.acquireRelease(
 )
 
 const reserve = () => Effect.acquireRelease(Effect.promise(reservePort), (port) => Effect.promise(port.release))
-
-const waitUntil = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, within = 30_000) =>
-  Effect.gen(function*() {
-    const until = Date.now() + within
-    while (!(yield* check)) {
-      if (Date.now() > until) return yield* Effect.dieMessage(`timed out waiting for ${what}`)
-      yield* Effect.sleep("50 millis")
-    }
-  })
 
 /**
  * A database, two runners and this process as a client-only member, once both runners hold their
@@ -89,18 +80,7 @@ const FleetLive = Layer.scopedContext(Effect.gen(function*() {
   const pg = PgClient.layer({ url: Redacted.make(db.url), maxConnections: 4 }).pipe(Layer.orDie)
   const member = yield* Layer.build(Runner.layerClient({ timing: Runner.tuned }).pipe(Layer.provideMerge(pg)))
   const sql = Context.get(member, SqlClient.SqlClient)
-  const held = sql<{ readonly n: number | string }>`SELECT count(*) AS n FROM pg_locks
-    WHERE locktype = 'advisory' AND granted
-      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-    GROUP BY pid`
-  yield* waitUntil(
-    "both runners to hold a third of the shards or more",
-    Effect.map(Effect.orDie(held), (rows) => {
-      const counts = rows.map((row) => Number(row.n))
-      const total = counts.reduce((sum, n) => sum + n, 0)
-      return counts.length >= 2 && counts.every((n) => n * 3 >= total)
-    })
-  )
+  yield* waitForShares(sql, 30_000)
   const owner = ownerOf(ports)
   const keyOnSecond = (prefix: string) => {
     for (let i = 0;; i++) {

@@ -31,7 +31,7 @@ const IssueToolsLive = IssueTools.toLayer({
 
 describe("Gemini CLI quirks (real CLI)", () => {
   it.live(
-    "host tools called with the injected wait_for_previous (true and false) run, and never see the key; a commented settings.json works",
+    "host tools called with the injected wait_for_previous (true and false) run, and neither they nor the run's events see the key; a commented settings.json works",
     () =>
       Effect.gen(function*() {
         const sandbox = yield* Harness.sandbox
@@ -67,8 +67,16 @@ describe("Gemini CLI quirks (real CLI)", () => {
         const declared = JSON.stringify(generations[0]!.tools ?? [])
         expect(declared).toContain("mcp_tether_lookup_issue")
         expect(declared).toContain("wait_for_previous")
-        // ...sent it back, and the handler ran with exactly its own input.
+        // ...sent it back, and the handler ran with exactly its own input; the run's events and
+        // transcript report that input too (the one-shot parser leaves the key out).
         expect(seen).toEqual([{ key: "ISSUE-1" }, { key: "ISSUE-2" }])
+        const starts = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall" && e.phase === "start")
+        expect(starts.map((e) => e.input)).toEqual([{ key: "ISSUE-1" }, { key: "ISSUE-2" }])
+        const transcript = finished?._tag === "RunFinished" ? finished.result.transcript : []
+        expect(transcript.flatMap((e) => e._tag === "ToolCall" ? [e.input] : [])).toEqual([
+          { key: "ISSUE-1" },
+          { key: "ISSUE-2" }
+        ])
         const ends = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall" && e.phase === "end")
         expect(ends.map((e) => [e.name, e.isError])).toEqual([["lookup_issue", false], ["lookup_issue", false]])
         const responses = generations.slice(1).flatMap((g) => GeminiServer.functionResponses(g))

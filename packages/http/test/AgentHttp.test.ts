@@ -13,8 +13,7 @@ import * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
-import { authorize, events, Fixture, layer as fixture, parseFrames, readUntil } from "./support.js"
-import type { Frame } from "./support.js"
+import { authorize, events, Fixture, layer as fixture, parseFrames, readReacting, readUntil } from "./support.js"
 
 const alice = { authorization: "Bearer alice" }
 const json = { "content-type": "application/json" }
@@ -115,24 +114,6 @@ const serve = (options: Omit<AgentHttp.Options<string, never>, "agent" | "author
     const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
     yield* server.serve(yield* AgentHttp.router({ ...options, agent, authorize }))
     return `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
-  })
-
-/**
- * Reads a turn's whole stream, calling `react` with the frames so far after each chunk (the run
- * belongs to a reader: keep reading while acting on it); its frames.
- */
-const readReacting = (response: Response, react: (frames: Array<Frame>) => Promise<void>) =>
-  Effect.promise(async () => {
-    const reader = response.body!.getReader()
-    const decoder = new TextDecoder()
-    let text = ""
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      text += decoder.decode(value, { stream: true })
-      await react(parseFrames(text))
-    }
-    return parseFrames(text)
   })
 
 /** The `ProcessStarted` of a turn's frames. */

@@ -4,12 +4,9 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Agent } from "@tether/core"
-import { Claude } from "@tether/drivers"
 import { AgentHttp } from "@tether/http"
 import { Harness } from "@tether/testing"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
 import * as Os from "node:os"
@@ -17,30 +14,16 @@ import {
   authorize,
   events,
   Fixture,
-  IssueTools,
+  issueAgent,
   IssueToolsLive,
   layer as fixture,
-  parseFrames,
+  readReacting,
   readUntil
 } from "./support.js"
 import type { Frame } from "./support.js"
 
 const alice = { authorization: "Bearer alice" }
 const json = { "content-type": "application/json" }
-
-const readReacting = (response: Response, react: (frames: Array<Frame>) => Promise<void>) =>
-  Effect.promise(async () => {
-    const reader = response.body!.getReader()
-    const decoder = new TextDecoder()
-    let text = ""
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      text += decoder.decode(value, { stream: true })
-      await react(parseFrames(text))
-    }
-    return parseFrames(text)
-  })
 
 const answer = (origin: string, key: string, run: string, id: string, body: unknown) =>
   fetch(`${origin}/threads/${encodeURIComponent(key)}/runs/${run}/approvals/${id}`, {
@@ -184,12 +167,10 @@ layer(fixture, { excludeTestServices: true, timeout: 90_000 })("AG-UI around an 
           (error: unknown) => String(error)
         )
       )
-      console.log("AG-UI sequence:", sent.map((event: { type: string }) => event.type).join(" "))
       expect(deleted).toBe(204)
       expect(verified).toBe("ok")
       expect(sent[0].type).toBe("RUN_STARTED")
       expect(sent.at(-1)).toMatchObject({ type: "RUN_FINISHED", outcome: { type: "cancelled" } })
-      console.log("AG-UI sequence:", sent.map((event: { type: string }) => event.type).join(" "))
     }))
 })
 
@@ -218,18 +199,12 @@ layer(fixture, { excludeTestServices: true, timeout: 90_000 })("SSE cancel durin
           ).then((r) => r.status)
         })
       )
-      console.log("SSE sequence:", frames.map((frame) => frame.event).join(" "))
       const finished = frames.at(-1)!.data
-      expect({ deleted, last: frames.at(-1)!.event, outcome: finished.outcome, text: finished.result?.text }).toEqual({
+      expect({ deleted, last: frames.at(-1)!.event, outcome: finished.outcome }).toEqual({
         deleted: 204,
         last: "RunFinished",
-        outcome: "canceled",
-        text: finished.result?.text
+        outcome: "canceled"
       })
-      const snapshot = yield* Effect.promise(() =>
-        fetch(`${base}/threads/${encodeURIComponent(key)}`, { headers: alice }).then((r) => r.json())
-      )
-      console.log("snapshot after DELETE:", JSON.stringify(snapshot))
     }))
 })
 
@@ -240,20 +215,7 @@ describe("an approval's deadline while the SSE client is away", () => {
       Effect.gen(function*() {
         const { anthropic } = yield* Fixture
         const sandbox = yield* Harness.sandbox
-        const agent = yield* Agent.make({
-          driver: Claude.driver({
-            env: {
-              ANTHROPIC_BASE_URL: anthropic.url,
-              ANTHROPIC_API_KEY: Redacted.make("sk-ant-offline-test"),
-              CLAUDE_CODE_MAX_RETRIES: "0"
-            }
-          }),
-          definition: { instructions: "You triage issues.", skills: [], tools: IssueTools },
-          workspace: sandbox.workspace,
-          profile: sandbox.selection,
-          processes: { killGrace: "500 millis" },
-          approvals: { deadline: "1 second" }
-        })
+        const agent = yield* issueAgent(anthropic.url, sandbox, "1 second")
         const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
         yield* server.serve(
           yield* AgentHttp.router({

@@ -11,6 +11,7 @@ import { AgentHttp } from "@tether/http"
 import { AnthropicServer, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -88,26 +89,36 @@ export class Fixture extends Context.Tag("test/Fixture")<Fixture, {
  * reconnect grace 300 ms, a thread's handle and warm process kept 1 s after its last use), and a
  * second router at `/small` that keeps only 3 events per run.
  */
+/**
+ * The fixture's agent: the real Claude CLI against the scripted server at `anthropicUrl`, the
+ * issue tools, approvals in event mode (Bash calls wait for an answer by HTTP) with `deadline`.
+ */
+export const issueAgent = (
+  anthropicUrl: string,
+  sandbox: Harness.Sandbox,
+  deadline: Duration.DurationInput = "30 seconds"
+) =>
+  Agent.make({
+    driver: Claude.driver({
+      env: {
+        ANTHROPIC_BASE_URL: anthropicUrl,
+        ANTHROPIC_API_KEY: Redacted.make("sk-ant-offline-test"),
+        CLAUDE_CODE_MAX_RETRIES: "0"
+      }
+    }),
+    definition: { instructions: "You triage issues.", skills: [], tools: IssueTools },
+    workspace: sandbox.workspace,
+    profile: sandbox.selection,
+    processes: { killGrace: "500 millis" },
+    approvals: { deadline }
+  })
+
 export const layer = Layer.scoped(
   Fixture,
   Effect.gen(function*() {
     const anthropic = yield* AnthropicServer.make({ respond })
     const sandbox = yield* Harness.sandbox
-    const agent = yield* Agent.make({
-      driver: Claude.driver({
-        env: {
-          ANTHROPIC_BASE_URL: anthropic.url,
-          ANTHROPIC_API_KEY: Redacted.make("sk-ant-offline-test"),
-          CLAUDE_CODE_MAX_RETRIES: "0"
-        }
-      }),
-      definition: { instructions: "You triage issues.", skills: [], tools: IssueTools },
-      workspace: sandbox.workspace,
-      profile: sandbox.selection,
-      processes: { killGrace: "500 millis" },
-      // Event mode: Bash calls wait for an answer by HTTP.
-      approvals: { deadline: "30 seconds" }
-    })
+    const agent = yield* issueAgent(anthropic.url, sandbox)
     // The routers inside the server's lifetime: closing cancels their runs before the server closes.
     const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
     // Warm processes go 1 s after their thread's last use: a test that checks that nothing is left
@@ -178,3 +189,21 @@ export const readUntil = async (
 }
 
 export const events = (frames: ReadonlyArray<Frame>) => frames.filter((frame) => frame.event !== undefined)
+
+/**
+ * Reads a turn's whole stream, calling `react` with the frames so far after each chunk (the run
+ * belongs to a reader: keep reading while acting on it); its frames.
+ */
+export const readReacting = (response: Response, react: (frames: Array<Frame>) => Promise<void>) =>
+  Effect.promise(async () => {
+    const reader = response.body!.getReader()
+    const decoder = new TextDecoder()
+    let text = ""
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      text += decoder.decode(value, { stream: true })
+      await react(parseFrames(text))
+    }
+    return parseFrames(text)
+  })
