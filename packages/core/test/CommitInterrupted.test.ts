@@ -13,14 +13,22 @@ import * as Option from "effect/Option"
 import * as Threads from "./fixtures/threads.js"
 import { text, withThreads } from "./fixtures/threadTest.js"
 
-/** `inner`, except that a commit, once the store took it, never returns while `stuck.on`. */
-const landsThenHangs = (inner: () => Layer.Layer<ThreadStore.ThreadStore>, stuck: { on: boolean }) => () =>
+/**
+ * `inner`, except that a commit, once the store took it, never returns while `stuck.on`, and
+ * neither does a read while `stuck.reads`.
+ */
+const landsThenHangs = (
+  inner: () => Layer.Layer<ThreadStore.ThreadStore>,
+  stuck: { on: boolean; reads?: boolean }
+) =>
+() =>
   Layer.effect(
     ThreadStore.ThreadStore,
     Effect.map(ThreadStore.ThreadStore, (store) => ({
       ...store,
       commit: (lease, record, mode) =>
-        Effect.zipRight(store.commit(lease, record, mode), stuck.on ? Effect.never : Effect.void)
+        Effect.zipRight(store.commit(lease, record, mode), stuck.on ? Effect.never : Effect.void),
+      get: (key) => Effect.zipRight(stuck.reads === true ? Effect.never : Effect.void, store.get(key))
     }))
   ).pipe(Layer.provide(inner()))
 
@@ -52,5 +60,26 @@ for (const [name, storeLayer] of Threads.stores) {
           expect(seen).toEqual(["t1:one", "t2:two"])
         }))
     })
+  })
+
+  describe(`a store that stops answering during an interrupted commit (${name} store)`, () => {
+    it.live("the turn's interruption still ends: the store is asked within its bound, not waited for", () => {
+      const stuck = { on: true, reads: false }
+      return withThreads(landsThenHangs(storeLayer, stuck), ({ agent }) =>
+        Effect.gen(function*() {
+          const thread = yield* agent.thread("k")
+          const turn = yield* Effect.fork(thread.run({ input: text("one"), id: "t1" }))
+          for (;;) {
+            const current = yield* Effect.orDie(thread.snapshot)
+            if (Option.isSome(current) && current.value.turn === "t1") break
+            yield* Effect.sleep("10 millis")
+          }
+          stuck.reads = true
+          const ended = yield* Fiber.interrupt(turn).pipe(Effect.timeout("20 seconds"), Effect.option)
+          stuck.on = false
+          stuck.reads = false
+          expect(Option.isSome(ended)).toBe(true)
+        }))
+    }, 30_000)
   })
 }

@@ -515,6 +515,8 @@ export const open = (
         // time of this commit); no answer within 2 s counts as not committed.
         const landed = (record: ThreadRecord) =>
           host.store.get(key).pipe(
+            // Asked from a finalizer (uninterruptible): a store that never answers is left behind.
+            Effect.interruptible,
             Effect.map((current) =>
               Option.isSome(current) && current.value.session === record.session &&
               current.value.turns === record.turns && current.value.updatedAt === record.updatedAt
