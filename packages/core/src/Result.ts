@@ -13,6 +13,14 @@ import * as Approval from "./Approval.js"
 /**
  * Token usage. A field that is `undefined` was not reported; `0` was observed as zero.
  *
+ * - `inputTokens`: every input token the model read, cached or not (a provider that reports
+ *   uncached, cache-read and cache-write input apart, as Anthropic does, has them summed).
+ * - `cachedInputTokens`: the part of `inputTokens` read from the provider's prompt cache.
+ * - `reasoningTokens`: thinking tokens, where the provider reports them apart.
+ *
+ * Most drivers report the turn's own usage; Codex reports the thread's running total (see the
+ * drivers guide).
+ *
  * @since 0.1.0
  * @category models
  */

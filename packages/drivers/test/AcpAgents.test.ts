@@ -79,10 +79,17 @@ const holding =
     })
   }
 
+/** Every answer reports prompt-cache reads and writes, as Anthropic's API does. */
+const cacheUsage = { inputTokens: 5, outputTokens: 3, cacheReadInputTokens: 300, cacheCreationInputTokens: 40 }
+const withCacheUsage = (respond: AnthropicServer.Responder): AnthropicServer.Responder => (request) => {
+  const step = respond(request)
+  return "usage" in step ? { ...step, usage: cacheUsage } : step
+}
+
 const claudeSubject = Effect.gen(function*() {
   const released = yield* Deferred.make<void>()
   const model = yield* AnthropicServer.make({
-    respond: holding(
+    respond: withCacheUsage(holding(
       released,
       AnthropicServer.roundTrip(
         (request) => {
@@ -106,7 +113,7 @@ const claudeSubject = Effect.gen(function*() {
         },
         (results) => AnthropicServer.reply(`FINAL: ${results.map((r) => r.text).join("|")}`)
       )
-    )
+    ))
   })
   return {
     name: "claude-agent-acp",
@@ -243,6 +250,11 @@ const liveSession = (make: Effect.Effect<Subject, unknown, Scope.Scope>) => () =
     expect(H.terminalOf(turn1).text).toMatch(/reply: \d+$/)
     // claude-agent-acp reports usage in the prompt's result; codex-acp 0.16.0 reports none.
     expect(H.terminalOf(turn1).usage?.outputTokens !== undefined).toBe(subject.reportsUsage)
+    if (subject.reportsUsage) {
+      // The adapter reports uncached, cache-read and cache-write input apart (its total is their
+      // sum); `inputTokens` is all input the model read, `cachedInputTokens` the cache reads.
+      expect(H.terminalOf(turn1).usage).toMatchObject({ inputTokens: 345, cachedInputTokens: 300 })
+    }
     if (subject.reasons) {
       const reasoning = turn1.flatMap((o) => o._tag === "ReasoningDelta" ? [o.text] : []).join("")
       expect(reasoning).toContain("thinking it over")

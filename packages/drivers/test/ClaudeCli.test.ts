@@ -197,6 +197,28 @@ describe("Claude driver with the real CLI", () => {
   )
 
   it.live(
+    "usage counts every input token: the CLI's uncached, cache-read and cache-write tokens",
+    () =>
+      Effect.gen(function*() {
+        const root = yield* tempRoot
+        const mcp = yield* mcpServer(token)
+        const usage = { inputTokens: 5, outputTokens: 7, cacheReadInputTokens: 300, cacheCreationInputTokens: 40 }
+        const server = yield* AnthropicServer.make({
+          respond: AnthropicServer.roundTrip(
+            () => AnthropicServer.callTool("echo", { text: "cached" }, { usage }),
+            () => AnthropicServer.reply("DONE", { usage })
+          )
+        })
+        const turn = yield* runTurn(driverFor(server), baseRequest(root, mcp.url), token)
+        expect(turn.failure).toBeUndefined()
+        // Anthropic reports the three kinds of input apart; `Usage.inputTokens` is all input the
+        // model read (as Codex and Gemini report it), `cachedInputTokens` the part read from cache.
+        expect(terminalOf(turn.outputs)?.usage).toMatchObject({ inputTokens: 690, cachedInputTokens: 600 })
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    60_000
+  )
+
+  it.live(
     "resuming an unknown session is a typed ResumeRejected (parser and exit classification)",
     () =>
       Effect.gen(function*() {

@@ -20,8 +20,13 @@ import * as internal from "./internal/anthropicServer.js"
  * @category models
  */
 export interface StepUsage {
+  /** Input tokens outside the prompt cache (the API's `input_tokens`). */
   readonly inputTokens: number
   readonly outputTokens: number
+  /** Input tokens read from the prompt cache (`cache_read_input_tokens`); 0 when absent. */
+  readonly cacheReadInputTokens?: number
+  /** Input tokens written to the prompt cache (`cache_creation_input_tokens`); 0 when absent. */
+  readonly cacheCreationInputTokens?: number
 }
 
 /**

@@ -168,16 +168,23 @@ const usageFields = (
 ): Usage | undefined =>
   input === undefined && output === undefined ? undefined : usageFrom(input, output, cached, reasoning)
 
-/** ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. */
+/**
+ * ACP's `usage` (unstable in v1), else Gemini CLI's `_meta.quota.token_count`. ACP leaves open
+ * whether `inputTokens` counts the cache's reads and writes; an agent whose `totalTokens` is the
+ * sum of every count reports them apart (claude-agent-acp does), and they are added to the input.
+ */
 const usageOf = (result: Json): Usage | undefined => {
   const usage = result["usage"]
   if (isRecord(usage)) {
-    return usageFields(
-      num(usage["inputTokens"]),
-      num(usage["outputTokens"]),
-      num(usage["cachedReadTokens"]),
-      num(usage["thoughtTokens"])
-    )
+    const input = num(usage["inputTokens"])
+    const output = num(usage["outputTokens"])
+    const read = num(usage["cachedReadTokens"])
+    const written = num(usage["cachedWriteTokens"])
+    const thought = num(usage["thoughtTokens"])
+    const cache = (read ?? 0) + (written ?? 0)
+    const apart = input !== undefined && cache > 0 &&
+      num(usage["totalTokens"]) === input + (output ?? 0) + (thought ?? 0) + cache
+    return usageFields(apart ? input + cache : input, output, read, thought)
   }
   const meta = result["_meta"]
   const quota = isRecord(meta) && isRecord(meta["quota"]) ? meta["quota"] : undefined

@@ -118,19 +118,23 @@ const toolOf = (providerName: string, hostedKey: string, hostedTools: ReadonlyAr
     : { name: mcp.tool, source: "mcp" as const }
 }
 
-/** Builds a `Usage` from a result record; absent fields stay absent (not reported). */
+/**
+ * Builds a `Usage` from a result record; absent fields stay absent (not reported). Anthropic
+ * reports uncached, cache-read and cache-write input apart; `inputTokens` is their sum (all
+ * input the model read, as the other providers report it), `cachedInputTokens` the cache reads.
+ */
 const usageOf = (record: Json): Usage | undefined => {
   const usage = isRecord(record["usage"]) ? record["usage"] : undefined
   const cost = num(record["total_cost_usd"])
   if (usage === undefined && cost === undefined) return undefined
-  // Every field comes from `num` (a finite number).
-  return usageFrom(
-    num(usage?.["input_tokens"]),
-    num(usage?.["output_tokens"]),
-    num(usage?.["cache_read_input_tokens"]),
-    undefined,
-    cost
-  )
+  const uncached = num(usage?.["input_tokens"])
+  const read = num(usage?.["cache_read_input_tokens"])
+  const written = num(usage?.["cache_creation_input_tokens"])
+  const input = uncached === undefined && read === undefined && written === undefined
+    ? undefined
+    : (uncached ?? 0) + (read ?? 0) + (written ?? 0)
+  // Every field comes from `num` (a finite number), the input a sum of them.
+  return usageFrom(input, num(usage?.["output_tokens"]), read, undefined, cost)
 }
 
 /** The text parts of a message content (a string as it is). @internal */

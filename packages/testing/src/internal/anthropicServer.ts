@@ -130,8 +130,8 @@ const streamEvents = (
         stop_sequence: null,
         usage: {
           input_tokens: usage.inputTokens,
-          cache_creation_input_tokens: 0,
-          cache_read_input_tokens: 0,
+          cache_creation_input_tokens: usage.cacheCreationInputTokens ?? 0,
+          cache_read_input_tokens: usage.cacheReadInputTokens ?? 0,
           output_tokens: 1
         }
       }
