@@ -117,10 +117,48 @@ const walk = (dir: string, pattern: RegExp): Array<string> =>
     })
     : []
 
+/** The lowest Node version an `engines.node` range of the form `>= a[.b[.c]]` admits. */
+const nodeFloor = (range: string): [number, number, number] => {
+  const m = /^>=\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(range.trim())
+  if (m === null) throw new Error(`an engines range this check cannot read: ${range}`)
+  return [Number(m[1]), Number(m[2] ?? 0), Number(m[3] ?? 0)]
+}
+const below = (a: [number, number, number], b: [number, number, number]) =>
+  a[0] !== b[0] ? a[0] < b[0] : a[1] !== b[1] ? a[1] < b[1] : a[2] < b[2]
+
+/** The installed package `name` as seen from `from` (Node's lookup through `node_modules`). */
+const installed = (name: string, from: string): string | undefined => {
+  for (let dir = from;; dir = Path.dirname(dir)) {
+    const candidate = Path.join(dir, "node_modules", name)
+    if (Fs.existsSync(Path.join(candidate, "package.json"))) return Fs.realpathSync(candidate)
+    if (dir === Path.dirname(dir)) return undefined
+  }
+}
+
 describe("package manifests", () => {
   it("the workspaces are the packages, all at one version", () => {
     expect(workspaces.length).toBeGreaterThan(0)
     expect(new Set(workspaces.map((workspace) => workspace.manifest.version)).size).toBe(1)
+  })
+
+  it("engines.node admits no Node version that a runtime dependency refuses", () => {
+    // Every package's dependencies and peers, transitively, as installed.
+    const floors: Array<{ readonly name: string; readonly range: string }> = []
+    const seen = new Set<string>()
+    const visit = (dir: string) => {
+      if (seen.has(dir)) return
+      seen.add(dir)
+      const manifest = read(Path.join(dir, "package.json"))
+      if (manifest.engines?.node !== undefined) floors.push({ name: manifest.name, range: manifest.engines.node })
+      for (const name of Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies })) {
+        const found = installed(name, dir)
+        if (found !== undefined) visit(found)
+      }
+    }
+    for (const { dir } of workspaces) visit(Path.join(root, dir))
+    const ours = nodeFloor(workspaces[0]!.manifest.engines?.node ?? "")
+    expect(floors.filter((floor) => below(ours, nodeFloor(floor.range)))).toEqual([])
+    expect(floors.some((floor) => floor.name === "undici")).toBe(true)
   })
 
   for (const { dir, manifest } of workspaces) {
@@ -133,7 +171,7 @@ describe("package manifests", () => {
       expect(manifest.repository).toEqual({ type: "git", url: workspaces[0]!.manifest.repository!.url, directory: dir })
       expect(manifest.homepage).toContain(dir)
       expect(manifest.keywords).toEqual(expect.arrayContaining(["tether", "effect"]))
-      expect(manifest.engines).toEqual({ node: ">=20" })
+      expect(manifest.engines).toEqual({ node: ">=20.18.1" })
       expect(manifest.publishConfig?.access).toBe("public")
       // For resolvers that read no `exports` (TypeScript's node10, older bundlers).
       expect({ main: manifest.main, types: manifest.types }).toEqual({
