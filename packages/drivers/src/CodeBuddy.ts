@@ -176,7 +176,8 @@ export const maxInstructionsBytes: number = internal.maxInstructionsBytes
  * `tool_use` / `tool_result` → `ToolCall` start / end, the output being the text of the MCP
  * result's content; `result` → `Usage` + `Terminal`), and CodeBuddy's own: `file-history-snapshot`
  * and an empty `system/status` are dropped; a failed model request, which the CLI reports as
- * assistant text, is a `Notice` (`api_error`), and a second one in a row ends the turn with a
+ * assistant text (a 401 as the bare `401 Unauthorized`), is a `Notice` (`api_error`), and a
+ * second one in a row ends the turn with a
  * failed `Terminal` (see the module's note on retries); an `error` record is a failed `Terminal`,
  * or `ResumeRejected` when it says the resumed session does not exist. Its `sessionConfig` is
  * `model`, `builtinTools` and `profileMcpServers`; never `env`, `endpoint` or `binary`.

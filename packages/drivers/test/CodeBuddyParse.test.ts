@@ -130,6 +130,14 @@ describe("CodeBuddy.parse on recorded 2.117.0 fixtures", () => {
       expect(end.text).toBeUndefined()
     }))
 
+  it.effect("a 401 is reported as the bare status line: a notice too, not the model's message", () =>
+    Effect.gen(function*() {
+      const out = ok(yield* run(lines(`${fixtures}/error-401.jsonl`)))
+      expect(tags(out)).toEqual(["SessionStarted", "Notice", "Usage", "Terminal"])
+      expect(out[1]).toMatchObject({ level: "error", kind: "api_error", message: "401 Unauthorized" })
+      expect(terminal(out)).toMatchObject({ ok: false, error: expect.stringMatching(/^401 invalid api key \(/) })
+    }))
+
   it.effect("an unreachable endpoint: the second error report ends the turn (the CLI never does)", () =>
     Effect.gen(function*() {
       const out = ok(yield* run(lines(`${fixtures}/unreachable.jsonl`)))

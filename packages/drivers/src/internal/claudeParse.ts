@@ -55,6 +55,11 @@ export interface Dialect {
   readonly records?: () => (record: Json, state: State, context: Driver.ParseContext) => LineResult<Output> | undefined
   /** A tool result's output from the text of its content (default: the text as it is). */
   readonly toolOutput?: (text: string) => unknown
+  /**
+   * `usage.input_tokens` already counts the cache reads (an OpenAI-style `prompt_tokens` copied
+   * as it is); by default it is Anthropic's uncached part, to which the cache's reads are added.
+   */
+  readonly inputIncludesCacheReads?: boolean
 }
 
 /** @internal */
@@ -123,7 +128,7 @@ const toolOf = (providerName: string, hostedKey: string, hostedTools: ReadonlyAr
  * reports uncached, cache-read and cache-write input apart; `inputTokens` is their sum (all
  * input the model read, as the other providers report it), `cachedInputTokens` the cache reads.
  */
-const usageOf = (record: Json): Usage | undefined => {
+const usageOf = (record: Json, dialect: Dialect): Usage | undefined => {
   const usage = isRecord(record["usage"]) ? record["usage"] : undefined
   const cost = num(record["total_cost_usd"])
   if (usage === undefined && cost === undefined) return undefined
@@ -132,7 +137,7 @@ const usageOf = (record: Json): Usage | undefined => {
   const written = num(usage?.["cache_creation_input_tokens"])
   const input = uncached === undefined && read === undefined && written === undefined
     ? undefined
-    : (uncached ?? 0) + (read ?? 0) + (written ?? 0)
+    : (uncached ?? 0) + (dialect.inputIncludesCacheReads === true ? 0 : read ?? 0) + (written ?? 0)
   // Every field comes from `num` (a finite number), the input a sum of them.
   return usageFrom(input, num(usage?.["output_tokens"]), read, undefined, cost)
 }
@@ -321,7 +326,7 @@ const onResult = (
   context: Driver.ParseContext,
   dialect: Dialect
 ): Array<Output> | Driver.ProtocolError => {
-  const usage = usageOf(record)
+  const usage = usageOf(record, dialect)
   const isError = record["is_error"] === true || record["subtype"] !== "success"
   const text = str(record["result"])
   const errors = Array.isArray(record["errors"])

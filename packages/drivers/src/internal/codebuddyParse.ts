@@ -6,6 +6,7 @@
  */
 import * as Driver from "@tether/core/Driver"
 import type * as Stream from "effect/Stream"
+import * as Http from "node:http"
 import * as claude from "./claudeParse.js"
 import { type LineResult, notice } from "./lines.js"
 
@@ -18,11 +19,25 @@ const missingSession = /No conversation found with session ID/
  * `<status> <message> [(target: <url>)] (<request id>/<session id>)`. A model cannot produce the
  * trailer: it names the CLI's own request id and this session.
  */
-const isErrorReport = (text: string, sessionId: string | undefined): boolean => {
+const isErrorReport = (text: string, sessionId: string | undefined, message: claude.Json): boolean => {
   if (sessionId === undefined || !/^\d{3} /.test(text)) return false
+  if (isBareStatus(text) && readNothing(message["usage"])) return true
   const trailer = /\(([0-9a-f]{32})\/([^()\s]+)\)$/.exec(text)
   return trailer !== null && trailer[2] === sessionId
 }
+
+/**
+ * A 401 is reported as the bare status line, `401 Unauthorized`, without the trailer: a message
+ * that is exactly an HTTP error status and its standard reason, and that read and wrote nothing.
+ */
+const isBareStatus = (text: string): boolean => {
+  const status = /^([45]\d\d) (.+)$/.exec(text)
+  return status !== null && Http.STATUS_CODES[status[1]!] === status[2]
+}
+
+/** All-zero usage: the CLI's own reports (a model's message wrote something). */
+const readNothing = (usage: unknown): boolean =>
+  claude.isRecord(usage) && usage["input_tokens"] === 0 && usage["output_tokens"] === 0
 
 /**
  * CodeBuddy Code retries a request that failed below HTTP (connection refused or reset, DNS,
@@ -131,7 +146,7 @@ const records = () => {
           ]
         }
         missingTools = 0
-        if (!isErrorReport(text, state.sessionId)) {
+        if (!isErrorReport(text, state.sessionId, message)) {
           errorReports = 0
           return undefined
         }
@@ -150,7 +165,14 @@ const records = () => {
 }
 
 /** @internal */
-export const dialect: claude.Dialect = { product: "CodeBuddy Code", records, toolOutput }
+export const dialect: claude.Dialect = {
+  product: "CodeBuddy Code",
+  records,
+  toolOutput,
+  // The endpoint speaks Chat Completions: `prompt_tokens` (copied as `input_tokens`) includes the
+  // cached tokens the CLI also reports as `cache_read_input_tokens`.
+  inputIncludesCacheReads: true
+}
 
 /** @internal */
 export const parse: (
