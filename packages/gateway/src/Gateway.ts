@@ -95,8 +95,9 @@ export interface Credential {
   readonly token: Redacted.Redacted<string>
   readonly tools: ReadonlyArray<string>
   /**
-   * Completes once the gateway has received a `tools/list` made with this token (the client's
-   * MCP connection to the hosted tools is up); never fails. A live driver waits on it before the
+   * Completes once the gateway has answered a valid `tools/list` request made with this token
+   * with the tools (the client's MCP connection to the hosted tools is up); a refused one, or a
+   * `tools/list` sent as a notification, does not complete it. Never fails. A live driver waits on it before the
    * first turn, because an agent given a wrong token drops the server without a word.
    */
   readonly listed: Effect.Effect<void>

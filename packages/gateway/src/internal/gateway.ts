@@ -123,9 +123,6 @@ const parseJson = (body: Buffer): { readonly ok: true; readonly value: unknown }
 const isToolsCall = (body: unknown): boolean =>
   typeof body === "object" && body !== null && (body as { readonly method?: unknown }).method === "tools/call"
 
-const isToolsList = (body: unknown): boolean =>
-  typeof body === "object" && body !== null && (body as { readonly method?: unknown }).method === "tools/list"
-
 const outcomeCode = (outcome: Catalog.Outcome): string => outcome._tag === "Success" ? "ok" : outcome.code
 
 const deadlineExceeded: Catalog.Outcome = {
@@ -342,7 +339,6 @@ export const make = (options: Options = {}): Effect.Effect<
         // body was being read.
         if (!stillAccepted(accepted)) return Guard.refuse(res, "unauthorized")
         const entry = accepted.entry
-        if (isToolsList(parsed.value)) entry.listed()
         if (isToolsCall(parsed.value)) {
           if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
           state.calls++
@@ -350,7 +346,8 @@ export const make = (options: Options = {}): Effect.Effect<
           // client that sends its next call right after reading an answer never meets a stale slot.
           exchange.onEnd(() => state.calls--)
         }
-        Mcp.serve(entry.handlers, req, res, parsed.value, validator, exchange.onEnd).catch(() =>
+        // `listed` completes only once a valid `tools/list` request is answered with the tools.
+        Mcp.serve(entry.handlers, req, res, parsed.value, validator, exchange.onEnd, entry.listed).catch(() =>
           Guard.refuse(res, "bad_request")
         )
       }, refuseAndClose)
@@ -404,13 +401,22 @@ export const make = (options: Options = {}): Effect.Effect<
         }
         const authority = `127.0.0.1:${address.port}`
         const handle = onRequest(listener, authority, `http://${authority}`)
-        server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+        // The socket's response in progress; once it is flushed it no longer guards the socket,
+        // so a next request on the kept-alive connection that fails to parse is refused like a
+        // first one (431, 408, 400) rather than dropped without an answer.
+        const track = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
           responses.set(req.socket, res)
+          res.once("finish", () => {
+            if (responses.get(req.socket) === res) responses.delete(req.socket)
+          })
+        }
+        server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+          track(req, res)
           handle(req, res, connectionOf(req.socket), false)
         })
         // With a listener, Node no longer answers `100 Continue` by itself before the checks.
         server.on("checkContinue", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-          responses.set(req.socket, res)
+          track(req, res)
           handle(req, res, connectionOf(req.socket), true)
         })
         ;(listener as { url: string }).url = `http://${authority}/mcp`

@@ -219,7 +219,9 @@ export const serve = (
   res: ServerResponse,
   body: unknown,
   validator: AjvJsonSchemaValidator,
-  onEnd: (callback: () => void) => void
+  onEnd: (callback: () => void) => void,
+  /** Called when a `tools/list` request is answered with the tools. */
+  onListed: () => void
 ): Promise<void> => {
   // As the SDK transport: Accept must name both media types a Streamable HTTP client takes.
   if (!acceptsBoth(req)) return Promise.resolve(writeJson(res, 406, notAcceptable))
@@ -228,7 +230,10 @@ export const serve = (
   const message = parsed.data
   const server = new Server(serverInfo, { capabilities: { tools: {} }, jsonSchemaValidator: validator })
   const tools = { tools: handlers.tools as Array<McpTool> }
-  server.setRequestHandler(ListToolsRequestSchema, () => tools)
+  server.setRequestHandler(ListToolsRequestSchema, () => {
+    onListed()
+    return tools
+  })
   // Only the request id and abort signal of `extra` are read; the transport gives no request
   // headers at all.
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
