@@ -550,7 +550,21 @@ export const make = (tokens: Tokens): Redactor => {
     if (Cause.isEmpty(input)) return input
     // Rendered as Effect's loggers render it (its tracer logger too): with each error's `cause`
     // chain, where a handler's error may quote a token it was given.
-    const pretty = Cause.pretty(input, { renderErrorCause: true })
+    let pretty: string
+    try {
+      pretty = Cause.pretty(input, { renderErrorCause: true })
+    } catch {
+      // Effect cannot render it (a bigint in a plain object, a throwing getter): each failure as
+      // `util.inspect` shows it, scrubbed, rather than losing the line.
+      const shown = [...Cause.failures(input), ...Cause.defects(input)].map((error) => {
+        try {
+          return Util.inspect(error, inspectOptions)
+        } catch {
+          return unreadable
+        }
+      })
+      return Cause.fail(text(shown.join("\n")))
+    }
     const scrubbed = text(pretty)
     // The structure is lost only when there was a token to take out of it.
     if (scrubbed !== pretty) return Cause.fail(scrubbed)
