@@ -2,7 +2,8 @@
  * Gemini CLI 0.61.0's own ways, through `Agent.make` and the real CLI against the scripted
  * GeminiServer: it adds `wait_for_previous` to every tool schema it offers the model and sends
  * the key back in `tools/call` (frames recorded in packages/gateway/test/fixtures/frames), and it
- * reads `settings.json` as JSON with comments. One CLI turn (≈ 4 s).
+ * reads `settings.json` as JSON with comments; it checks a tool's `structuredContent` against its
+ * output schema as Draft-07. One CLI turn each (≈ 4 s).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
@@ -28,6 +29,17 @@ const seen: Array<unknown> = []
 const IssueToolsLive = IssueTools.toLayer({
   lookup_issue: (input) => Effect.sync(() => (seen.push(input), { state: `open:${input.key}` }))
 })
+
+// A tuple is published as `prefixItems` with `items: false` in Draft 2020-12, which the CLI's
+// Draft-07 check reads as "no items at all".
+const Locate = Tool.make("locate", {
+  description: "Locate a point.",
+  input: { key: Schema.String },
+  output: Schema.Struct({ point: Schema.Tuple(Schema.Number, Schema.Number) }),
+  revision: "locate/v1"
+})
+const PlaceTools = Toolkit.make(Locate)
+const PlaceToolsLive = PlaceTools.toLayer({ locate: () => Effect.succeed({ point: [3, 4] as const }) })
 
 describe("Gemini CLI quirks (real CLI)", () => {
   it.live(
@@ -85,6 +97,37 @@ describe("Gemini CLI quirks (real CLI)", () => {
         expect(JSON.stringify(responses)).not.toContain("invalid_input")
       }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Harness.layer])),
     90_000
+  )
+
+  it.live(
+    "a tool output holding a tuple reaches the model: the CLI's Draft-07 check of structuredContent accepts it",
+    () =>
+      Effect.gen(function*() {
+        const sandbox = yield* Harness.sandbox
+        const server = yield* GeminiServer.make({
+          script: [GeminiServer.callTool("locate", { key: "k" }), GeminiServer.reply("Located.")]
+        })
+        const events = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            driver: Gemini.driver({
+              model: "gemini-2.5-flash",
+              env: { GOOGLE_GEMINI_BASE_URL: server.url, GEMINI_API_KEY: Redacted.make("fake-gemini-key") }
+            }),
+            definition: { instructions: "", skills: [], tools: PlaceTools },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            live: { threads: false }
+          })
+          return Array.from(yield* Stream.runCollect(agent.stream("Locate k.")))
+        }).pipe(Effect.scoped)
+        const ends = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall" && e.phase === "end")
+        // Gemini CLI reports the output as the MCP result's text.
+        expect(ends.map((e) => [e.isError, JSON.parse(String(e.output))])).toEqual([[false, { point: [3, 4] }]])
+        const responses = (yield* server.generations).slice(1).flatMap((g) => GeminiServer.functionResponses(g))
+        expect(JSON.stringify(responses)).toContain("[3,4]")
+        expect(JSON.stringify(responses)).not.toContain("reported an error")
+      }).pipe(Effect.scoped, Effect.provide([PlaceToolsLive, Harness.layer])),
+    60_000
   )
 
   it.live("a missing API key: the RunError quotes the CLI's own words from its stderr", () =>

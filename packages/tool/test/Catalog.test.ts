@@ -138,9 +138,19 @@ describe("definition validation", () => {
     expect(published(Tool.make("t", { ...base, input: { id: Schema.ULID } }), "inputSchema")).toContain(
       JSON.stringify("^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$")
     )
-    // Other flags, or a case-insensitive back-reference: no pattern is published.
+    // Other flags, a case-insensitive back-reference, or a source that is no pattern under `u`
+    // (validators compile with it; `[\w-.]` is a syntax error there): no pattern is published.
     for (
-      const regex of [/^a$/m, /^a.b$/s, /ab/y, new RegExp("^[\\p{L}--[a-z]]$", "v"), /^(a)\1$/i, /^a$/im]
+      const regex of [
+        /^a$/m,
+        /^a.b$/s,
+        /ab/y,
+        new RegExp("^[\\p{L}--[a-z]]$", "v"),
+        /^(a)\1$/i,
+        /^a$/im,
+        /^[\w-.]+$/,
+        /^[\w-.]+$/i
+      ]
     ) {
       const schema = JSON.parse(
         published(
@@ -212,6 +222,40 @@ describe("definition validation", () => {
     },
     { fastCheck: { numRuns: 2000 } }
   )
+
+  it("publishes tuples, and outputs' lengths and fractional multiples, in a form Draft-07 clients read alike", () => {
+    // The MCP SDK's client (Gemini CLI's too) validates with a Draft-07 Ajv: it ignores
+    // `prefixItems` and applies `items` to every element, counts code points and divides exactly.
+    const shapes = Schema.Struct({
+      pair: Schema.Tuple(Schema.Number, Schema.Number),
+      entry: Schema.Tuple([Schema.String], Schema.Number),
+      initials: Schema.String.pipe(Schema.minLength(3)),
+      tenths: Schema.Number.pipe(Schema.multipleOf(0.1)),
+      even: Schema.Number.pipe(Schema.multipleOf(2)),
+      fixed: Schema.Literal("items")
+    })
+    const result = catalogOf(Tool.make("t", { ...base, input: shapes.fields, output: shapes }))
+    if (Either.isLeft(result)) return expect.unreachable(result.left.message)
+    const { inputSchema, outputSchema } = result.right.descriptors[0]!
+    const input = (inputSchema as { properties: Record<string, object> }).properties
+    const output = (outputSchema as { properties: Record<string, object> }).properties
+    for (const properties of [input, output]) {
+      expect(properties["pair"]).toEqual({
+        type: "array",
+        prefixItems: [{ type: "number" }, { type: "number" }],
+        minItems: 2,
+        maxItems: 2
+      })
+      expect(properties["entry"]).toEqual({ type: "array", prefixItems: [{ type: "string" }], minItems: 1 })
+      expect(properties["even"]).toMatchObject({ multipleOf: 2 })
+      expect(properties["fixed"]).toEqual({ type: "string", enum: ["items"] })
+    }
+    // An input says what Effect checks (the model reads it); an output what a client can check alike.
+    expect(input["initials"]).toMatchObject({ minLength: 3 })
+    expect(input["tenths"]).toMatchObject({ multipleOf: 0.1 })
+    expect(output["initials"]).toMatchObject({ minLength: 2 })
+    expect(output["tenths"]).not.toHaveProperty("multipleOf")
+  })
 
   it("keeps patterns whose flags do not change what they match, and patterns that are not published", () => {
     const caseless = Schema.String.pipe(Schema.pattern(/^abc$/i))

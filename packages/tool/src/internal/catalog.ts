@@ -85,9 +85,15 @@ const describe = (tool: ToolData): Either.Either<Definition, ToolDefinitionError
     ) {
       if (!Schema.isSchema(schema)) return yield* fail(name, "InvalidSchema", `the ${label} is not an Effect Schema`)
     }
+    // An inferred schema is published in the form every client reads alike; an override as written.
     const schemaOf = (label: string, override: Catalog.JsonSchema | undefined, schema: Schema.Schema.AnyNoContext) =>
       Either.mapLeft(
-        override !== undefined ? JsonSchema.checkOverride(override) : JsonSchema.infer(schema),
+        override !== undefined
+          ? JsonSchema.checkOverride(override)
+          : Either.map(
+            JsonSchema.infer(schema),
+            (inferred) => JsonSchema.portable(inferred, label === "output schema") as Catalog.JsonSchema
+          ),
         (problem) =>
           new ToolDefinitionError({ tool: name, reason: problem.reason, detail: `${label}: ${problem.detail}` })
       )

@@ -154,6 +154,40 @@ export const checkOverride = (u: unknown): Either.Either<Catalog.JsonSchema, Pro
     return document
   })
 
+/** Keywords whose values are JSON data, not schemas: never rewritten. */
+const dataKeywords = new Set(["const", "enum", "examples", "default"])
+
+/**
+ * An inferred tool schema in the form every client reads alike. The MCP TypeScript SDK's client,
+ * and the CLIs that bundle it (Gemini CLI), validate with a Draft-07 Ajv, which ignores
+ * `prefixItems` and reads `items` as applying to every element: a tuple keeps its `prefixItems`
+ * and gives up `items` (`items: false` becomes `maxItems`; a rest element's schema is left out,
+ * Effect still checks it). An output's schema is also checked there with `minLength` in code points
+ * (Effect counts UTF-16 units: a bound of `m` units is published as the `ceil(m / 2)` code points
+ * it implies) and an exact `multipleOf` (Effect allows floating-point error: a fractional one is
+ * left out). The published schema then says less than the Schema checks, never something else.
+ *
+ * @internal
+ */
+export const portable = (u: unknown, output: boolean): unknown => {
+  if (typeof u !== "object" || u === null) return u
+  if (Array.isArray(u)) return u.map((item) => portable(item, output))
+  const record = u as Record<string, unknown>
+  const tuple = Array.isArray(record["prefixItems"])
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(record)) {
+    let next: unknown = dataKeywords.has(key) ? value : portable(value, output)
+    if (tuple && key === "items") continue
+    if (output && key === "minLength" && typeof value === "number" && value > 1) next = Math.ceil(value / 2)
+    if (output && key === "multipleOf" && typeof value === "number" && !Number.isInteger(value)) continue
+    Object.defineProperty(out, key, { value: next, enumerable: true, writable: true, configurable: true })
+  }
+  if (tuple && record["items"] === false && out["maxItems"] === undefined) {
+    out["maxItems"] = (record["prefixItems"] as ReadonlyArray<unknown>).length
+  }
+  return out
+}
+
 /** @internal */
 export const isObjectSchema = (schema: Catalog.JsonSchema): boolean => schema["type"] === "object"
 

@@ -156,12 +156,27 @@ export const caseless = (source: string, unicode: boolean): string | undefined =
 }
 
 /**
+ * Whether validators can run `source` as they run a published pattern: with `u` (Ajv's
+ * `unicodeRegExp`, the MCP SDK's and the CLIs' clients). `/^[\w-.]+$/` is a valid RegExp without
+ * `u` and a syntax error with it: published, every validator compiling it would fail.
+ */
+const compilesWithU = (source: string): boolean => {
+  try {
+    new RegExp(source, "u")
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
  * The JSON Schema annotation a `Schema.pattern` refinement is published with: its RegExp's source,
  * which is the same rule only when no flag changes what it matches. A case-insensitive pattern is
  * published as its `caseless` source; a pattern any other flag changes (or one `caseless` cannot
- * rewrite) without a `pattern`: the published schema says less than the Schema checks, as for any
- * filter without a JSON Schema, never something else. `undefined`: published as it is. Effect's
- * own description (`a string matching the pattern <source>`) then names the RegExp with its flags.
+ * rewrite), or whose source is no pattern under `u` (`compilesWithU`), without a `pattern`: the
+ * published schema says less than the Schema checks, as for any filter without a JSON Schema,
+ * never something else. `undefined`: published as it is. Effect's own description (`a string
+ * matching the pattern <source>`) then names the RegExp with its flags.
  */
 const patternAnnotations = (ast: AST.Refinement): AST.Annotations | undefined => {
   const regex = regexOf(ast)
@@ -172,8 +187,13 @@ const patternAnnotations = (ast: AST.Refinement): AST.Annotations | undefined =>
     jsonSchema.value.pattern !== regex.source
   ) return undefined
   const flags = [...regex.flags].filter((flag) => meaningfulFlags.has(flag))
-  if (flags.length === 0) return undefined
-  const rewritten = flags.length === 1 && flags[0] === "i" ? caseless(regex.source, regex.unicode) : undefined
+  if (flags.length === 0 && compilesWithU(regex.source)) return undefined
+  const candidate = flags.length === 0
+    ? regex.source
+    : flags.length === 1 && flags[0] === "i"
+    ? caseless(regex.source, regex.unicode)
+    : undefined
+  const rewritten = candidate !== undefined && compilesWithU(candidate) ? candidate : undefined
   const { pattern: _, ...rest } = jsonSchema.value
   const described = ast.annotations[AST.DescriptionAnnotationId] === `a string matching the pattern ${regex.source}`
   return {
