@@ -341,10 +341,17 @@ export const clauses = (subject: Subject): ReadonlyArray<Clause> => {
       run: withAgent(subject, (agent) =>
         Effect.gen(function*() {
           const events: Array<Event.Event> = []
-          const error = yield* agent.stream(crash).pipe(
+          const outcome = yield* agent.stream(crash).pipe(
             Stream.runForEach((event) => Effect.sync(() => events.push(event))),
-            Effect.flip
+            Effect.either
           )
+          if (Either.isRight(outcome)) {
+            return yield* new ConformanceFailure({
+              clause: "C8",
+              detail: "the crash turn succeeded: `crash` must make the provider exit without its terminal record"
+            })
+          }
+          const error = outcome.left
           yield* check("C8", error._tag === "RunError", `got ${error._tag}`)
           yield* orderOf("C8", events)
           const finished = events[events.length - 1]
