@@ -27,7 +27,7 @@ describe("a subject whose crash turn succeeds", () => {
         const c8 = Conformance.clauses(subject).find((clause) => clause.id === "C8")!
         const error = yield* Effect.flip(c8.run)
         expect(error).toMatchObject({ _tag: "ConformanceFailure", clause: "C8" })
-        expect(error.message).toContain("the crash turn succeeded")
+        expect(String((error as { readonly message?: unknown }).message)).toContain("the crash turn succeeded")
       }),
     90_000
   )

@@ -25,6 +25,25 @@ import type { HttpFailure } from "./failure.js"
 export const drainTime: Duration.Duration = Duration.seconds(5)
 
 /**
+ * Awaits `deferred`, which `fiber` (run in the router's fibers) completes. Once the router's scope
+ * closed, that set interrupts a fiber before it runs, or while it runs: the fiber then ends
+ * without completing it, and the request is answered `503 agent_closed` instead of waiting forever.
+ *
+ * @internal
+ */
+export const awaitFrom = <A>(
+  deferred: Deferred.Deferred<A, HttpFailure>,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>
+): Effect.Effect<A, HttpFailure> =>
+  Effect.raceFirst(
+    Deferred.await(deferred),
+    Fiber.await(fiber).pipe(
+      Effect.zipRight(Deferred.fail(deferred, Failure.agentClosed)),
+      Effect.zipRight(Deferred.await(deferred))
+    )
+  )
+
+/**
  * Reads the request's JSON body: fails `413` as soon as the body is (or is declared) larger than
  * `maxBodyBytes`, `400 invalid_request` when the body cannot be read, `400 invalid_json` when it
  * does not parse. The body is read in a fiber of `fibers` (the router's), which outlives a `413`
@@ -74,7 +93,7 @@ export const readJson = (options: {
       Deferred.await(result).pipe(Effect.ignore, Effect.zipRight(Effect.sleep(drainTime)))
     )
     const fiber = yield* FiberSet.run(options.fibers, Effect.interruptible(drain))
-    const bytes = yield* Deferred.await(result).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+    const bytes = yield* awaitFrom(result, fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
     return yield* Effect.try({
       try: () => JSON.parse(bytes.toString("utf8")) as unknown,
       catch: () => Failure.invalidJson

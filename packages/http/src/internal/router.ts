@@ -219,8 +219,13 @@ export const make = <Principal, R>(
           ...(options.turn?.({ access, key, input }) ?? { input }),
           cancel: Deferred.await(entry.cancel)
         }
-        yield* FiberSet.run(fibers, consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started))
-        yield* Deferred.await(started).pipe(Effect.onInterrupt(() => Deferred.succeed(entry.cancel, undefined)))
+        const consuming = yield* FiberSet.run(
+          fibers,
+          consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started)
+        )
+        yield* Body.awaitFrom(started, consuming).pipe(
+          Effect.onInterrupt(() => Deferred.succeed(entry.cancel, undefined))
+        )
         return { entry, reservation }
       })
 
@@ -367,6 +372,8 @@ export const make = <Principal, R>(
       const request = yield* HttpServerRequest.HttpServerRequest
       const route = Paths.match(request.method, request.url)
       const access = yield* authenticate
+      // Past the router's close its fibers' set is closed: nothing forked there would ever run.
+      if (yield* Deferred.isDone(closing)) return yield* Failure.agentClosed
       switch (route._tag) {
         case "NoRoute":
           return yield* Failure.notFound
@@ -391,6 +398,7 @@ export const make = <Principal, R>(
       const request = yield* HttpServerRequest.HttpServerRequest
       // Authentication first; the thread key is in the body.
       const access = yield* authenticate
+      if (yield* Deferred.isDone(closing)) return yield* Failure.agentClosed
       const json = yield* readJson
       const body = yield* decode(AgUiBody, json)
       yield* allowed(access, body.threadId)
