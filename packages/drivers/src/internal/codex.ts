@@ -214,7 +214,7 @@ export const materialize = (config: Config, binary: Binary.Binary) => (request: 
     overrides.push(codexConfig.enabledToolsOverride(request))
     // The turn's denied built-ins, each switched off for this run.
     for (const name of request.builtinTools?.deny ?? []) {
-      const switches = builtinSwitches[name]
+      const switches = Object.hasOwn(builtinSwitches, name) ? builtinSwitches[name] : undefined
       if (switches === undefined) {
         return yield* Effect.fail(protocolError(
           `Codex cannot deny the built-in tool "${name}" (it can deny: ${Object.keys(builtinSwitches).join(", ")})`
