@@ -361,6 +361,24 @@ describe("Gemini.driver prepare", () => {
       expect(plain.files.filter((f) => f.path.startsWith(".gemini/tether-tools-"))).toHaveLength(1)
     })))
 
+  it.effect("a denied built-in named like a hosted tool fails before spawn: Gemini would remove the hosted one too", () =>
+    run(Effect.gen(function*() {
+      const dir = yield* clone()
+      // Gemini CLI 0.61 checks an MCP tool's name without `mcp_<server>_` against the denied names.
+      const prepared = yield* Effect.either(prepare(
+        { binary: "gemini" },
+        request(dir, { builtinTools: { deny: ["run_shell_command", "lookup_issue"] } })
+      ))
+      expect(prepared._tag).toBe("Left")
+      const refused = Either.isLeft(prepared) ? prepared.left : undefined
+      expect({ tag: refused?._tag, reason: refused?.reason }).toEqual({
+        tag: "ProtocolError",
+        reason: "HostedToolsUnavailable"
+      })
+      expect(refused?.detail).toContain("\"lookup_issue\"")
+      expect(refused?.detail).not.toContain("close_issue")
+    })))
+
   it.effect("a hosted tool name Gemini shortens (from 53 characters) is allowed under Gemini's name", () =>
     run(Effect.gen(function*() {
       const dir = yield* clone()

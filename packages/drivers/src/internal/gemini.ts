@@ -162,6 +162,23 @@ export const renderToolPolicy = (
   Effect.gen(function*() {
     yield* renamedTools(request.hosted)
     const prefix = `mcp_${request.hosted.key}_`
+    // Gemini CLI 0.61 also switches off an MCP tool whose name without its `mcp_<server>_` prefix
+    // a denied built-in has: a built-in policy never governs the hosted tools, so such a turn is
+    // refused before anything starts rather than run without the tool.
+    const denied = new Set(request.builtinTools?.deny ?? [])
+    const shadowed = request.hosted.tools.filter((tool) =>
+      denied.has(tool) || denied.has(parser.geminiToolName(request.hosted.key, tool).slice(prefix.length))
+    )
+    if (shadowed.length > 0) {
+      return yield* Effect.fail(
+        new Driver.ProtocolError({
+          reason: "HostedToolsUnavailable",
+          detail: `Gemini CLI would remove the hosted tool${shadowed.length > 1 ? "s" : ""} ` +
+            `${shadowed.map((tool) => JSON.stringify(tool)).join(", ")} with the denied built-in of the same ` +
+            `name: rename the hosted tool, or do not deny that built-in`
+        })
+      )
+    }
     const names: Array<string> = []
     for (const tool of request.hosted.tools) {
       const name = parser.geminiToolName(request.hosted.key, tool)
