@@ -36,8 +36,10 @@ export interface UsageSpec {
 
 /**
  * One tool call of a scripted answer. A `name` that is not among the request's tools and has
- * no `__` is resolved to the offered tool ending in `__<name>` (so `lookup` calls
- * `mcp__<server>__lookup`); `id` defaults to `call_<request>_<n>`.
+ * no `mcp__` prefix is resolved to the offered `mcp__<server>__<name>` with a single server
+ * segment (so `lookup` calls `mcp__<server>__lookup`, never `mcp__<server>__issue__lookup`); a
+ * name several offered tools match is a scripting error, answered 500 with a message. `id`
+ * defaults to `call_<request>_<n>`.
  *
  * @since 0.1.0
  * @category models

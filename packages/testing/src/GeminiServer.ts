@@ -35,7 +35,8 @@ export interface StepUsage {
  *   the request's `functionDeclarations`: a declaration named exactly so, else
  *   `mcp_<server>_<name>` with a single server segment (so `callTool("lookup")` calls
  *   `mcp_tether_lookup`, not `mcp_tether_issue_lookup`), else one ending in `_<name>`. A name
- *   several declarations match at the same step is a scripting error: answered 500 with a message.
+ *   several declarations match at the same step is a scripting error: answered 400 with a message
+ *   (as is a `respond` that throws; the CLI would retry a 5xx, calling `respond` again).
  * - `Fail`: the HTTP status with the API's error body `{"error":{code,message,status}}`.
  *
  * A `delay` (milliseconds) holds the answer back that long, as a slow model does; a client that

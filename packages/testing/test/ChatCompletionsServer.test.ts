@@ -263,6 +263,25 @@ describe("ChatCompletionsServer", () => {
       expect((yield* server.requests).length).toBe(2)
     }).pipe(Effect.scoped))
 
+  it.live("a short tool name: only mcp__<server>__<name>, never a longer name; ambiguous is a 500 with a message", () =>
+    Effect.gen(function*() {
+      const server = yield* ChatCompletionsServer.make({
+        script: () => ChatCompletionsServer.callTool("lookup", { key: "A-1" })
+      })
+      const tools = (names: ReadonlyArray<string>) =>
+        names.map((name) => ({ type: "function", function: { name, parameters: { type: "object" } } }))
+      const called = (text: string) => JSON.parse(text).choices[0].message.tool_calls[0].function.name
+      const answer = (names: ReadonlyArray<string>) =>
+        post(server.baseUrl, { model: "m", messages: [{ role: "user", content: "hi" }], tools: tools(names) })
+      expect(called((yield* answer(["mcp__tether__lookup", "mcp__tether__issues__lookup"])).text))
+        .toBe("mcp__tether__lookup")
+      // The app renamed its tool: the script's stale name must not still "work".
+      expect(called((yield* answer(["mcp__tether__issues__lookup"])).text)).toBe("lookup")
+      const ambiguous = yield* answer(["mcp__docs__lookup", "mcp__tether__lookup"])
+      expect(ambiguous.status).toBe(500)
+      expect(ambiguous.text).toContain("the tool name lookup is ambiguous: mcp__docs__lookup, mcp__tether__lookup")
+    }).pipe(Effect.scoped))
+
   it.live("setScript changes later answers; a delayed step waits; closing the scope ends waits and the listener", () =>
     Effect.gen(function*() {
       let port = 0

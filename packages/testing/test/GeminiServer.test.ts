@@ -151,16 +151,16 @@ describe("GeminiServer", () => {
       expect(events(res.text).at(-1).candidates[0].content.parts[0].functionCall.name).toBe("mcp_tether_lookup")
     }).pipe(Effect.scoped))
 
-  it.live("a short tool name several declarations match is a scripting error: 500 with a message", () =>
+  it.live("a short tool name several declarations match is a scripting error: 400 with a message (the CLI retries a 5xx)", () =>
     Effect.gen(function*() {
       const server = yield* GeminiServer.make({ respond: () => GeminiServer.callTool("lookup", {}) })
       const url = `${server.url}/v1beta/models/m:streamGenerateContent?alt=sse`
       const res = yield* post(url, body([user("go")], ["mcp_a_lookup", "mcp_b_lookup"]))
-      expect(res.status).toBe(500)
+      expect(res.status).toBe(400)
       expect(JSON.parse(res.text).error.message).toMatch(/lookup is ambiguous: mcp_a_lookup, mcp_b_lookup/)
     }).pipe(Effect.scoped))
 
-  it.live("a responder that throws answers 500 with its message", () =>
+  it.live("a responder that throws answers 400 with its message", () =>
     Effect.gen(function*() {
       const server = yield* GeminiServer.make({
         respond: () => {
@@ -168,7 +168,7 @@ describe("GeminiServer", () => {
         }
       })
       const res = yield* post(`${server.url}/v1beta/models/m:generateContent`, body([user("go")]))
-      expect(res.status).toBe(500)
+      expect(res.status).toBe(400)
       expect(JSON.parse(res.text).error.message).toMatch(/no step for this/)
     }).pipe(Effect.scoped))
 

@@ -87,9 +87,25 @@ const pieces = (text: string): Array<string> => {
   return out
 }
 
+/** A scripted call whose name several offered tools match: answered 500 with its message. */
+class AmbiguousName extends Error {}
+
+/**
+ * The tool a scripted call names: itself when a tool is named so or it has the `mcp__` prefix,
+ * else the `mcp__<server>__<name>` with a single server segment (never a longer name ending in
+ * it); several → `AmbiguousName`.
+ */
 const resolveName = (name: string, offered: ReadonlyArray<string>): string => {
-  if (offered.includes(name) || name.includes("__")) return name
-  return offered.find((n) => n.endsWith(`__${name}`)) ?? name
+  if (offered.includes(name) || name.startsWith("mcp__")) return name
+  const matches = offered.filter((n) => {
+    if (!n.startsWith("mcp__")) return false
+    const end = n.indexOf("__", 5)
+    return end > 5 && n.slice(end + 2) === name
+  })
+  if (matches.length > 1) {
+    throw new AmbiguousName(`ChatCompletionsServer: the tool name ${name} is ambiguous: ${matches.join(", ")}`)
+  }
+  return matches[0] ?? name
 }
 
 interface Rendered {
@@ -192,7 +208,14 @@ export const make = (
       const body = isRecord(recorded.body) ? recorded.body : {}
       const model = options?.model ?? (typeof body["model"] === "string" ? body["model"] : "fake-model")
       const base = { id: `chatcmpl-${recorded.index}`, created: Math.floor(Date.now() / 1000), model }
-      const rendered = render(step, recorded)
+      let rendered: Rendered
+      try {
+        rendered = render(step, recorded)
+      } catch (error) {
+        if (!(error instanceof AmbiguousName)) throw error
+        res.writeHead(500, { "content-type": "application/json" }).end(errorBody(500, error.message))
+        return
+      }
       const usage = usageOf(step.usage)
       if (body["stream"] !== true) {
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({

@@ -69,7 +69,7 @@ export const roundTrip = (
   return responses.length > 0 ? after(responses) : first(request)
 }
 
-/** A step the request cannot be answered with (e.g. an ambiguous tool name): answered 500. */
+/** A step the request cannot be answered with (e.g. an ambiguous tool name): answered 400. */
 class ScriptError {
   constructor(readonly message: string) {}
 }
@@ -161,9 +161,10 @@ const wholeResponse = (
   }
 }
 
+// 400: Gemini CLI retries a 5xx with back-off for seconds, calling `respond` again each time.
 const scriptError = (res: Http.ServerResponse, message: string): void => {
-  const error = { error: { code: 500, message, status: statusNames[500] } }
-  res.writeHead(500, { "content-type": "application/json; charset=UTF-8" }).end(JSON.stringify(error))
+  const error = { error: { code: 400, message, status: statusNames[400] } }
+  res.writeHead(400, { "content-type": "application/json; charset=UTF-8" }).end(JSON.stringify(error))
 }
 
 const modelOf = (path: string): { readonly model: string; readonly method: string } | undefined => {
