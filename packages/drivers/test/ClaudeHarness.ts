@@ -9,14 +9,28 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js"
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import type * as Driver from "@tether/core/Driver"
+import { Claude } from "@tether/drivers"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as Http from "node:http"
 import * as Path from "node:path"
 
 export const claudeBinary = Path.resolve(import.meta.dirname, "../../../node_modules/.bin/claude")
+
+/** The real Claude CLI's driver on a scripted model (`AnthropicServer`'s url), retries off. */
+export const offlineClaude = (modelUrl: string, config: Claude.Config = {}) =>
+  Claude.driver({
+    ...config,
+    env: {
+      ANTHROPIC_BASE_URL: modelUrl,
+      ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
+      CLAUDE_CODE_MAX_RETRIES: "0",
+      ...config.env
+    }
+  })
 
 export interface Root {
   readonly root: string

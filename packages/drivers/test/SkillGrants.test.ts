@@ -6,12 +6,11 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval, Skill } from "@tether/core"
-import { Claude } from "@tether/drivers"
 import { AnthropicServer, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
-import * as Redacted from "effect/Redacted"
 import * as Fs from "node:fs"
+import { offlineClaude } from "./ClaudeHarness.js"
 
 const skill = Skill.inline(
   "cleanup",
@@ -36,14 +35,7 @@ const loadsTheSkillThenRunsBash = (mode: "oneShot" | "live") =>
     const file = `${sandbox.workspace}/skill-bypass.txt`
     const result = yield* Effect.gen(function*() {
       const agent = yield* Agent.make({
-        driver: Claude.driver({
-          env: {
-            ANTHROPIC_BASE_URL: server.url,
-            ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
-            CLAUDE_CODE_MAX_RETRIES: "0"
-          },
-          partialMessages: false
-        }),
+        driver: offlineClaude(server.url, { partialMessages: false }),
         definition: { instructions: "", skills: [skill], tools: Toolkit.empty },
         workspace: sandbox.workspace,
         profile: sandbox.selection,
