@@ -10,7 +10,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 
 const fixtures = Path.join(import.meta.dirname, "fixtures", "codebuddy")
-const samples = Path.resolve(import.meta.dirname, "../../../../shared/provider-samples")
+const samples = Path.resolve(import.meta.dirname, "fixtures/provider-samples")
 
 const lines = (file: string): ReadonlyArray<string> => Fs.readFileSync(file, "utf8").split("\n")
 
