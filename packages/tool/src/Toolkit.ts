@@ -101,14 +101,17 @@ export interface Toolkit<in out Tools extends Record<string, Tool.Any>> extends 
   of<Handlers extends HandlersFrom<Tools>>(handlers: Exact<Handlers, Tools>): Handlers
   /**
    * Builds the handler services from handlers or from an effect producing them. Handlers run
-   * in the context this effect runs in, so they may use its services.
+   * in the context this effect runs in, so they may use its services; a handler's `Scope` is
+   * its call's own (see `toLayer`).
    */
   toContext<Handlers extends HandlersFrom<Tools>, EX = never, RX = never>(
     build: Exact<Handlers, Tools> | Effect.Effect<Exact<Handlers, Tools>, EX, RX>
   ): Effect.Effect<Context.Context<HandlerServicesOf<Tools>>, EX, RX | HandlerRequirements<Handlers>>
   /**
    * The handler services as a Layer. The handlers' own requirements and those of `build`
-   * become the Layer's requirements; a scope used by `build` is the Layer's.
+   * become the Layer's requirements; a scope used by `build` is the Layer's. A handler that
+   * uses a `Scope` (`Effect.acquireRelease`) gets one per call, closed when the call ends
+   * (answered, rejected, failed, canceled or past its deadline).
    *
    * @example
    * ```ts

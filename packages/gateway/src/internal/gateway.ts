@@ -197,7 +197,10 @@ const callEffect = (
         Effect.logInfo("tool call")
       )
     return FiberRef.update(FiberRef.currentContext, Context.add(Tracer.ParentSpan, span)).pipe(
-      Effect.zipRight(Effect.suspend(() => executor.execute(name, input, { deadline: limits.handlerDeadline }))),
+      // No deadline for the executor: `call` answers the deadline on its own timer and interrupts
+      // this fiber, so the handler is interrupted in place and this fiber (kept in the
+      // registration's calls) ends only after its finalizers: closing waits for them (bounded).
+      Effect.zipRight(Effect.suspend(() => executor.execute(name, input))),
       Effect.catchAllCause((cause) => Effect.logWarning("tool execution defect", cause).pipe(Effect.as(internalError))),
       Effect.map((outcome) => outputSize(outcome) > limits.maxOutputBytes ? invalidOutput : outcome),
       Effect.onExit((exit) => {
@@ -209,7 +212,12 @@ const callEffect = (
           return log(outcome, code)
         }
         if (!Cause.isInterruptedOnly(exit.cause)) return Effect.void
-        return state.interruptedBy === "deadline" ? log("failed", "deadline_exceeded") : log("canceled", "canceled")
+        const [outcome, code] = state.interruptedBy === "deadline"
+          ? ["failed", "deadline_exceeded"] as const
+          : ["canceled", "canceled"] as const
+        span.attribute("tool.outcome", outcome)
+        span.attribute("tool.code", code)
+        return log(outcome, code)
       }),
       Effect.map(Mcp.toCallToolResult)
     )

@@ -15,6 +15,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import type * as Catalog from "../Catalog.js"
 import { ToolDefinitionError } from "../Tool.js"
 import type * as CatalogInternal from "./catalog.js"
@@ -259,7 +260,11 @@ const decodeAndRun = (prepared: Prepared, input: unknown): Effect.Effect<Catalog
         Effect.exit(
           provideEntryContext(
             prepared.entry,
-            Effect.suspend(() => prepared.entry.handler(decoded)) as Effect.Effect<unknown, unknown>
+            // Each call has a scope of its own (provided inside the entry's context, so it wins
+            // over the Layer's), closed when the call ends however it ends.
+            Effect.scoped(
+              Effect.suspend(() => prepared.entry.handler(decoded)) as Effect.Effect<unknown, unknown, Scope.Scope>
+            )
           )
         ),
         Exit.match({
