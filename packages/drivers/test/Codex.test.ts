@@ -331,7 +331,7 @@ describe("Codex.driver prepare", () => {
     expect(Codex.layout.siblings).toEqual(["home", "tmp"])
     expect(Codex.layout.classes.settings).toContain("config.toml")
     expect(Codex.layout.classes.auth).toEqual(["auth.json"])
-    expect(Codex.layout.reserved).toEqual([Codex.userConfigFile, ".tether-output-schema.json"])
+    expect(Codex.layout.reserved).toEqual([Codex.userConfigFile, ".tether-output-schema-*.json"])
     const driver = Codex.driver()
     expect(driver.name).toBe("codex")
     expect(driver.capabilities.sandbox).toEqual(["readOnly", "workspaceWrite", "unrestricted"])

@@ -5,6 +5,7 @@ import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import * as Crypto from "node:crypto"
 import type { Config, TomlTable } from "../Codex.js"
 import * as Binary from "./binary.js"
 import * as codexConfig from "./codexConfig.js"
@@ -31,8 +32,13 @@ export const capabilities: Driver.Capabilities = {
   builtinToolPolicy: ["deny"]
 }
 
-/** Where a `runAs` turn's JSON Schema is written for `--output-schema`. @internal */
-export const outputSchemaFile = ".tether-output-schema.json"
+/**
+ * Where a `runAs` turn's JSON Schema is written for `--output-schema`: named by its content, so
+ * overlapping turns of one agent never read each other's schema from the shared clone (turns
+ * with the same schema share identical bytes). @internal
+ */
+export const outputSchemaFile = (content: string): string =>
+  `.tether-output-schema-${Crypto.createHash("sha256").update(content).digest("hex").slice(0, 32)}.json`
 
 /** @internal */
 export const layout: ProfileLayout = {
@@ -49,7 +55,7 @@ export const layout: ProfileLayout = {
   // `sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`.
   sessionOf: (path) =>
     /^sessions\/.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$/.exec(path)?.[1],
-  reserved: [codexConfig.userConfigFile, outputSchemaFile],
+  reserved: [codexConfig.userConfigFile, ".tether-output-schema-*.json"],
   siblings: ["home", "tmp"]
 }
 
@@ -238,12 +244,10 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       // Codex sends it as the model's strict `text.format` json_schema, which must list every
       // property as required (optional ones become nullable; the parser undoes it). Codex does
       // not validate the reply against it: Tether does.
-      outputSchemaFiles.push({
-        path: outputSchemaFile,
-        content: JSON.stringify(StrictSchema.strict(request.outputSchema)),
-        mode: 0o600
-      })
-      args.push("--output-schema", (yield* Path.Path).join(request.profileDir, outputSchemaFile))
+      const content = JSON.stringify(StrictSchema.strict(request.outputSchema))
+      const file = outputSchemaFile(content)
+      outputSchemaFiles.push({ path: file, content, mode: 0o600 })
+      args.push("--output-schema", (yield* Path.Path).join(request.profileDir, file))
     }
     args.push("--")
     if (request.session._tag === "Resume") args.push(request.session.id)
