@@ -32,6 +32,7 @@ import * as NodePath from "node:path"
 import * as Approval from "../Approval.js"
 import * as Driver from "../Driver.js"
 import * as Process from "./process.js"
+import * as Redaction from "./redaction.js"
 import type * as RunLogs from "./runLogs.js"
 import * as ScrubFiles from "./scrubFiles.js"
 
@@ -68,6 +69,9 @@ export interface Warm {
 }
 
 /** What opening a live process needs from the agent. @internal */
+/** How long a failed attach waits for the rest of the process's stderr. */
+const stderrGrace = Duration.millis(500)
+
 export interface Context {
   readonly marker: string
   readonly driver: Driver.Driver
@@ -242,7 +246,27 @@ export const open = (
           ...(ctx.approvals === undefined ? {} : { approve })
         })).pipe(
           Scope.extend(attachScope),
-          Effect.mapError((error): OpenFailure => ({ reason: "ProtocolError", detail: error.message, cause: error }))
+          // A process that ended before it answered (a bad flag, a disabled account) said why on
+          // stderr: its last lines (scrubbed) join the error, as for a one-shot run. The wait is
+          // interruptible (this runs masked), so the timeout cuts it short for a process still
+          // alive, whose stderr has not ended.
+          Effect.catchAll((error) =>
+            error.reason === "ResumeRejected"
+              // A session to resume that is gone: the thread starts fresh at once.
+              ? Effect.fail<OpenFailure>({ reason: "ProtocolError", detail: error.message, cause: error })
+              : Effect.interruptible(spawned.stderrEnded).pipe(
+                Effect.timeout(Duration.min(ctx.killGrace, stderrGrace)),
+                Effect.ignore,
+                Effect.zipRight(Effect.suspend(() => {
+                  const excerpt = Redaction.stderrExcerpt(ctx.redactor, Process.decodeTail(spawned.stderrTail()))
+                  return Effect.fail<OpenFailure>({
+                    reason: "ProtocolError",
+                    detail: error.message + (excerpt === "" ? "" : `; the end of its stderr:\n${excerpt}`),
+                    cause: error
+                  })
+                }))
+              )
+          )
         )
         return { spawned, session }
       })

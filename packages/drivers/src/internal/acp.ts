@@ -93,7 +93,16 @@ const providerError = (detail: string) => new Driver.ProtocolError({ reason: "Pr
 
 /** What a rejected SDK request says (a JSON-RPC error, or the connection closing). */
 const describe = (error: unknown): string => {
-  if (error instanceof Acp.RequestError) return `${error.message} (code ${error.code})`
+  if (error instanceof Acp.RequestError) {
+    // The agent's own words are in `data.message` (codex-acp: "Internal error" with the cause
+    // there, e.g. that the model endpoint refused the key).
+    const data: unknown = error.data
+    const said = typeof data === "object" && data !== null && "message" in data && typeof data.message === "string" &&
+        !error.message.includes(data.message)
+      ? `: ${data.message}`
+      : ""
+    return `${error.message}${said} (code ${error.code})`
+  }
   return error instanceof Error ? error.message : "unknown failure"
 }
 

@@ -110,14 +110,35 @@ const processEnv = (config: Config, request: Driver.InvocationRequest) =>
 
 /** @internal */
 export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | undefined => {
-  const line = info.stderr.split("\n").find((l) => l.startsWith(failurePrefix))
+  const lines = info.stderr.split("\n").map((l) => l.trimEnd())
+  const line = lines.find((l) => l.startsWith(failurePrefix))
   if (line === undefined) return undefined
+  // The agent's own last words (the runner relays its stderr), which core scrubs with the rest.
+  const said = lines.filter((l) => l !== "" && !l.startsWith(failurePrefix)).slice(-8).join("\n")
+  const tail = said === "" ? "" : `; the end of the agent's stderr:\n${said}`
   const match = /^(HostedToolsUnavailable|ResumeRejected|MalformedOutput|ProviderError): (.*)$/s.exec(
     line.slice(failurePrefix.length)
   )
   return match === null
-    ? providerError(line.slice(failurePrefix.length))
-    : new Driver.ProtocolError({ reason: match[1] as Driver.ProtocolError["reason"], detail: match[2]! })
+    ? providerError(line.slice(failurePrefix.length) + tail)
+    : new Driver.ProtocolError({ reason: match[1] as Driver.ProtocolError["reason"], detail: match[2]! + tail })
+}
+
+/**
+ * Whether `command` can be started as the runner would start it: a path (resolved against `cwd`)
+ * to an executable file, or a bare name found so on `path`.
+ */
+const startable = (command: string, path: string | undefined, cwd: string): boolean => {
+  const executable = (file: string) => {
+    try {
+      NodeFs.accessSync(file, NodeFs.constants.X_OK)
+      return NodeFs.statSync(file).isFile()
+    } catch {
+      return false
+    }
+  }
+  if (command.includes("/")) return executable(NodePath.resolve(cwd, command))
+  return (path ?? "").split(":").some((dir) => dir !== "" && executable(NodePath.join(dir, command)))
 }
 
 /**
@@ -153,6 +174,20 @@ export const driver = (config: Config): Driver.Driver => {
     prepare: (request) =>
       Effect.gen(function*() {
         const env = yield* processEnv(config, request)
+        if (!startable(config.command, env["PATH"], request.workspace)) {
+          // Spawned as it is, the agent's command fails core's spawn: `SpawnFailed` naming it,
+          // with the install hint, as on a live thread (the runner could only report it after
+          // starting).
+          return {
+            command: config.command,
+            commandSource: "the ACP agent's command",
+            args,
+            env,
+            cwd: request.workspace,
+            stdin: undefined,
+            files: []
+          } satisfies Driver.Invocation
+        }
         const { hostEnv: _, ...rest } = request
         const spec: TurnSpec = {
           command: config.command,

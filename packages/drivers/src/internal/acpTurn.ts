@@ -139,6 +139,10 @@ const program = Effect.gen(function*() {
     (error) => Deferred.unsafeDone(spawned, Exit.fail(`cannot start ${spec.command}: ${error.message}`))
   )
   child.stderr.pipe(process.stderr)
+  // An agent that exited at once closes its stdin: a write to it (`initialize`) then fails with
+  // EPIPE, which must not crash the runner (the closed output ends the turn, with the agent's
+  // stderr above the runner's failure line).
+  child.stdin.on("error", () => {})
   yield* Deferred.await(spawned).pipe(
     Effect.mapError((detail) => ({ _tag: "ProtocolError", reason: "ProviderError", detail }) as const)
   )
