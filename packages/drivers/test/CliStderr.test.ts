@@ -10,22 +10,12 @@ import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import { Acp, Claude, CodeBuddy, Codex, Gemini } from "@tether/drivers"
 import { Harness } from "@tether/testing"
-import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-
-const Noop = Tool.make("noop", {
-  description: "Does nothing.",
-  input: {},
-  output: Schema.Struct({ ok: Schema.Boolean }),
-  revision: "noop/v1"
-})
-const Tools = Toolkit.make(Noop)
-const ToolsLive = Tools.toLayer({ noop: () => Effect.succeed({ ok: true }) })
+import { NoopTools, NoopToolsLive } from "./fixtures/noopTools.js"
 
 const said = "STDERR-MARKER-9: your organization has been disabled"
 
@@ -46,7 +36,7 @@ const failureOf = (driver: Driver.Driver, mode: "run" | "thread") =>
     const error = yield* Effect.gen(function*() {
       const agent = yield* Agent.make({
         driver,
-        definition: { instructions: "", skills: [], tools: Tools },
+        definition: { instructions: "", skills: [], tools: NoopTools },
         workspace: sandbox.workspace,
         profile: sandbox.selection
       })
@@ -56,7 +46,7 @@ const failureOf = (driver: Driver.Driver, mode: "run" | "thread") =>
     }).pipe(Effect.scoped)
     expect(yield* Harness.entries(sandbox.root)).toEqual([])
     return error
-  }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.layer]))
+  }).pipe(Effect.scoped, Effect.provide([NoopToolsLive, Harness.layer]))
 
 const drivers = (file: string): ReadonlyArray<Driver.Driver> => [
   Claude.driver({ binary: file, env: { ANTHROPIC_API_KEY: Redacted.make("k") } }),

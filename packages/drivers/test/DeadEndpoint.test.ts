@@ -14,19 +14,9 @@ import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import { Claude, CodeBuddy, Gemini } from "@tether/drivers"
 import { Harness } from "@tether/testing"
-import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
-
-const Noop = Tool.make("noop", {
-  description: "Does nothing.",
-  input: {},
-  output: Schema.Struct({ ok: Schema.Boolean }),
-  revision: "noop/v1"
-})
-const Tools = Toolkit.make(Noop)
-const ToolsLive = Tools.toLayer({ noop: () => Effect.succeed({ ok: true }) })
+import { NoopTools, NoopToolsLive } from "./fixtures/noopTools.js"
 
 /** Nothing listens on port 1 of the loopback address: every connection is refused. */
 const dead = "http://127.0.0.1:1"
@@ -38,7 +28,7 @@ const failureOf = (driver: Driver.Driver) =>
     const error = yield* Effect.gen(function*() {
       const agent = yield* Agent.make({
         driver,
-        definition: { instructions: "", skills: [], tools: Tools },
+        definition: { instructions: "", skills: [], tools: NoopTools },
         workspace: sandbox.workspace,
         profile: sandbox.selection
       })
@@ -46,7 +36,7 @@ const failureOf = (driver: Driver.Driver) =>
     }).pipe(Effect.scoped)
     console.info(`[dead endpoint] ${driver.name}: ${error._tag} after ${Math.round(performance.now() - started)} ms`)
     return error
-  }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.layer]))
+  }).pipe(Effect.scoped, Effect.provide([NoopToolsLive, Harness.layer]))
 
 describe("A dead model endpoint fails within the drivers' retry bounds", () => {
   it.live("Claude Code (default maxRetries)", () =>

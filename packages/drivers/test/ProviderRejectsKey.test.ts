@@ -11,21 +11,11 @@ import { Agent } from "@tether/core"
 import type * as Driver from "@tether/core/Driver"
 import { Claude, Codex, Gemini } from "@tether/drivers"
 import { AnthropicServer, GeminiServer, Harness, ResponsesServer } from "@tether/testing"
-import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as H from "./AcpHarness.js"
-
-const Noop = Tool.make("noop", {
-  description: "Does nothing.",
-  input: {},
-  output: Schema.Struct({ ok: Schema.Boolean }),
-  revision: "noop/v1"
-})
-const Tools = Toolkit.make(Noop)
-const ToolsLive = Tools.toLayer({ noop: () => Effect.succeed({ ok: true }) })
+import { NoopTools, NoopToolsLive } from "./fixtures/noopTools.js"
 
 const words = "KEY-REJECTED-MARKER-7 invalid api key"
 
@@ -36,7 +26,7 @@ const failureOf = (driver: Driver.Driver, mode: "run" | "thread") =>
     const out = yield* Effect.gen(function*() {
       const agent = yield* Agent.make({
         driver,
-        definition: { instructions: "", skills: [], tools: Tools },
+        definition: { instructions: "", skills: [], tools: NoopTools },
         workspace: sandbox.workspace,
         profile: sandbox.selection
       })
@@ -53,7 +43,7 @@ const failureOf = (driver: Driver.Driver, mode: "run" | "thread") =>
     const leftProcesses = yield* Harness.markedProcesses(out.marker)
     const leftClones = yield* Harness.entries(sandbox.root)
     return { ...out, elapsed, leftProcesses, leftClones }
-  }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.layer]))
+  }).pipe(Effect.scoped, Effect.provide([NoopToolsLive, Harness.layer]))
 
 const codexWords = "Your access token could not be refreshed"
 
