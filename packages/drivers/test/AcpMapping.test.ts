@@ -345,9 +345,10 @@ describe("ACP one-shot parse", () => {
   it("the turn runner's failure line is the run's typed error", () => {
     const classify = (stderr: string) =>
       AcpDriver.classifyExit({ exitCode: 2, stderr, terminal: undefined, session: { _tag: "New", id: "x" } })
+    // The agent's own stderr lines (the runner relays them) follow the runner's reason.
     expect(classify(`noise\n${AcpDriver.failurePrefix}HostedToolsUnavailable: no http MCP\n`)).toMatchObject({
       reason: "HostedToolsUnavailable",
-      detail: "no http MCP"
+      detail: "no http MCP; the end of the agent's stderr:\nnoise"
     })
     expect(classify(`${AcpDriver.failurePrefix}ResumeRejected: session/load failed`)).toMatchObject({
       reason: "ResumeRejected"

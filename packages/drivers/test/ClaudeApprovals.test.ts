@@ -241,7 +241,12 @@ describe("Claude approvals, one-shot (real CLI)", () => {
           expect(exit._tag).toBe("Failure")
           const tags = events.map((e) => e._tag)
           const resolved = events.filter((e): e is Event.ApprovalResolved => e._tag === "ApprovalResolved")
-          expect(resolved.map((e) => [e.decision, e.by])).toEqual([[Approval.canceledDecision, "close"]])
+          // The CLI may read the deny and ask again before close reaps it (under load it did): every
+          // request of the closing run is denied by close.
+          expect(resolved.length).toBeGreaterThan(0)
+          expect(resolved.map((e) => [e.decision, e.by])).toEqual(
+            resolved.map(() => [Approval.canceledDecision, "close"])
+          )
           expect(tags.indexOf("ApprovalResolved")).toBeLessThan(tags.indexOf("RunFinished"))
           expect((events.at(-1) as Event.RunFinished).outcome).toBe("canceled")
           expect(Fs.existsSync(file)).toBe(false)
@@ -437,7 +442,12 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
           expect(processesOf(events)[0]).toMatchObject({ reused: true })
           const tags = events.map((e) => e._tag)
           const resolved = events.filter((e): e is Event.ApprovalResolved => e._tag === "ApprovalResolved")
-          expect(resolved.map((e) => [e.decision, e.by])).toEqual([[Approval.canceledDecision, "close"]])
+          // The CLI may read the deny and ask again before close reaps it (under load it did): every
+          // request of the closing run is denied by close.
+          expect(resolved.length).toBeGreaterThan(0)
+          expect(resolved.map((e) => [e.decision, e.by])).toEqual(
+            resolved.map(() => [Approval.canceledDecision, "close"])
+          )
           expect(tags.indexOf("ApprovalResolved")).toBeLessThan(tags.indexOf("RunFinished"))
           expect((events.at(-1) as Event.RunFinished).outcome).toBe("canceled")
           expect(Fs.existsSync(closedFile)).toBe(false)
