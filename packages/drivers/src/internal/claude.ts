@@ -1,4 +1,5 @@
 /** @internal */
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
@@ -183,6 +184,87 @@ export const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<strin
   }
 }
 
+/** Credentials and the endpoint, in a copied profile's `settings.json`. */
+const credentialEnv = ["ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_CUSTOM_HEADERS"]
+
+/** Permission modes that run built-in tools without asking. */
+const unaskedModes = new Set(["acceptEdits", "bypassPermissions", "dontAsk"])
+
+/**
+ * The copied profile's settings (`settings.json`, `settings.local.json`) without what would
+ * overrule the driver: Claude Code applies a settings file's `env` over its process environment,
+ * so an `env` entry naming a variable the driver sets goes (the endpoint and key the host gave,
+ * the driver's switches); with an endpoint or key given, so do the user's own credentials (the
+ * `env` credentials and `apiKeyHelper`), which the CLI would send to that endpoint. With approvals,
+ * the user's `permissions.allow` rules and a mode that runs tools unasked go too: the host decides
+ * each built-in call (the driver's `allowedTools` is how a host skips asking). `undefined` when
+ * nothing is to change.
+ */
+const withoutOverrides = (
+  settings: { readonly [key: string]: unknown },
+  owned: ReadonlySet<string>,
+  endpointGiven: boolean,
+  approvals: boolean
+): { readonly [key: string]: unknown } | undefined => {
+  const out: { [key: string]: unknown } = { ...settings }
+  let changed = false
+  const env = settings["env"]
+  if (isRecord(env)) {
+    const kept = Object.fromEntries(
+      Object.entries(env).filter(([name]) => !owned.has(name) && !(endpointGiven && credentialEnv.includes(name)))
+    )
+    if (Object.keys(kept).length !== Object.keys(env).length) {
+      out["env"] = kept
+      changed = true
+    }
+  }
+  if (endpointGiven && "apiKeyHelper" in out) {
+    delete out["apiKeyHelper"]
+    changed = true
+  }
+  const permissions = settings["permissions"]
+  if (approvals && isRecord(permissions)) {
+    const { allow, defaultMode, ...rest } = permissions
+    const unasked = typeof defaultMode === "string" && unaskedModes.has(defaultMode)
+    if (allow !== undefined || unasked) {
+      out["permissions"] = unasked || defaultMode === undefined ? rest : { ...rest, defaultMode }
+      changed = true
+    }
+  }
+  return changed ? out : undefined
+}
+
+/** The copied settings files rewritten by `withoutOverrides`, those that change. */
+const settingsFiles = (config: Config, request: Driver.InvocationRequest, env: { readonly [name: string]: string }) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const owned = new Set(Object.keys(env).filter((name) => request.hostEnv[name] !== env[name]))
+    for (const name of Object.keys(config.env ?? {})) owned.add(name)
+    const endpointGiven = credentialEnv.some((name) => config.env?.[name] !== undefined)
+    const approvals = request.approvals !== undefined || request.liveApprovals === true
+    const files: Array<Driver.MaterializedFile> = []
+    for (const name of ["settings.json", "settings.local.json"]) {
+      const text = yield* fs.readFileString(path.join(request.profileDir, name)).pipe(
+        Effect.orElseSucceed(() => undefined)
+      )
+      if (text === undefined) continue
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(text)
+      } catch {
+        // The CLI reports a settings file it cannot read itself; nothing of it applies.
+        continue
+      }
+      if (!isRecord(parsed)) continue
+      const rewritten = withoutOverrides(parsed, owned, endpointGiven, approvals)
+      if (rewritten !== undefined) {
+        files.push({ path: name, content: JSON.stringify(rewritten, null, 2) + "\n", mode: 0o600 })
+      }
+    }
+    return files
+  })
+
 /** @internal */
 export const prepare = (config: Config, binary: Binary.Binary) => (request: Driver.InvocationRequest) =>
   Effect.gen(function*() {
@@ -242,11 +324,13 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     // its calls and reports the value in `result.structured_output`. Not a secret: argv is fine.
     if (request.outputSchema !== undefined) args.push("--json-schema", JSON.stringify(request.outputSchema))
     args.push(...sessionArgs(request.session))
+    const env = buildEnv(config, request, home, tmp)
+    files.push(...yield* settingsFiles(config, request, env))
     return {
       command: binary.command,
       args: [...binary.prefix, ...args],
       commandSource: binary.source,
-      env: buildEnv(config, request, home, tmp),
+      env,
       cwd: request.workspace,
       stdin: promptLine(request.prompt),
       files
