@@ -298,6 +298,13 @@ export const renderSettings = (
     const currentAttempts = isRecord(current["general"]) ? current["general"]["maxAttempts"] : undefined
     const maxAttempts = config.maxAttempts ??
       (typeof currentAttempts === "number" ? currentAttempts : defaultMaxAttempts)
+    // Gemini CLI skips, without a word, every MCP server missing from a non-empty `mcp.allowed`
+    // (a user's list of their own servers): the run's servers join it. (`mcp.excluded` stays the
+    // user's: excluding the hosted key is deliberate.)
+    const currentMcp = isRecord(current["mcp"]) ? current["mcp"] : {}
+    const allowed = Array.isArray(currentMcp["allowed"]) && currentMcp["allowed"].length > 0
+      ? [...new Set([...currentMcp["allowed"], request.hosted.key, ...request.mcp.map((server) => server.key)])]
+      : undefined
     const ours: Json = {
       security: { auth: { selectedType: config.authType ?? currentAuth ?? "gemini-api-key" } },
       privacy: { usageStatisticsEnabled: false },
@@ -313,6 +320,7 @@ export const renderSettings = (
         sessionRetention: { enabled: false }
       },
       mcpServers: servers,
+      ...(allowed === undefined ? {} : { mcp: { ...currentMcp, allowed } }),
       ...(request.instructions.length > 0 ? { context: { fileName: contextNames(context["fileName"]) } } : {})
     }
     const merged = merge(current, ours)
