@@ -1,7 +1,8 @@
 /**
  * The CodeBuddy driver against the real CodeBuddy Code CLI (2.117.0, bundled in
  * @tencent-ai/agent-sdk) run offline against the scripted Chat Completions server, driver level:
- * what the CLI reports of a wrong key, of cached prompt tokens, and a run without partial messages.
+ * what the CLI reports of a wrong key, of cached prompt tokens, a run without partial messages, and
+ * the user's copied settings never taking the turn to another endpoint.
  */
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
@@ -10,6 +11,8 @@ import { CodeBuddy } from "@tether/drivers"
 import { ChatCompletionsServer } from "@tether/testing"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { baseRequest, mcpServer, runTurn, tempRoot } from "./ClaudeHarness.js"
 
 const turnWith = (script: ChatCompletionsServer.Script, config: CodeBuddy.Config = {}) =>
@@ -58,6 +61,29 @@ describe("CodeBuddy driver with the real CLI", () => {
       // "`cachedInputTokens`: the part of `inputTokens` read from the provider's prompt cache".
       expect(terminal?.usage).toMatchObject({ inputTokens: 100, cachedInputTokens: 40, outputTokens: 7 })
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 60_000)
+
+  it.live(
+    "the configured endpoint gets the turn and the host's key, whatever the user's settings.json env says",
+    () =>
+      Effect.gen(function*() {
+        const root = yield* tempRoot
+        const token = `tok-${crypto.randomUUID()}`
+        const mcp = yield* mcpServer(token)
+        const configured = yield* ChatCompletionsServer.make({ script: () => ChatCompletionsServer.text("configured") })
+        const other = yield* ChatCompletionsServer.make({ script: () => ChatCompletionsServer.text("other") })
+        // The user's own endpoint and key in the settings copied into the clone.
+        const settings = JSON.stringify({
+          env: { CODEBUDDY_BASE_URL: other.baseUrl, CODEBUDDY_API_KEY: "sk-user-own" }
+        })
+        Fs.writeFileSync(Path.join(root.profile, "settings.json"), settings)
+        const driver = CodeBuddy.driver({ endpoint: { baseUrl: configured.baseUrl, apiKey: Redacted.make("sk-host") } })
+        const turn = yield* runTurn(driver, baseRequest(root, mcp.url, { prompt: "go" }), token)
+        expect(terminalOf(turn.outputs)).toMatchObject({ ok: true, text: "configured" })
+        expect(yield* other.requests).toEqual([])
+        expect((yield* configured.requests).every((r) => !JSON.stringify(r.headers).includes("sk-user-own"))).toBe(true)
+      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+    60_000
+  )
 
   it.live(
     "without partial messages, reasoning still arrives and the final text is the last message",

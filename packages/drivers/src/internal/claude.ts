@@ -184,46 +184,59 @@ export const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<strin
   }
 }
 
-/** Credentials and the endpoint, in a copied profile's `settings.json`. */
+/** Claude Code's credentials and endpoint variables, in a copied profile's `settings.json`. */
 const credentialEnv = ["ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_CUSTOM_HEADERS"]
 
 /** Permission modes that run built-in tools without asking. */
 const unaskedModes = new Set(["acceptEdits", "bypassPermissions", "dontAsk"])
 
+/** What a copied settings file may not overrule (see `copiedSettings`). @internal */
+export interface SettingsRules {
+  /** Variables the host's configuration sets (the driver's `env`, its endpoint). */
+  readonly configured: ReadonlyArray<string>
+  /** The CLI's credential and endpoint variables. */
+  readonly credentials: ReadonlyArray<string>
+  /** The host gave an endpoint or a key: the user's own credentials must not reach it. */
+  readonly endpointGiven: boolean
+  /** The agent has approvals: the host decides each built-in call. */
+  readonly approvals: boolean
+}
+
 /**
- * The copied profile's settings (`settings.json`, `settings.local.json`) without what would
- * overrule the driver: Claude Code applies a settings file's `env` over its process environment,
- * so an `env` entry naming a variable the driver sets goes (the endpoint and key the host gave,
- * the driver's switches); with an endpoint or key given, so do the user's own credentials (the
- * `env` credentials and `apiKeyHelper`), which the CLI would send to that endpoint. With approvals,
- * the user's `permissions.allow` rules and a mode that runs tools unasked go too: the host decides
- * each built-in call (the driver's `allowedTools` is how a host skips asking). `undefined` when
- * nothing is to change.
+ * A copied profile's settings without what would overrule the driver: Claude Code (and CodeBuddy
+ * Code, its fork) applies a settings file's `env` over its process environment, so an `env` entry
+ * naming a variable the driver or the host sets goes (the endpoint and key given, the driver's
+ * switches); with an endpoint or key given, so do the user's own credentials (the `env`
+ * credentials and `apiKeyHelper`), which the CLI would send to that endpoint. With approvals, the
+ * user's `permissions.allow` rules and a mode that runs tools unasked go too: the host decides each
+ * built-in call (the driver's `allowedTools` is how a host skips asking). `undefined` when nothing
+ * is to change.
  */
 const withoutOverrides = (
   settings: { readonly [key: string]: unknown },
   owned: ReadonlySet<string>,
-  endpointGiven: boolean,
-  approvals: boolean
+  rules: SettingsRules
 ): { readonly [key: string]: unknown } | undefined => {
   const out: { [key: string]: unknown } = { ...settings }
   let changed = false
   const env = settings["env"]
   if (isRecord(env)) {
     const kept = Object.fromEntries(
-      Object.entries(env).filter(([name]) => !owned.has(name) && !(endpointGiven && credentialEnv.includes(name)))
+      Object.entries(env).filter(([name]) =>
+        !owned.has(name) && !(rules.endpointGiven && rules.credentials.includes(name))
+      )
     )
     if (Object.keys(kept).length !== Object.keys(env).length) {
       out["env"] = kept
       changed = true
     }
   }
-  if (endpointGiven && "apiKeyHelper" in out) {
+  if (rules.endpointGiven && "apiKeyHelper" in out) {
     delete out["apiKeyHelper"]
     changed = true
   }
   const permissions = settings["permissions"]
-  if (approvals && isRecord(permissions)) {
+  if (rules.approvals && isRecord(permissions)) {
     const { allow, defaultMode, ...rest } = permissions
     const unasked = typeof defaultMode === "string" && unaskedModes.has(defaultMode)
     if (allow !== undefined || unasked) {
@@ -234,15 +247,26 @@ const withoutOverrides = (
   return changed ? out : undefined
 }
 
-/** The copied settings files rewritten by `withoutOverrides`, those that change. */
-const settingsFiles = (config: Config, request: Driver.InvocationRequest, env: { readonly [name: string]: string }) =>
+/**
+ * The clone's copied `settings.json` and `settings.local.json` rewritten by `withoutOverrides`,
+ * those that change (never the source's: they are the clone's own copies). `env` is the process
+ * environment the driver built: a variable it sets to another value than the host's is the
+ * driver's.
+ *
+ * @internal
+ */
+export const copiedSettings = (
+  request: Driver.InvocationRequest,
+  env: { readonly [name: string]: string },
+  rules: SettingsRules
+) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const owned = new Set(Object.keys(env).filter((name) => request.hostEnv[name] !== env[name]))
-    for (const name of Object.keys(config.env ?? {})) owned.add(name)
-    const endpointGiven = credentialEnv.some((name) => config.env?.[name] !== undefined)
-    const approvals = request.approvals !== undefined || request.liveApprovals === true
+    const owned = new Set([
+      ...Object.keys(env).filter((name) => request.hostEnv[name] !== env[name]),
+      ...rules.configured
+    ])
     const files: Array<Driver.MaterializedFile> = []
     for (const name of ["settings.json", "settings.local.json"]) {
       const text = yield* fs.readFileString(path.join(request.profileDir, name)).pipe(
@@ -257,7 +281,7 @@ const settingsFiles = (config: Config, request: Driver.InvocationRequest, env: {
         continue
       }
       if (!isRecord(parsed)) continue
-      const rewritten = withoutOverrides(parsed, owned, endpointGiven, approvals)
+      const rewritten = withoutOverrides(parsed, owned, rules)
       if (rewritten !== undefined) {
         files.push({ path: name, content: JSON.stringify(rewritten, null, 2) + "\n", mode: 0o600 })
       }
@@ -325,7 +349,14 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (request.outputSchema !== undefined) args.push("--json-schema", JSON.stringify(request.outputSchema))
     args.push(...sessionArgs(request.session))
     const env = buildEnv(config, request, home, tmp)
-    files.push(...yield* settingsFiles(config, request, env))
+    files.push(
+      ...yield* copiedSettings(request, env, {
+        configured: Object.keys(config.env ?? {}),
+        credentials: credentialEnv,
+        endpointGiven: credentialEnv.some((name) => config.env?.[name] !== undefined),
+        approvals: request.approvals !== undefined || request.liveApprovals === true
+      })
+    )
     return {
       command: binary.command,
       args: [...binary.prefix, ...args],

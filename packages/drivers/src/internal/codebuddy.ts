@@ -110,6 +110,16 @@ export const binarySpec: Binary.Spec = {
   candidates: (installed) => [{ file: `${installed.dir}/cli/bin/codebuddy`, script: true }]
 }
 
+/** CodeBuddy Code's credentials and endpoint variables (its own, and the Claude Code ones it reads). */
+const credentialEnv = [
+  "CODEBUDDY_BASE_URL",
+  "CODEBUDDY_API_KEY",
+  "CODEBUDDY_AUTH_TOKEN",
+  "ANTHROPIC_BASE_URL",
+  "ANTHROPIC_API_KEY",
+  "ANTHROPIC_AUTH_TOKEN"
+]
+
 const endpointEnv = (config: Config): { readonly [name: string]: string } => {
   const endpoint = config.endpoint
   if (endpoint === undefined) return {}
@@ -164,24 +174,32 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (model !== undefined) args.push("--model", model)
     if (request.instructions.length > 0) args.push("--append-system-prompt", request.instructions)
     args.push(...claude.sessionArgs(request.session))
+    const env = Env.buildEnv(config, request, {
+      ...endpointEnv(config),
+      ...mcpTimeoutEnv(config),
+      ...fixedEnv,
+      HOME: home,
+      TMPDIR: tmp,
+      CODEBUDDY_CONFIG_DIR: request.profileDir
+    })
     return {
       command: binary.command,
       args: [...binary.prefix, ...args],
       commandSource: binary.source,
-      env: Env.buildEnv(config, request, {
-        ...endpointEnv(config),
-        ...mcpTimeoutEnv(config),
-        ...fixedEnv,
-        HOME: home,
-        TMPDIR: tmp,
-        CODEBUDDY_CONFIG_DIR: request.profileDir
-      }),
+      env,
       cwd: request.workspace,
       stdin: request.prompt,
       files: [
         { path: mcpConfigFile, content: claude.renderMcpConfig(request), mode: 0o600 },
         // The CLI lists `skills/<name>/SKILL.md` of its configuration directory in its Skill tool.
-        ...Skills.project(request.skills, "skills")
+        ...Skills.project(request.skills, "skills"),
+        // Like Claude Code, the CLI applies a settings file's `env` over its environment.
+        ...yield* claude.copiedSettings(request, env, {
+          configured: [...Object.keys(config.env ?? {}), ...Object.keys(endpointEnv(config))],
+          credentials: credentialEnv,
+          endpointGiven: config.endpoint !== undefined,
+          approvals: false
+        })
       ]
     } satisfies Driver.Invocation
   })
