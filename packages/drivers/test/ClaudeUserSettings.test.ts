@@ -80,10 +80,12 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
             workspace: sandbox.workspace,
             profile: sandbox.selection
           })
-          const result = yield* Effect.either(agent.run("hello"))
+          // Twice: the second run reads the clone's settings the first one rewrote.
+          yield* Effect.either(agent.run("hello"))
+          const result = yield* Effect.either(agent.run("hello again"))
           const text = Either.isRight(result) ? result.right.text : String(result.left)
           expect({ configured: yield* posts(configured), other: yield* posts(other), text }).toEqual({
-            configured: 1,
+            configured: 2,
             other: 0,
             text: "from the configured endpoint"
           })
