@@ -2,7 +2,10 @@
  * `AgentHttp.router` in a real server on 127.0.0.1 with the reference driver (live, a real process
  * per thread): many readers of one run each get every event once, odd routes and bodies get typed
  * JSON errors (never a 500) and odd keys round-trip, and closing the server with an AG-UI client
- * (the real `@ag-ui/client`) and SSE readers open ends them all and leaves nothing.
+ * (the real `@ag-ui/client`) and SSE readers open ends them all and leaves nothing. A router whose
+ * scope has closed (the documented shutdown order closes it before the server) answers every
+ * request `503 agent_closed`, those that read a body too (they waited forever on a fiber its closed
+ * set never ran).
  */
 import { type BaseEvent, EventType, HttpAgent } from "@ag-ui/client"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
@@ -305,5 +308,40 @@ layer(agentLayer, { excludeTestServices: true, timeout: 60_000 })(
         expect(ended).toEqual(["canceled", "canceled", "canceled"])
         expect(yield* noProcessLeft).toBe(true)
       }))
+
+    it.effect("requests that reach a router whose scope has closed get 503 agent_closed, not a hang", () =>
+      Effect.gen(function*() {
+        const agent = yield* Tether
+        const routerScope = yield* Scope.make()
+        const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
+        yield* server.serve(yield* AgentHttp.router({ agent, authorize }).pipe(Scope.extend(routerScope)))
+        const origin = `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
+        // The router's scope closes first (as it does inside the server's lifetime); the server is
+        // still up and a request still comes in.
+        yield* Scope.close(routerScope, Exit.void)
+        const ask = (path: string, init: RequestInit) =>
+          Effect.promise(() =>
+            fetch(`${origin}${path}`, { ...init, signal: AbortSignal.timeout(3_000) }).then(
+              (response) => response.status,
+              () => "no answer within 3 s"
+            )
+          )
+        const snapshot = yield* ask("/threads/alice%2Fafter", { headers: alice })
+        const turn = yield* ask("/threads/alice%2Fafter/turns", {
+          method: "POST",
+          headers: { ...alice, ...json },
+          body: JSON.stringify({ input: "hello" })
+        })
+        const agui = yield* ask("/agui", {
+          method: "POST",
+          headers: { ...alice, ...json },
+          body: JSON.stringify({
+            threadId: "alice/after",
+            runId: "r",
+            messages: [{ id: "m", role: "user", content: "hi" }]
+          })
+        })
+        expect({ snapshot, turn, agui }).toEqual({ snapshot: 503, turn: 503, agui: 503 })
+      }).pipe(Effect.scoped))
   }
 )
