@@ -16,6 +16,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
+import { offlineClaude } from "./ClaudeHarness.js"
 
 const Lookup = Tool.make("lookup_issue", {
   description: "Look up one issue by key.",
@@ -50,6 +51,15 @@ const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, 
     return value
   }).pipe(Effect.scoped)
 
+/** An agent with no tools of its own on the real CLI, its model at `url`. */
+const plainAgent = (sandbox: Harness.Sandbox, url: string) =>
+  Agent.make({
+    driver: offlineClaude(url, { partialMessages: false }),
+    definition: { instructions: "", tools: Toolkit.empty },
+    workspace: sandbox.workspace,
+    profile: sandbox.selection
+  })
+
 const posts = (server: AnthropicServer.AnthropicServer) =>
   Effect.map(server.requests, (all) => all.filter((r) => r.method === "POST").length)
 
@@ -67,19 +77,7 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
           })
           // A common personal set-up: the user's own proxy in ~/.claude/settings.json.
           writeSource(sandbox, "settings.json", { env: { ANTHROPIC_BASE_URL: other.url } })
-          const agent = yield* Agent.make({
-            driver: Claude.driver({
-              env: {
-                ANTHROPIC_BASE_URL: configured.url,
-                ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
-                CLAUDE_CODE_MAX_RETRIES: "0"
-              },
-              partialMessages: false
-            }),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection
-          })
+          const agent = yield* plainAgent(sandbox, configured.url)
           // Twice: the second run reads the clone's settings the first one rewrote.
           yield* Effect.either(agent.run("hello"))
           const result = yield* Effect.either(agent.run("hello again"))
@@ -206,19 +204,7 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
           const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("ok") })
           const marker = NodePath.join(sandbox.base, "helper-ran")
           writeSource(sandbox, "settings.json", { apiKeyHelper: `touch ${marker}; echo sk-from-user-helper` })
-          const agent = yield* Agent.make({
-            driver: Claude.driver({
-              env: {
-                ANTHROPIC_BASE_URL: server.url,
-                ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
-                CLAUDE_CODE_MAX_RETRIES: "0"
-              },
-              partialMessages: false
-            }),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection
-          })
+          const agent = yield* plainAgent(sandbox, server.url)
           yield* Effect.either(agent.run("hello"))
           const keys = (yield* server.requests).filter((r) => r.method === "POST").map((r) => [
             r.headers["x-api-key"],
@@ -239,19 +225,7 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
         Effect.gen(function*() {
           const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("ok") })
           writeSource(sandbox, "settings.json", { env: { ANTHROPIC_AUTH_TOKEN: "user-personal-token-3f9a" } })
-          const agent = yield* Agent.make({
-            driver: Claude.driver({
-              env: {
-                ANTHROPIC_BASE_URL: server.url,
-                ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
-                CLAUDE_CODE_MAX_RETRIES: "0"
-              },
-              partialMessages: false
-            }),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection
-          })
+          const agent = yield* plainAgent(sandbox, server.url)
           yield* Effect.either(agent.run("hello"))
           const sent = (yield* server.requests).filter((r) => r.method === "POST").map((r) => JSON.stringify(r.headers))
           expect(sent.length).toBeGreaterThan(0)
