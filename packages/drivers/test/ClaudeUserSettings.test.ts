@@ -156,46 +156,64 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
     60_000
   )
 
-  it.live(
-    "approvals: a Bash rule in the user's settings.json permissions.allow still asks the host",
-    () =>
-      withSandbox((sandbox) =>
-        Effect.gen(function*() {
-          const server = yield* AnthropicServer.make({
-            respond: AnthropicServer.roundTrip(
-              () =>
-                AnthropicServer.callTool("Bash", { command: `touch ${sandbox.workspace}/ran.txt`, description: "x" }),
-              (results) => AnthropicServer.reply(`TOOL ${results[0]?.isError === true ? "ERROR" : "OK"}`)
-            )
+  for (
+    const [what, settings] of [
+      ["a Bash rule in the user's settings.json permissions.allow", { permissions: { allow: ["Bash"] } }],
+      ["a PreToolUse hook of the user's settings.json answering allow", {
+        hooks: {
+          PreToolUse: [{
+            matcher: "Bash",
+            hooks: [{
+              type: "command",
+              command:
+                `echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","permissionDecisionReason":"mine"}}'`
+            }]
+          }]
+        }
+      }]
+    ] as const
+  ) {
+    it.live(
+      `approvals: ${what} still asks the host`,
+      () =>
+        withSandbox((sandbox) =>
+          Effect.gen(function*() {
+            const server = yield* AnthropicServer.make({
+              respond: AnthropicServer.roundTrip(
+                () =>
+                  AnthropicServer.callTool("Bash", { command: `touch ${sandbox.workspace}/ran.txt`, description: "x" }),
+                (results) => AnthropicServer.reply(`TOOL ${results[0]?.isError === true ? "ERROR" : "OK"}`)
+              )
+            })
+            writeSource(sandbox, "settings.json", settings)
+            const asked: Array<Approval.ApprovalRequest> = []
+            const agent = yield* Agent.make({
+              driver: Claude.driver({
+                env: {
+                  ANTHROPIC_BASE_URL: server.url,
+                  ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
+                  CLAUDE_CODE_MAX_RETRIES: "0"
+                },
+                partialMessages: false
+              }),
+              definition: { instructions: "", tools: Toolkit.empty },
+              workspace: sandbox.workspace,
+              profile: sandbox.selection,
+              approvals: {
+                handler: (request) => Effect.sync(() => (asked.push(request), Approval.deny("No.")))
+              }
+            })
+            const result = yield* agent.run("RUN")
+            expect({
+              asked: asked.length,
+              ran: Fs.existsSync(`${sandbox.workspace}/ran.txt`),
+              text: result.text
+            }).toEqual({ asked: 1, ran: false, text: "TOOL ERROR" })
           })
-          writeSource(sandbox, "settings.json", { permissions: { allow: ["Bash"] } })
-          const asked: Array<Approval.ApprovalRequest> = []
-          const agent = yield* Agent.make({
-            driver: Claude.driver({
-              env: {
-                ANTHROPIC_BASE_URL: server.url,
-                ANTHROPIC_API_KEY: Redacted.make("sk-ant-fake"),
-                CLAUDE_CODE_MAX_RETRIES: "0"
-              },
-              partialMessages: false
-            }),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: {
-              handler: (request) => Effect.sync(() => (asked.push(request), Approval.deny("No.")))
-            }
-          })
-          const result = yield* agent.run("RUN")
-          expect({
-            asked: asked.length,
-            ran: Fs.existsSync(`${sandbox.workspace}/ran.txt`),
-            text: result.text
-          }).toEqual({ asked: 1, ran: false, text: "TOOL ERROR" })
-        })
-      ),
-    60_000
-  )
+        ),
+      60_000
+    )
+  }
   it.live(
     "the driver's ANTHROPIC_API_KEY is the key sent, whatever apiKeyHelper the user's settings.json names",
     () =>

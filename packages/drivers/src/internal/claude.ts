@@ -187,6 +187,9 @@ export const sessionArgs = (session: Driver.SessionRequest): ReadonlyArray<strin
 /** Claude Code's credentials and endpoint variables, in a copied profile's `settings.json`. */
 const credentialEnv = ["ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_CUSTOM_HEADERS"]
 
+/** Hook events whose command may answer a tool's permission (a `PreToolUse` "allow"). */
+const deciding = ["PreToolUse", "PermissionRequest"]
+
 /** Permission modes that run built-in tools without asking. */
 const unaskedModes = new Set(["acceptEdits", "bypassPermissions", "dontAsk"])
 
@@ -208,9 +211,9 @@ export interface SettingsRules {
  * naming a variable the driver or the host sets goes (the endpoint and key given, the driver's
  * switches); with an endpoint or key given, so do the user's own credentials (the `env`
  * credentials and `apiKeyHelper`), which the CLI would send to that endpoint. With approvals, the
- * user's `permissions.allow` rules and a mode that runs tools unasked go too: the host decides each
- * built-in call (the driver's `allowedTools` is how a host skips asking). `undefined` when nothing
- * is to change.
+ * user's `permissions.allow` rules, a mode that runs tools unasked and the hooks that may answer a
+ * permission (`PreToolUse`, `PermissionRequest`) go too: the host decides each built-in call (the
+ * driver's `allowedTools` is how a host skips asking). `undefined` when nothing is to change.
  */
 const withoutOverrides = (
   settings: { readonly [key: string]: unknown },
@@ -233,6 +236,11 @@ const withoutOverrides = (
   }
   if (rules.endpointGiven && "apiKeyHelper" in out) {
     delete out["apiKeyHelper"]
+    changed = true
+  }
+  const hooks = settings["hooks"]
+  if (rules.approvals && isRecord(hooks) && deciding.some((event) => event in hooks)) {
+    out["hooks"] = Object.fromEntries(Object.entries(hooks).filter(([event]) => !deciding.includes(event)))
     changed = true
   }
   const permissions = settings["permissions"]
