@@ -377,6 +377,16 @@ describe("Gemini.driver prepare", () => {
       })
       expect(refused?.detail).toContain("\"lookup_issue\"")
       expect(refused?.detail).not.toContain("close_issue")
+      // The CLI also excludes a denied built-in's legacy name: a hosted `search_file_content` goes
+      // with a denied `grep_search`.
+      const legacy = yield* Effect.either(prepare(
+        { binary: "gemini" },
+        request(dir, {
+          hosted: { ...request(dir).hosted, tools: ["search_file_content"] },
+          builtinTools: { deny: ["grep_search"] }
+        })
+      ))
+      expect(Either.isLeft(legacy) && legacy.left.detail).toContain("\"search_file_content\"")
     })))
 
   it.effect("a hosted tool name Gemini shortens (from 53 characters) is allowed under Gemini's name", () =>

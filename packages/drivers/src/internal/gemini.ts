@@ -141,6 +141,15 @@ const policyFile = (rules: ReadonlyArray<{ readonly [key: string]: string | numb
   return { path: toolPolicyPattern.replace("*", digest), content, mode: 0o600 } satisfies Driver.MaterializedFile
 }
 
+/** Gemini CLI 0.61's renamed built-ins, legacy name → current (`TOOL_LEGACY_ALIASES`). */
+const legacyAliases: { readonly [legacy: string]: string } = { search_file_content: "grep_search" }
+
+/** A built-in's name with every other name the CLI knows it by. */
+const aliasesOf = (name: string): ReadonlyArray<string> => {
+  const current = Object.hasOwn(legacyAliases, name) ? legacyAliases[name]! : name
+  return [name, current, ...Object.keys(legacyAliases).filter((legacy) => legacyAliases[legacy] === current)]
+}
+
 /**
  * The turn's hosted-tool allow-list as a policy file (given to the run with `--policy`): every
  * hosted tool is denied (a denied tool is not offered to the model) except the turn's tools.
@@ -165,7 +174,8 @@ export const renderToolPolicy = (
     // Gemini CLI 0.61 also switches off an MCP tool whose name without its `mcp_<server>_` prefix
     // a denied built-in has: a built-in policy never governs the hosted tools, so such a turn is
     // refused before anything starts rather than run without the tool.
-    const denied = new Set(request.builtinTools?.deny ?? [])
+    // The CLI excludes a denied name's legacy aliases too (0.61: `search_file_content`, `grep_search`).
+    const denied = new Set((request.builtinTools?.deny ?? []).flatMap((name) => aliasesOf(name)))
     const shadowed = request.hosted.tools.filter((tool) =>
       denied.has(tool) || denied.has(parser.geminiToolName(request.hosted.key, tool).slice(prefix.length))
     )
