@@ -25,6 +25,7 @@ import type { Config } from "../Acp.js"
 import * as Acp from "./acp.js"
 import * as AcpApproval from "./acpApproval.js"
 import * as AcpMap from "./acpMap.js"
+import * as Binary from "./binary.js"
 import * as Env from "./env.js"
 
 /** @internal */
@@ -128,18 +129,10 @@ export const classifyExit = (info: Driver.ExitInfo): Driver.ProtocolError | unde
  * Whether `command` can be started as the runner would start it: a path (resolved against `cwd`)
  * to an executable file, or a bare name found so on `path`.
  */
-const startable = (command: string, path: string | undefined, cwd: string): boolean => {
-  const executable = (file: string) => {
-    try {
-      NodeFs.accessSync(file, NodeFs.constants.X_OK)
-      return NodeFs.statSync(file).isFile()
-    } catch {
-      return false
-    }
-  }
-  if (command.includes("/")) return executable(NodePath.resolve(cwd, command))
-  return (path ?? "").split(":").some((dir) => dir !== "" && executable(NodePath.join(dir, command)))
-}
+const startable = (command: string, path: string | undefined, cwd: string): boolean =>
+  command.includes("/")
+    ? Binary.isFile(NodePath.resolve(cwd, command), true)
+    : (path ?? "").split(":").some((dir) => dir !== "" && Binary.isFile(NodePath.join(dir, command), true))
 
 /**
  * The one-shot parse: the relayed stdout of the agent. A resumed session starts at the result of

@@ -58,7 +58,8 @@ const here = (): string => {
   return url.startsWith("file:") ? fileURLToPath(url) : url
 }
 
-const isFile = (file: string, executable: boolean): boolean => {
+/** Whether `file` is a regular file (and, with `executable`, one this process may execute). @internal */
+export const isFile = (file: string, executable: boolean): boolean => {
   try {
     if (!NodeFs.statSync(file).isFile()) return false
     if (executable) NodeFs.accessSync(file, NodeFs.constants.X_OK)

@@ -14,6 +14,7 @@ import type {
   StepUsage
 } from "../AnthropicServer.js"
 import { AnthropicServerError } from "../AnthropicServer.js"
+import { mcpToolsNamed } from "./scriptedHttp.js"
 
 type ToolResult = { readonly toolUseId: string; readonly text: string; readonly isError: boolean }
 
@@ -81,11 +82,7 @@ const resolveToolName = (name: string, request: MessagesRequest): { readonly nam
   const names = (request.tools ?? []).map((t) => t.name)
   if (names.includes(name) || name.startsWith("mcp__")) return { name }
   const written = name.replace(/[^A-Za-z0-9_-]/g, "_")
-  const matches = names.filter((n) => {
-    if (!n.startsWith("mcp__")) return false
-    const end = n.indexOf("__", 5)
-    return end > 5 && n.slice(end + 2) === written
-  })
+  const matches = mcpToolsNamed(written, names)
   if (matches.length > 1) return `AnthropicServer: the tool name ${name} is ambiguous: ${matches.join(", ")}`
   return { name: matches[0] ?? name }
 }

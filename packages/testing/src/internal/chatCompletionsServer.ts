@@ -19,7 +19,15 @@ import type {
 } from "../ChatCompletionsServer.js"
 import { ChatCompletionsServerError } from "../ChatCompletionsServer.js"
 import { lastToolResults, toolNames } from "./chatCompletionsInspect.js"
-import { headersOf, listen, openAiErrorBody as errorBody, readBody, record, type Waits } from "./scriptedHttp.js"
+import {
+  headersOf,
+  listen,
+  mcpToolsNamed,
+  openAiErrorBody as errorBody,
+  readBody,
+  record,
+  type Waits
+} from "./scriptedHttp.js"
 
 type Json = Record<string, unknown>
 type Answer = Exclude<Step, { readonly _tag: "Fail" } | { readonly _tag: "Delayed" }>
@@ -97,11 +105,7 @@ class AmbiguousName extends Error {}
  */
 const resolveName = (name: string, offered: ReadonlyArray<string>): string => {
   if (offered.includes(name) || name.startsWith("mcp__")) return name
-  const matches = offered.filter((n) => {
-    if (!n.startsWith("mcp__")) return false
-    const end = n.indexOf("__", 5)
-    return end > 5 && n.slice(end + 2) === name
-  })
+  const matches = mcpToolsNamed(name, offered)
   if (matches.length > 1) {
     throw new AmbiguousName(`ChatCompletionsServer: the tool name ${name} is ambiguous: ${matches.join(", ")}`)
   }

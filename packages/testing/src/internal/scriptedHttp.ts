@@ -14,6 +14,20 @@ import type { RecordedRequest } from "../ResponsesServer.js"
 /** A recorded request, as both servers describe it. */
 type Recorded = RecordedRequest
 
+/**
+ * The offered tools named `mcp__<server>__<name>` with a single server segment (Claude Code's and
+ * CodeBuddy Code's names of MCP tools): what a scripted short `name` resolves to (never a longer
+ * name ending in it; several is the script's ambiguity).
+ *
+ * @internal
+ */
+export const mcpToolsNamed = (name: string, offered: ReadonlyArray<string>): ReadonlyArray<string> =>
+  offered.filter((n) => {
+    if (!n.startsWith("mcp__")) return false
+    const end = n.indexOf("__", 5)
+    return end > 5 && n.slice(end + 2) === name
+  })
+
 /** @internal */
 export const readBody = (req: Http.IncomingMessage): Promise<Buffer> =>
   new Promise((resolve, reject) => {
