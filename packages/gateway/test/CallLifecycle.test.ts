@@ -89,46 +89,33 @@ const recordingTracer = (spans: Array<{ name: string; attributes: Map<string, un
   })
 
 describe("a call's lifecycle through the gateway (real Toolkit executor, official client)", () => {
-  it.live("closing the registration waits for the interrupted handler's finalizers", () =>
-    Effect.gen(function*() {
-      const probe = yield* makeProbe
-      yield* Effect.gen(function*() {
-        const executor = yield* Toolkit.executor(Tools)
-        const gateway = yield* Gateway.make()
-        const registrationScope = yield* Scope.make()
-        const registration = yield* gateway.register(executor).pipe(Scope.extend(registrationScope))
-        remember(registration.token)
-        const client = yield* connect(registration.url, registration.token)
-        const call = yield* Effect.fork(settle(() => client.callTool({ name: "block", arguments: {} })))
-        yield* Deferred.await(probe.started)
-        // "closing the registration revokes the token (then 401) and cancels its in-flight calls"
-        yield* Scope.close(registrationScope, Exit.void)
-        const finalizedAtClose = probe.finalized
-        expect((yield* Fiber.join(call)).ok).toBe(false)
-        // The handler's finalizer completes afterwards, with nothing left to wait for it.
-        yield* Effect.sleep("600 millis")
-        expect(probe.finalized).toBe(true)
-        expect(finalizedAtClose).toBe(true)
-      }).pipe(Effect.scoped, Effect.provide(toolsLive(probe)))
-    }).pipe(Effect.provide(logLayer)))
-
-  it.live("(contrast) without a handler deadline, closing the registration does wait for the finalizers", () =>
-    Effect.gen(function*() {
-      const probe = yield* makeProbe
-      yield* Effect.gen(function*() {
-        const executor = yield* Toolkit.executor(Tools)
-        const gateway = yield* Gateway.make({ handlerDeadline: Duration.infinity })
-        const registrationScope = yield* Scope.make()
-        const registration = yield* gateway.register(executor).pipe(Scope.extend(registrationScope))
-        remember(registration.token)
-        const client = yield* connect(registration.url, registration.token)
-        const call = yield* Effect.fork(settle(() => client.callTool({ name: "block", arguments: {} })))
-        yield* Deferred.await(probe.started)
-        yield* Scope.close(registrationScope, Exit.void)
-        expect(probe.finalized).toBe(true)
-        expect((yield* Fiber.join(call)).ok).toBe(false)
-      }).pipe(Effect.scoped, Effect.provide(toolsLive(probe)))
-    }).pipe(Effect.provide(logLayer)))
+  // The gateway's default handler deadline, and none (the executor once ran the handler in a
+  // daemon fiber only when it was given a deadline).
+  for (const handlerDeadline of [undefined, Duration.infinity]) {
+    it.live(
+      `closing the registration waits for the interrupted handler's finalizers (deadline: ${
+        handlerDeadline === undefined ? "default" : "none"
+      })`,
+      () =>
+        Effect.gen(function*() {
+          const probe = yield* makeProbe
+          yield* Effect.gen(function*() {
+            const executor = yield* Toolkit.executor(Tools)
+            const gateway = yield* Gateway.make(handlerDeadline === undefined ? {} : { handlerDeadline })
+            const registrationScope = yield* Scope.make()
+            const registration = yield* gateway.register(executor).pipe(Scope.extend(registrationScope))
+            remember(registration.token)
+            const client = yield* connect(registration.url, registration.token)
+            const call = yield* Effect.fork(settle(() => client.callTool({ name: "block", arguments: {} })))
+            yield* Deferred.await(probe.started)
+            // "closing the registration revokes the token (then 401) and cancels its in-flight calls"
+            yield* Scope.close(registrationScope, Exit.void)
+            expect(probe.finalized).toBe(true)
+            expect((yield* Fiber.join(call)).ok).toBe(false)
+          }).pipe(Effect.scoped, Effect.provide(toolsLive(probe)))
+        }).pipe(Effect.provide(logLayer))
+    )
+  }
 
   it.live("a handler's scoped resource is released when its call ends, not when the handler layer closes", () =>
     Effect.gen(function*() {

@@ -8,7 +8,7 @@ import { Gateway } from "@tether/gateway"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { connect, expectNoTokenInLogs, logLayer, remember, settle } from "./fixtures/harness.js"
+import { expectNoTokenInLogs, listedClient, logLayer, settle } from "./fixtures/harness.js"
 
 // A tool whose output holds a tuple: Effect encodes it, Tether validates it against the output
 // schema it publishes, and a real MCP SDK client (the one Claude Code bundles) validates it too.
@@ -49,12 +49,7 @@ const ToolsLive = Tools.toLayer({
 describe("tool outputs the real MCP SDK client accepts", () => {
   it.live("a tuple output reaches an official SDK client as a valid result", () =>
     Effect.gen(function*() {
-      const executor = yield* Toolkit.executor(Tools)
-      const gateway = yield* Gateway.Gateway
-      const registration = yield* gateway.register(executor)
-      remember(registration.token)
-      const client = yield* connect(registration.url, registration.token)
-      yield* Effect.promise(() => client.listTools())
+      const client = yield* listedClient(Tools)
       const located = yield* settle(() => client.callTool({ name: "locate", arguments: { key: "k" } }))
       expect(located.ok ? located.value.structuredContent : String(located.error)).toEqual({ point: [1, 2] })
       const labelled = yield* settle(() => client.callTool({ name: "label", arguments: {} }))
@@ -63,12 +58,7 @@ describe("tool outputs the real MCP SDK client accepts", () => {
 
   it.live("a string Effect measures in UTF-16 units, and a fractional multipleOf, reach the client as valid results", () =>
     Effect.gen(function*() {
-      const executor = yield* Toolkit.executor(Tools)
-      const gateway = yield* Gateway.Gateway
-      const registration = yield* gateway.register(executor)
-      remember(registration.token)
-      const client = yield* connect(registration.url, registration.token)
-      yield* Effect.promise(() => client.listTools())
+      const client = yield* listedClient(Tools)
       const initials = yield* settle(() => client.callTool({ name: "initials", arguments: {} }))
       expect(initials.ok ? initials.value.structuredContent : String(initials.error)).toEqual({ initials: "\u{1F600}" })
       const price = yield* settle(() => client.callTool({ name: "price", arguments: {} }))

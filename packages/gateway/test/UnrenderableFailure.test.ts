@@ -7,7 +7,7 @@ import { Gateway } from "@tether/gateway"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { captured, connect, expectNoTokenInLogs, logLayer, remember, settle } from "./fixtures/harness.js"
+import { captured, expectNoTokenInLogs, listedClient, logLayer, settle } from "./fixtures/harness.js"
 
 // A handler whose failure is a plain object holding a bigint (a database row, a ledger entry):
 // Effect's `Cause.pretty` cannot render it (JSON.stringify throws on a bigint).
@@ -28,12 +28,7 @@ const ToolsLive = Tools.toLayer({
 describe("a handler failure that Effect cannot render", () => {
   it.live("is the generic internal_error result, and the failure is logged", () =>
     Effect.gen(function*() {
-      const executor = yield* Toolkit.executor(Tools)
-      const gateway = yield* Gateway.Gateway
-      const registration = yield* gateway.register(executor)
-      remember(registration.token)
-      const client = yield* connect(registration.url, registration.token)
-      yield* Effect.promise(() => client.listTools())
+      const client = yield* listedClient(Tools)
       const before = captured.length
       for (const account of ["fail", "die"]) {
         const result = yield* settle(() => client.callTool({ name: "charge", arguments: { account } }))
