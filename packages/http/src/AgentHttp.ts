@@ -181,7 +181,8 @@ export interface Options<Principal, R> {
  * Builds the router. Its runs and thread handles belong to the current scope: closing the scope
  * closes the handles (shutting their warm processes down), cancels the runs and ends their event
  * streams. Build it inside the HTTP server's lifetime (after the server is acquired), so the
- * server's graceful close does not wait for streams of runs still going.
+ * server's graceful close does not wait for streams of runs still going. Its SSE responses say
+ * `Connection: close`, so neither does it wait out kept-alive connections whose streams ended.
  *
  * @since 0.1.0
  * @category constructors

@@ -2,7 +2,8 @@
  * `AgentHttp.router` in a real server on 127.0.0.1 with the reference driver (live, a real process
  * per thread): many readers of one run each get every event once, odd routes and bodies get typed
  * JSON errors (never a 500) and odd keys round-trip, and closing the server with an AG-UI client
- * (the real `@ag-ui/client`) and SSE readers open ends them all and leaves nothing. A router whose
+ * (the real `@ag-ui/client`) and SSE readers open ends them all and leaves nothing, without waiting
+ * out the server's keep-alive (an SSE response closes its connection when it ends). A router whose
  * scope has closed (the documented shutdown order closes it before the server) answers every
  * request `503 agent_closed`, those that read a body too (they waited forever on a fiber its closed
  * set never ran).
@@ -74,7 +75,12 @@ const agentLayer = Layer.scoped(
 const serveIn = (scope: Scope.Scope, options: Omit<AgentHttp.Options<string, never>, "agent" | "authorize"> = {}) =>
   Effect.gen(function*() {
     const agent = yield* Tether
-    const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
+    // A long keep-alive: a connection kept open after its SSE stream ended would hold the server's
+    // close for that long (Node's `close` ends only the connections idle when it is called).
+    const server = yield* NodeHttpServer.make(() => Http.createServer({ keepAliveTimeout: 60_000 }), {
+      host: "127.0.0.1",
+      port: 0
+    })
     yield* server.serve(
       yield* AgentHttp.router({
         threads: { idleTimeout: "1 second" },
@@ -313,7 +319,12 @@ layer(agentLayer, { excludeTestServices: true, timeout: 60_000 })(
       Effect.gen(function*() {
         const agent = yield* Tether
         const routerScope = yield* Scope.make()
-        const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
+        // A long keep-alive: a connection kept open after its SSE stream ended would hold the server's
+        // close for that long (Node's `close` ends only the connections idle when it is called).
+        const server = yield* NodeHttpServer.make(() => Http.createServer({ keepAliveTimeout: 60_000 }), {
+          host: "127.0.0.1",
+          port: 0
+        })
         yield* server.serve(yield* AgentHttp.router({ agent, authorize }).pipe(Scope.extend(routerScope)))
         const origin = `http://127.0.0.1:${(server.address as { readonly port: number }).port}`
         // The router's scope closes first (as it does inside the server's lifetime); the server is

@@ -49,8 +49,13 @@ export const frame = (id: number | undefined, event: string, data: unknown): str
 /** A comment line: keeps proxies and clients from timing out an idle stream. @internal */
 export const heartbeat = ": heartbeat\n\n"
 
-/** @internal */
+/**
+ * An SSE response's headers. `connection: close` ends its connection with its stream: a server
+ * closing (Node ends only the connections idle when `close` is called) is then not held for its
+ * keep-alive timeout by a connection whose stream ended after that. @internal
+ */
 export const headers = {
   "cache-control": "no-cache, no-transform",
+  connection: "close",
   "x-accel-buffering": "no"
 } as const
