@@ -22,7 +22,8 @@
  *   the events after that id from the run's bounded buffer (`replay` events), then live.
  *   Answers `410` when some of the missed events were already evicted (when they are evicted
  *   between that answer and the stream's start, the stream is one `error` event
- *   `events_expired`); works until `retention` after the run's end.
+ *   `events_expired`); works until `retention` after the run's end. Without `Last-Event-ID`, the
+ *   same from the run's first event (`410` once it left the buffer).
  * - `DELETE /threads/:key/runs/:run`: cancels the run; answers `204` once it has ended (its
  *   readers get `RunFinished` with outcome `canceled`).
  * - `POST /threads/:key/runs/:run/input`, body `{ "input": string }`: delivers the input into the

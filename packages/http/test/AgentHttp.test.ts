@@ -225,7 +225,7 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         expect(elsewhere).toEqual(foreign)
       }))
 
-    it.effect("a reader behind a 3-event buffer still gets the whole run; a reconnect after the buffer dropped the missed events is 410, one within it gets the rest", () =>
+    it.effect("a reader behind a 3-event buffer still gets the whole run; a reconnect after the buffer dropped the missed events is 410 (so is a read from the start), one within it gets the rest", () =>
       Effect.gen(function*() {
         const original = events(
           yield* readAll(
@@ -253,6 +253,10 @@ layer(fixture, { excludeTestServices: true, timeout: 60_000 })(
         expect(rest).toEqual(original.slice(-3))
         const tail = events(yield* readAll(yield* after(last - 1)))
         expect(tail.map((frame) => frame.event)).toEqual(["RunFinished"])
+        // Without Last-Event-ID a reader asks for the run from its start, which left the buffer.
+        const fromStart = yield* errorOf(yield* request(path, { headers: alice }))
+        expect(fromStart.status).toBe(410)
+        expect(JSON.parse(fromStart.body).error.code).toBe("events_expired")
       }))
 
     it.effect("an idle stream carries heartbeat comments", () =>

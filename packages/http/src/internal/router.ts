@@ -287,9 +287,9 @@ export const make = <Principal, R>(
         const entry = yield* findRun(access, key, run)
         const request = yield* HttpServerRequest.HttpServerRequest
         const header = request.headers["last-event-id"]
-        if (header === undefined) return tetherEvents(entry, -1)
-        if (!/^[0-9]{1,15}$/.test(header.trim())) return yield* Failure.invalidLastEventId
-        const after = Number(header.trim())
+        if (header !== undefined && !/^[0-9]{1,15}$/.test(header.trim())) return yield* Failure.invalidLastEventId
+        // Without Last-Event-ID the reader asks for the run from its start (`-1`: before event 0).
+        const after = header === undefined ? -1 : Number(header.trim())
         if (Runs.expired(entry, after)) return yield* Failure.eventsExpired
         return tetherEvents(entry, after)
       })
