@@ -321,8 +321,10 @@ export const makeSql = Effect.gen(function*() {
           ...(options.key === undefined ? [] : [sql`key_hex = ${indexedKey(encodeKey(options.key))}`]),
           ...(options.supersededBefore === undefined ? [] : [sql`superseded_at < ${options.supersededBefore}`])
         ])
-        const rows = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE ${where}`
-        yield* sql`DELETE FROM tether_thread_history WHERE ${where}`
+        // One statement, so what it returns is exactly what it removed: under READ COMMITTED
+        // (PostgreSQL's default) a SELECT then a DELETE each see their own snapshot, and a row
+        // another host committed between them was removed unreported (its session never dropped).
+        const rows = yield* sql<HistoryRow>`DELETE FROM tether_thread_history WHERE ${where} RETURNING *`
         yield* sql`DELETE FROM tether_thread_leases WHERE expires_at <= ${now}`
         return rows
       }).pipe(
