@@ -149,7 +149,8 @@ export const capabilities: Driver.Capabilities = internal.capabilities
 /**
  * Codex's configuration directory: `CODEX_HOME`, natively `$HOME/.codex`. Settings
  * (`config.toml`, which also holds the MCP declarations, `*.config.toml` profiles,
- * `AGENTS.md`, prompts, rules), skills (`skills/`), authentication (`auth.json`); the driver
+ * `AGENTS.md`, prompts; not the user's execpolicy `rules/`, whose `allow` rules would run commands
+ * unasked and outside a turn's sandbox), skills (`skills/`), authentication (`auth.json`); the driver
  * reserves `.tether-user-config.toml` (the user's settings as copied, kept for later turns).
  * Siblings: `home` (`HOME`) and `tmp` (`TMPDIR`).
  *

@@ -46,7 +46,9 @@ export const layout: ProfileLayout = {
   selectorEnv: ["CODEX_HOME"],
   nativeDefault: (env) => `${env["HOME"] ?? ""}/.codex`,
   classes: {
-    settings: ["config.toml", "*.config.toml", "AGENTS.md", "AGENTS.override.md", "prompts/**", "rules/**"],
+    // Not the user's execpolicy `rules/`: an `allow` rule there runs a command unasked (the
+    // host's approvals never hear of it) and outside the turn's sandbox (a `readOnly` turn wrote).
+    settings: ["config.toml", "*.config.toml", "AGENTS.md", "AGENTS.override.md", "prompts/**"],
     mcp: [],
     skills: ["skills/**"],
     auth: ["auth.json"],
