@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import * as Model from "./support/model.js"
 import * as View from "./support/view.js"
 
@@ -27,7 +28,12 @@ const script: Model.Model = ({ prompt, results }) => {
 
 const program = Effect.gen(function*() {
   const sandbox = yield* Harness.sandbox
-  const inside = (command: string) => /^touch [\w./-]+$/.test(command) && command.includes(sandbox.workspace)
+  // `touch` of one path that resolves under the workspace (not `..` out of it, not a sibling
+  // whose name merely starts with the workspace's).
+  const inside = (command: string) => {
+    const target = /^touch ([\w./-]+)$/.exec(command)?.[1]
+    return target !== undefined && Path.resolve(sandbox.workspace, target).startsWith(sandbox.workspace + Path.sep)
+  }
   // #region approvals
   const agent = yield* Agent.make({
     driver: yield* Model.offline("claude", script),
@@ -73,6 +79,10 @@ const program = Effect.gen(function*() {
     [...asked(allowed), ...asked(denied)].every((a) => a.by === "handler")
   )
   check.claim("a denied built-in is not even asked about", asked(noShell).length === 0)
+  check.claim(
+    "a `touch` out of the workspace is not inside it",
+    [`${sandbox.workspace}/../x`, `${sandbox.workspace}-x`, "/tmp/x"].every((path) => !inside(`touch ${path}`))
+  )
   check.conclude("approvals: the host decided every built-in tool call")
 }).pipe(
   Effect.scoped,

@@ -7,12 +7,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
 
 const root = Path.resolve(import.meta.dirname, "..")
 const examples = Fs.readdirSync(Path.join(root, "examples")).filter((name) => name.endsWith(".ts")).sort()
 
-const runExample = (file: string, args: ReadonlyArray<string>) =>
+const runExample = (file: string, args: ReadonlyArray<string>, env: { readonly [name: string]: string } = {}) =>
   new Promise<{ readonly code: number | null; readonly signal: string | null; readonly output: string }>(
     (resolve) => {
       const child = spawn(
@@ -20,7 +21,7 @@ const runExample = (file: string, args: ReadonlyArray<string>) =>
         ["--conditions=@tether/source", "--import", "tsx", Path.join("examples", file), ...args],
         {
           cwd: root,
-          env: { ...process.env, NO_COLOR: "1" },
+          env: { ...process.env, NO_COLOR: "1", ...env },
           stdio: ["ignore", "pipe", "pipe"],
           timeout: 100_000,
           killSignal: "SIGKILL"
@@ -50,6 +51,23 @@ describe("examples run offline", () => {
       const { code, signal, output } = await runExample(file, args)
       expect({ code, signal }, output).toEqual({ code: 0, signal: null })
       expect(output).toMatch(/^✓ /m)
+    }, 110_000)
+  }
+
+  // A driver the examples have no scripted model for is refused before anything is acquired: the
+  // refusal used to exit from inside the running program, past its finalizers (temp directories).
+  for (const file of ["threads.ts", "managed-runtime.ts"]) {
+    it(`examples/${file} --driver cursor exits 2 and leaves no temp directory`, async () => {
+      const tmp = Fs.realpathSync(Fs.mkdtempSync(Path.join(Os.tmpdir(), "tether-examples-")))
+      try {
+        const { code, output } = await runExample(file, ["--driver", "cursor"], { TMPDIR: tmp })
+        expect({ code, refused: output.includes("--driver must be one of claude, codex, gemini") }, output)
+          .toEqual({ code: 2, refused: true })
+        // tsx keeps its compile cache in TMPDIR.
+        expect(Fs.readdirSync(tmp).filter((name) => name.startsWith("tether-"))).toEqual([])
+      } finally {
+        Fs.rmSync(tmp, { recursive: true, force: true })
+      }
     }, 110_000)
   }
 })

@@ -58,8 +58,7 @@ export const answer = (text: string): Reply => ({ _tag: "Text", text })
 
 export type Model = (turn: Turn) => Reply
 
-/** The driver named by `--driver <name>` on the command line (default `claude`). */
-export const driverArg = (argv: ReadonlyArray<string> = process.argv.slice(2)): DriverName => {
+const parseDriverArg = (argv: ReadonlyArray<string>): DriverName => {
   const at = argv.indexOf("--driver")
   const name = at === -1 ? "claude" : argv[at + 1]
   if (!driverNames.includes(name as DriverName)) {
@@ -68,6 +67,14 @@ export const driverArg = (argv: ReadonlyArray<string> = process.argv.slice(2)): 
   }
   return name as DriverName
 }
+
+// Checked as this module loads, before an example acquires anything: `process.exit` inside a
+// running program skips every finalizer (its temp directories stayed behind).
+const requested = parseDriverArg(process.argv.slice(2))
+
+/** The driver named by `--driver <name>` on the command line (default `claude`). */
+export const driverArg = (argv?: ReadonlyArray<string>): DriverName =>
+  argv === undefined ? requested : parseDriverArg(argv)
 
 const usage = { inputTokens: 412, outputTokens: 38 }
 
