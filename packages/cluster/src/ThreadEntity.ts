@@ -221,7 +221,11 @@ export const Run = Rpc.make("Run", { payload: TurnRequest, success: Result, erro
 /**
  * Runs a turn and streams its events. Not persisted: when the runner dies the call is sent again
  * to the thread's next runner, so the stream carries the dead runner's partial run (no
- * `RunFinished`) followed by the survivor's complete one, each with its own `runId`.
+ * `RunFinished`) followed by the survivor's complete one, each with its own `runId`. So it is when
+ * the runner stops (SIGTERM) or its shard moves to a runner that joined: the client sends the
+ * call again; when the stopping runner finished and committed the turn meanwhile, the stream ends
+ * with `TurnAlreadyCommitted` after its partial run, and `run` with the same turn id answers what
+ * the turn answered.
  *
  * @since 0.1.0
  * @category protocol

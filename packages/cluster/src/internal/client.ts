@@ -5,12 +5,16 @@
  */
 import type * as Agent from "@tether/core/Agent"
 import * as Unstable from "@tether/core/Unstable"
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { randomUUID } from "node:crypto"
 import * as ThreadEntity from "../ThreadEntity.js"
 import { entityIdOf } from "./entityId.js"
+
+/** The pause before a streamed turn whose runner stopped is delivered again. */
+const redeliveryPause = Duration.millis(200)
 
 /** @internal */
 export const make = (options: ThreadEntity.ClientOptions = {}) =>
@@ -52,7 +56,24 @@ export const make = (options: ThreadEntity.ClientOptions = {}) =>
             Unstable.withSpan("RemoteThread.run", { attributes: keyAttribute })
           ),
         stream: (turn, runOptions) =>
-          Stream.suspend(() => rpc.RunStream(request(turn, runOptions))).pipe(
+          Stream.suspend(() => {
+            // One turn id for every delivery of the turn: it commits once.
+            const payload = request(turn, runOptions)
+            // A runner that stops (SIGTERM: a deploy), or hands the thread's shard to a runner
+            // that joined, ends the streams it serves with an interruption that is not this
+            // caller's (the caller's own never reaches this handler): the call goes again, to the
+            // thread's next runner, as it does when a runner dies.
+            const call = () => rpc.RunStream(payload)
+            const deliver = (): ReturnType<typeof call> =>
+              call().pipe(
+                Stream.catchAllCause((cause) =>
+                  Cause.isInterruptedOnly(cause)
+                    ? Stream.unwrap(Effect.as(Effect.sleep(redeliveryPause), Stream.suspend(deliver)))
+                    : Stream.failCause(cause)
+                )
+              )
+            return deliver()
+          }).pipe(
             Stream.interruptWhen(
               Effect.zipRight(Effect.sleep(deadline(runOptions)), Effect.fail(expired("stream", deadline(runOptions))))
             ),
