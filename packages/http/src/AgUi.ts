@@ -14,6 +14,10 @@
  * - `ToolCall` start → `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the input as JSON), `TOOL_CALL_END`;
  *   its end → `TOOL_CALL_RESULT` (the output as text; a rejection or error carries
  *   `metadata.tether.isError`);
+ * - `ApprovalRequested` / `ApprovalResolved` → `CUSTOM` named `tether.ApprovalRequested` /
+ *   `tether.ApprovalResolved`, `value` the event's wire form (`AgentHttp.toWire`): AG-UI has no
+ *   approvals, and a client answers at `AgentHttp`'s approvals route with the request's `runId`
+ *   and `id`;
  * - the last `RunFinished` → `RUN_FINISHED` (outcome `success` with the final text as `result`
  *   and the token usage, or `cancelled`), or `RUN_ERROR` (code: the `RunError` reason, a fixed
  *   message) when the run failed or its stream ended without one.

@@ -2,6 +2,7 @@
  * Approvals over HTTP (SSE and AG-UI) in front of the real Claude Code CLI (offline, the
  * scripted Anthropic server), in a real server on 127.0.0.1.
  */
+import { type BaseEvent, type CustomEvent, EventType, HttpAgent } from "@ag-ui/client"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { AgentHttp } from "@tether/http"
@@ -118,6 +119,57 @@ layer(fixture, { excludeTestServices: true, timeout: 90_000 })("HTTP approvals",
       expect(types.at(-1)).toBe("RUN_FINISHED")
       expect(Fs.existsSync(file)).toBe(true)
       Fs.rmSync(sandbox, { recursive: true, force: true })
+    }))
+})
+
+layer(fixture, { excludeTestServices: true, timeout: 90_000 })("AG-UI approvals as CUSTOM events", (it) => {
+  it.effect("the real @ag-ui/client gets tether.ApprovalRequested, answers it by its runId and id, then tether.ApprovalResolved", () =>
+    Effect.gen(function*() {
+      const { origin } = yield* Fixture
+      const base = `${origin}/agent`
+      const key = "alice/approvals-agui-custom"
+      const sandbox = yield* Effect.sync(() => Fs.mkdtempSync(`${Os.tmpdir()}/tether-approvals-custom-`))
+      const file = `${sandbox}/approved.txt`
+      const agent = new HttpAgent({
+        url: `${base}/agui`,
+        headers: alice,
+        threadId: key,
+        initialMessages: [{ id: "m1", role: "user", content: `[bash] touch ${file}` }]
+      })
+      const seen: Array<BaseEvent> = []
+      const answers: Array<Promise<readonly [number, string]>> = []
+      yield* Effect.promise(() =>
+        agent.runAgent({ runId: "agui-run-custom" }, {
+          onEvent: ({ event }) => {
+            seen.push(event)
+            if (event.type !== EventType.CUSTOM) return
+            const custom = event as CustomEvent
+            if (custom.name !== "tether.ApprovalRequested") return
+            const { request } = custom.value as { readonly request: { readonly id: string; readonly runId: string } }
+            answers.push(answer(base, key, request.runId, request.id, { decision: "allow" }))
+          }
+        })
+      )
+      const answered = yield* Effect.promise(() => Promise.all(answers))
+      const custom = seen.flatMap((event) => event.type === EventType.CUSTOM ? [(event as CustomEvent).name] : [])
+      const resolved = seen.find((event) =>
+        event.type === EventType.CUSTOM && (event as CustomEvent).name === "tether.ApprovalResolved"
+      ) as CustomEvent | undefined
+      const created = Fs.existsSync(file)
+      Fs.rmSync(sandbox, { recursive: true, force: true })
+      expect({
+        answered: answered.map(([status]) => status),
+        custom,
+        decision: (resolved?.value as { readonly decision?: { readonly _tag: string } })?.decision?._tag,
+        last: seen.at(-1)?.type,
+        created
+      }).toEqual({
+        answered: [204],
+        custom: ["tether.ApprovalRequested", "tether.ApprovalResolved"],
+        decision: "Allow",
+        last: EventType.RUN_FINISHED,
+        created: true
+      })
     }))
 })
 

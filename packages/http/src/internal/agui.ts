@@ -6,6 +6,7 @@
 import type {
   AssistantMessage,
   BaseEvent,
+  CustomEvent,
   Message,
   MessagesSnapshotEvent,
   RunErrorEvent,
@@ -24,6 +25,7 @@ import type {
 import { EventType } from "@ag-ui/core"
 import type * as Event from "@tether/core/Event"
 import { randomUUID } from "node:crypto"
+import * as Wire from "./wire.js"
 
 /** @internal */
 export interface Mapper {
@@ -273,6 +275,19 @@ export const makeMapper = (
         }
         out.push(result)
         return out
+      }
+      case "ApprovalRequested":
+      case "ApprovalResolved": {
+        // AG-UI has no approvals of its own: a `CUSTOM` event named `tether.<tag>` carries the
+        // event's wire form (the request's `id` and `runId`: the client answers at
+        // `POST /threads/:key/runs/:runId/approvals/:id`).
+        const custom: CustomEvent = {
+          type: EventType.CUSTOM,
+          name: `tether.${event._tag}`,
+          value: Wire.toWire(event),
+          timestamp: event.time
+        }
+        return [custom]
       }
       case "RunFinished": {
         finished = event
