@@ -985,8 +985,11 @@ export const execute = (
             if (healthy && ended) return Effect.zipRight(pool.release(warm), reaped)
             if (!healthy) return Effect.zipRight(pool.retire(live.key), reaped)
             // Left before its terminal (interrupted, its consumer gone): the provider stops the turn
-            // and the process stays warm; one that does not acknowledge in time is shut down.
-            return warm.session.interrupt.pipe(
+            // and the process stays warm; one that does not acknowledge in time is shut down. A
+            // request still pending is answered (deny) first: an agent may not end a canceled turn
+            // while it waits for that answer (Gemini CLI over ACP does not), and would be killed.
+            const pending = ctx.approvals === undefined ? Effect.void : ctx.approvals.broker.settleRun(request.runId)
+            return Effect.zipRight(pending, warm.session.interrupt).pipe(
               Effect.interruptible,
               Effect.timeout(ctx.killGrace),
               Effect.matchEffect({
