@@ -32,12 +32,13 @@
 import * as Acp from "@agentclientprotocol/sdk"
 import * as Driver from "@tether/core/Driver"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberSet from "effect/FiberSet"
 import * as Mailbox from "effect/Mailbox"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
@@ -88,6 +89,9 @@ export type HeaderSecrets = "inline" | "environment"
  * @internal
  */
 export const sessionTokenVariable = (tokenVariable: string): string => `${tokenVariable}_S`
+
+/** How long a loaded session's agent must send no update before its replay counts as ended. */
+const replayQuietMillis = 200
 
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
@@ -159,10 +163,15 @@ export const attach = (
         inboundOpen = false
       }
     })
+    /** When the last `session/update` arrived (a load's replay has ended once they stop). */
+    let lastUpdate = 0
     const on: AcpMap.LineHandlers<void> = {
       blank: () => undefined,
       foreign: deliver,
-      update: (params) => deliver(mapper.update(params)),
+      update: (params) => {
+        lastUpdate = Date.now()
+        deliver(mapper.update(params))
+      },
       message: (message) => {
         if (inboundOpen) inbound.enqueue(message as Acp.AnyMessage)
       }
@@ -359,6 +368,21 @@ export const attach = (
     )
     mapper.session = opened.sessionId
     mapper.model = AcpMap.currentModel(opened.result) ?? request.model
+    if (context.session._tag === "Resume") {
+      // A load replays the session's history as updates, which no turn may take for its own. ACP
+      // has them sent before the load's answer; Gemini CLI sends them after it (its replay is not
+      // awaited), so the first turn would get the whole history, its text included. No turn is
+      // current yet (its updates are dropped) until the agent has been quiet for a while.
+      const loadedAt = Date.now()
+      yield* Effect.suspend(() => {
+        const now = Date.now()
+        return now - Math.max(loadedAt, lastUpdate) >= replayQuietMillis ? Effect.void : Effect.fail("replaying")
+      }).pipe(
+        Effect.retry(Schedule.spaced(Duration.millis(replayQuietMillis / 4))),
+        Effect.timeout(options.startTimeout),
+        Effect.ignore
+      )
+    }
     if (hostedTools) {
       yield* context.hostedToolsListed.pipe(
         Effect.raceFirst(untilEnded),
