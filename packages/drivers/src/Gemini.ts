@@ -101,7 +101,10 @@ export interface Config {
    */
   readonly trustWorkspace?: boolean
   /**
-   * `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`); absent: the CLI's default. Part of
+   * `--approval-mode` (`default`, `auto_edit`, `yolo`, `plan`); absent: the CLI's default (the
+   * profile's `general.defaultApprovalMode`), or `default` for a process of an agent with
+   * approvals, whose host then decides every built-in call the CLI asks about, whatever the
+   * user's settings and policy files allow (`auto_edit` or `yolo` given here still stand). Part of
    * threads' compatibility fingerprint.
    */
   readonly approvalMode?: "default" | "auto_edit" | "yolo" | "plan"

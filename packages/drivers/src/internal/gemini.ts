@@ -241,6 +241,30 @@ export const renderBuiltinPolicy = (request: Driver.InvocationRequest): Driver.M
 }
 
 /**
+ * The built-ins Gemini CLI 0.61 asks about in its default mode (`ask_user` in its bundled
+ * `policies/write.toml`): commands, file writes and edits, web fetches, skill activation.
+ */
+const askedBuiltins = ["run_shell_command", "write_file", "replace", "web_fetch", "activate_skill"] as const
+
+/**
+ * With approvals, the host decides each built-in call the CLI would ask about, whatever the
+ * user's copied profile says: its `tools.allowed`, a policy file of its own that allows one (user
+ * tier or its `adminPolicyPaths`), or `general.defaultApprovalMode: "auto_edit"` (`processSetup`
+ * also passes `--approval-mode default`) would each run them unasked. An `ask_user` rule at 999,
+ * given at both tiers like the turn's denial (after it: a denial still wins the tie). Not when the
+ * host chose an approval mode itself (`Config.approvalMode`): that one stands.
+ *
+ * @internal
+ */
+export const renderAskPolicy = (
+  config: Config,
+  request: Driver.InvocationRequest
+): Driver.MaterializedFile | undefined =>
+  request.liveApprovals !== true || (config.approvalMode !== undefined && config.approvalMode !== "default")
+    ? undefined
+    : policyFile([{ toolName: [...askedBuiltins], decision: "ask_user", priority: 999 }])
+
+/**
  * An entry this driver rendered (this or an earlier agent on the same directory): a loopback
  * `httpUrl`, a bearer header referencing a variable, `trust` (and, from earlier versions,
  * `includeTools`), nothing else. Anything else under the hosted key is the user's.
@@ -487,16 +511,18 @@ export const processSetup = (config: Config, request: Driver.InvocationRequest) 
     const path = yield* Path.Path
     const policy = yield* renderToolPolicy(request)
     const denial = renderBuiltinPolicy(request)
-    const denialPath = denial === undefined ? [] : [path.join(request.profileDir, denial.path)]
+    const ask = renderAskPolicy(config, request)
+    const ranked = [denial, ask].flatMap((file) => file === undefined ? [] : [path.join(request.profileDir, file.path)])
     // The denial first: at a tie of rank, the rule loaded first wins (see `renderBuiltinPolicy`).
     const policies = [
-      ...denialPath,
+      ...ranked,
       path.join(request.profileDir, policy.path),
       ...(yield* userPolicyPaths(request, current))
     ]
-    const adminPolicies = denial === undefined ? [] : [...denialPath, ...userAdminPolicyPaths(current)]
+    const adminPolicies = ranked.length === 0 ? [] : [...ranked, ...userAdminPolicyPaths(current)]
     const files: Array<Driver.MaterializedFile> = [{ path: settingsFile, content: settings, mode: 0o600 }, policy]
     if (denial !== undefined) files.push(denial)
+    if (ask !== undefined) files.push(ask)
     if (request.instructions.length > 0) {
       files.push({ path: instructionsFile, content: request.instructions, mode: 0o600 })
     }
@@ -504,7 +530,9 @@ export const processSetup = (config: Config, request: Driver.InvocationRequest) 
     const model = request.model ?? config.model
     const options: Array<string> = []
     if (config.trustWorkspace !== false) options.push("--skip-trust")
-    if (config.approvalMode !== undefined) options.push("--approval-mode", config.approvalMode)
+    // With approvals and no mode of the host's, never the profile's `general.defaultApprovalMode`.
+    const approvalMode = config.approvalMode ?? (ask === undefined ? undefined : "default")
+    if (approvalMode !== undefined) options.push("--approval-mode", approvalMode)
     for (const file of policies) options.push("--policy", file)
     for (const file of adminPolicies) options.push("--admin-policy", file)
     return {
