@@ -8,7 +8,9 @@
  * argument). The
  * execution clone is `CODEX_HOME`; `HOME` and `TMPDIR` are the layout's `home` and `tmp`
  * siblings (outside the clone, as Codex requires). The clone's `config.toml` is the user's
- * copied settings merged with the agent's declarations (written with smol-toml), the same for
+ * copied settings (less their `projects` trust and `hooks`, which would let the workspace's own
+ * rules and hooks answer in the host's place) merged with the agent's declarations (written with
+ * smol-toml), the same for
  * every run of the agent: the hosted tools as `[mcp_servers.<key>]` with `url`,
  * `bearer_token_env_var` (the variable's name, never the token),
  * `default_tools_approval_mode = "approve"` and `required = true` (a hosted-tools server that
@@ -115,7 +117,8 @@ export interface Config {
   readonly modelProvider?: ModelProvider
   /**
    * Settings merged over the user's copied `config.toml` (tables merge key by key), e.g.
-   * {@link offlineSettings}. The hosted-tools server key is reserved and always the driver's.
+   * {@link offlineSettings}. The hosted-tools server key is reserved and always the driver's. The
+   * user's `projects` and `hooks` tables are not copied; given here, they apply.
    */
   readonly settings?: TomlTable
   /**

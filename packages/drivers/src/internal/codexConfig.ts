@@ -100,6 +100,13 @@ export const enabledToolsOverride = (request: Driver.InvocationRequest): string 
  * `config.settings`, then what this turn requires (model provider, instructions, MCP sources,
  * and the reserved hosted-tools server, which always replaces an entry of the same key).
  *
+ * Two tables of the user's are left out. `projects` (the repositories the user trusted): a
+ * trusted workspace's own `.codex/` layer is loaded, whose execpolicy `rules/` run commands
+ * without asking the host and outside the turn's sandbox. `hooks` (the hooks the user declared
+ * and trusted, `hooks.state` keyed by the hook's path): a trusted `PermissionRequest` hook of the
+ * workspace (its path is the same in the clone) answers approvals in the host's place. The host's
+ * `config.settings` may set either.
+ *
  * @internal
  */
 export const render = (
@@ -108,7 +115,8 @@ export const render = (
   user: TomlTable
 ): Effect.Effect<string, Driver.ProtocolError> =>
   Effect.gen(function*() {
-    let merged = deepMerge(user, config.settings ?? {})
+    const { hooks: _hooks, projects: _projects, ...own } = user
+    let merged = deepMerge(own, config.settings ?? {})
     const provider = config.modelProvider
     if (provider !== undefined) {
       merged = deepMerge(merged, {
