@@ -337,7 +337,11 @@ export interface ExecutionProfile {
   readonly env: { readonly [name: string]: string }
   /** Absolute source profile path (never written). */
   readonly source: string
-  /** Stable across clones of one source: `owner.identity` or `<provider>:<canonical source>`. */
+  /**
+   * Stable across clones of one source: `owner.identity` or `<provider>:<canonical source>`. A
+   * native source not yet created is taken where it will be, through symlinked ancestors: its
+   * identity does not change once it exists.
+   */
   readonly identity: string
   /**
    * sha256 (hex) over the copied settings, MCP declarations and skills (relative path, class,
@@ -507,7 +511,9 @@ export const defaultSessionsRoot = (): string => internal.defaultSessionsRoot()
 /**
  * Acquires an execution clone of `selection` for `owner`. Clones left by dead owners under the
  * same root are reclaimed first (once per root per process; one that cannot be removed is a
- * logged warning, not a failure). The clone is removed when the scope closes (including failure
+ * logged warning, not a failure; the source profile is never removed, whatever its name). An
+ * acquisition that fails or is interrupted removes what it created and releases a `dedicated`
+ * source at once. The clone is removed when the scope closes (including failure
  * and interruption), directories the CLI made read-only included, except materialized entries
  * that were changed after being written: those are kept and the clone is marked retained. A
  * clone whose removal fails is logged and keeps its marker (removed last), so a later host
@@ -535,7 +541,10 @@ export const clone: (
  */
 export interface ReclaimOptions {
   readonly root?: string
-  /** Directories without a readable marker are removed only when older than this (default 10 min). */
+  /**
+   * Directories without a readable marker are removed only when older than this (default 10 min),
+   * and only when they hold nothing but what a clone holds (directories, its marker, its manifest).
+   */
   readonly unmarkedGraceMillis?: number
 }
 
@@ -544,7 +553,9 @@ export interface ReclaimOptions {
  * that is no longer alive (pid + start time, so a reused pid does not keep a clone alive; an
  * owner of an earlier boot is dead). An owner in another PID namespace (a container sharing the
  * root) cannot be checked from here and counts as alive. Retained clones and clones of live
- * owners are left alone. Returns the removed directories; a
+ * owners are left alone. A directory without a readable marker (a clone whose creation was killed)
+ * is removed past `unmarkedGraceMillis` if it holds nothing a clone does not: a user's directory
+ * named like a clone is never removed. Returns the removed directories; a
  * clone that cannot be removed is a logged warning and stays, with its marker. Fails only when
  * the root cannot be read.
  *

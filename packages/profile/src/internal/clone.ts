@@ -8,7 +8,10 @@ import * as Path from "@effect/platform/Path"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
 import { globalValue } from "effect/GlobalValue"
+import * as Scope from "effect/Scope"
 import * as NodeCrypto from "node:crypto"
 import * as NodeFs from "node:fs"
 import * as NodeFsPromises from "node:fs/promises"
@@ -323,15 +326,32 @@ const noSync: SessionSync = { saved: [], removed: [] }
 const noLoad: SessionLoad = { loaded: [], removed: [] }
 const none: ReadonlyArray<string> = []
 
-/** @internal */
+/**
+ * Acquires a clone in the enclosing scope. What is acquired (the dedicated lock, the clone
+ * directory) is acquired in a scope of its own, closed as soon as the acquisition fails or is
+ * interrupted: a clone that never reached its owner leaves no directory behind and holds no
+ * dedicated source until the enclosing scope closes. Once acquired, it closes with that scope.
+ *
+ * @internal
+ */
 export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    return yield* acquire(selection, layout, who).pipe(
+      Scope.extend(scope),
+      Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
+    )
+  }).pipe(Effect.withSpan("Profile.clone", { captureStackTrace: false }))
+
+const acquire = (selection: Selection, layout: ProfileLayout, who: Owner) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
     const source = yield* resolveSource(selection, layout)
     const { root: requested, strict } = rootOf(selection)
     // Clones inside the source would change it: refused before anything is created, through
     // symlinked ancestors, and again once the root exists. A missing native source is taken
-    // where it would be created.
+    // where it would be created, through its symlinked ancestors: the same real path it has
+    // once created, so its identity (and session store) stays the same.
     const sourceReal = source.exists ? source.canonical : yield* canonical(source.path)
     const absoluteRoot = path.resolve(requested)
     const unsafe = () =>
@@ -342,7 +362,8 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
     if (!reclaimedRoots.has(root)) {
       reclaimedRoots.add(root)
       // A stale clone this host cannot remove is no reason to refuse it a new one.
-      yield* reclaim({ root }).pipe(
+      // The source is spared whatever its name and content (one kept beside its clones).
+      yield* reclaim({ root }, sourceReal).pipe(
         Effect.catchAll((error) =>
           Effect.logWarning("reclaiming stale profile clones failed").pipe(
             Effect.annotateLogs({ root, error: error.message })
@@ -350,8 +371,8 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
         )
       )
     }
-    if (selection._tag === "Dedicated") yield* lock(source.canonical, who.agentId)
-    const identity = who.identity ?? `${layout.provider}:${source.canonical}`
+    if (selection._tag === "Dedicated") yield* lock(sourceReal, who.agentId)
+    const identity = who.identity ?? `${layout.provider}:${sourceReal}`
     const entries = source.exists ? yield* walk(source.path, layout) : []
     // Before the clone exists: a refused store creates nothing.
     const store = yield* sessions.open(selection, layout, sourceReal, identity)
@@ -473,4 +494,4 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
             (store) => sessions.prune(store, layout, now - Duration.toMillis(options.olderThan), options.keep ?? [])
           ))
     } satisfies ExecutionProfile
-  }).pipe(Effect.withSpan("Profile.clone", { captureStackTrace: false }))
+  })

@@ -6,14 +6,13 @@
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as NodeFs from "node:fs"
 import type { CloneReport, Inspection, MaterializedEntry, Selection } from "../Profile.js"
 import type { ProfileLayout } from "../ProfileLayout.js"
 import { entryState } from "./clone.js"
 import * as owner from "./owner.js"
 import { listClones, readText } from "./reclaim.js"
 import { walk } from "./seed.js"
-import { resolveSource, rootOf } from "./source.js"
+import { canonical, resolveSource, rootOf } from "./source.js"
 
 /** @internal */
 export const inspect = (selection: Selection, layout: ProfileLayout) =>
@@ -21,19 +20,18 @@ export const inspect = (selection: Selection, layout: ProfileLayout) =>
     const path = yield* Path.Path
     const source = yield* resolveSource(selection, layout)
     const entries = source.exists ? yield* walk(source.path, layout) : []
+    // As `clone` takes it: a missing native source is where it would be created, through its
+    // symlinked ancestors (the real path it has once created).
+    const sourceReal = source.exists ? source.canonical : yield* canonical(source.path)
     const clones: Array<CloneReport> = []
     // A clone made through another spelling of the source (a link to it) is a clone of it too.
-    const sameSource = (spelled: string) => {
-      if (spelled === source.path) return true
-      try {
-        return NodeFs.realpathSync.native(spelled) === source.canonical
-      } catch {
-        return false
-      }
-    }
+    const sameSource = (spelled: string) =>
+      spelled === source.path
+        ? Effect.succeed(true)
+        : canonical(spelled).pipe(Effect.map((real) => real === sourceReal), Effect.orElseSucceed(() => false))
     for (const found of yield* listClones(path.resolve(rootOf(selection).root))) {
       const marker = found.marker
-      if (marker === undefined || marker.provider !== layout.provider || !sameSource(marker.source)) continue
+      if (marker === undefined || marker.provider !== layout.provider || !(yield* sameSource(marker.source))) continue
       const text = yield* readText(path.join(found.dir, owner.manifestName))
       const manifest = text === undefined ? undefined : Option.getOrUndefined(owner.decodeManifest(text))
       const materialized: Array<MaterializedEntry> = []
@@ -58,7 +56,7 @@ export const inspect = (selection: Selection, layout: ProfileLayout) =>
     return {
       source: source.path,
       exists: source.exists,
-      identity: `${layout.provider}:${source.canonical}`,
+      identity: `${layout.provider}:${sourceReal}`,
       declared: entries.map((entry) => ({
         path: entry.path,
         class: entry.class,

@@ -7,12 +7,13 @@
 import * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as NodeFsSync from "node:fs"
 import * as NodeFs from "node:fs/promises"
 import type { ReclaimOptions } from "../Profile.js"
 import * as owner from "./owner.js"
 import { removeTree } from "./removeTree.js"
-import { io, lstat, readRegular } from "./seed.js"
-import { defaultRoot } from "./source.js"
+import { io, lstat, readRegular, sync } from "./seed.js"
+import { defaultRoot, inside } from "./source.js"
 
 /** Names produced by `mkdtemp(<root>/c-)`: nothing else in a root is ever removed. @internal */
 export const clonePrefix = "c-"
@@ -65,20 +66,58 @@ export const listClones = (root: string) =>
   })
 
 /**
+ * Whether `name`, at the top of a clone, is a file a clone holds there: its marker, its manifest,
+ * or the temporary file of a rewrite of either (`<name>.<pid>-<random>.tmp`, beside it) that a
+ * killed host left.
+ */
+const cloneFile = (name: string): boolean =>
+  [owner.markerName, owner.manifestName].some((file) =>
+    name === file || (name.startsWith(`${file}.`) && name.endsWith(".tmp"))
+  )
+
+/**
+ * Whether the top of an unmarked `dir` holds nothing but what a clone's does: directories (its
+ * `profile` and the layout's siblings) and `cloneFile`s. A clone is created empty and gets its
+ * marker before anything else, so one whose creation was killed holds nothing, a torn marker or,
+ * once the marker is lost, its directories; a user's directory that happens to be named like a
+ * clone (a source profile kept beside its clones, anything in a shared root) holds files of its
+ * own and is never removed. One that cannot be read is not taken for a clone either.
+ */
+const holdsOnlyCloneEntries = (dir: string) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    for (const name of yield* sync(dir, () => NodeFsSync.readdirSync(dir))) {
+      const info = yield* lstat(path.join(dir, name))
+      // Gone since the listing (another process reclaiming the same directory): nothing of its own.
+      if (info === undefined) continue
+      if (!(cloneFile(name) ? info.isFile() : info.isDirectory())) return false
+    }
+    return true
+  }).pipe(Effect.orElseSucceed(() => false))
+
+/**
  * Removes the stale clones of a root. A clone that cannot be removed is a logged warning, not a
  * failure: it stays (its marker, removed last, with it) and the others are still removed.
+ * `spare` (a real path: the source profile a clone is being made of) is never removed, nor a
+ * directory that holds it, whatever it looks like.
  *
  * @internal
  */
-export const reclaim = (options?: ReclaimOptions) =>
+export const reclaim = (options?: ReclaimOptions, spare?: string) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
     const root = path.resolve(options?.root ?? defaultRoot())
     const grace = options?.unmarkedGraceMillis ?? 10 * 60_000
     const removed: Array<string> = []
+    // `spare` is a real path and the root as spelled: compared through the root's real path.
+    const realRoot = yield* sync(root, () => NodeFsSync.realpathSync.native(root)).pipe(
+      Effect.orElseSucceed(() => root)
+    )
+    const holdsSpare = (dir: string) => spare !== undefined && inside(path.join(realRoot, path.basename(dir)), spare)
     for (const found of yield* listClones(root)) {
+      if (holdsSpare(found.dir)) continue
       const stale = found.marker === undefined
-        ? Date.now() - found.mtimeMs > grace
+        ? Date.now() - found.mtimeMs > grace && (yield* holdsOnlyCloneEntries(found.dir))
         : found.marker.retained === undefined && !owner.ownerAlive(found.marker)
       if (!stale) continue
       // Another process may reclaim the same directory at the same time: what is gone is no error.

@@ -258,18 +258,37 @@ const writeAll = (fd: number, content: Uint8Array): Promise<void> =>
     )
 
 /**
+ * How often a save makes the parents of an entry again when they vanished before its rename:
+ * another clone's `drop` or `prune` removes the directories it empties (a project's last
+ * session), also the ones a save just made for a new entry there. Each retry needs another
+ * removal to land between the parents being made and the rename: a few suffice.
+ */
+const vanishedParentRetries = 4
+
+/** Whether `dir` is missing (one that cannot be looked up counts as present). */
+const missingDir = (dir: string) =>
+  Effect.sync(() => {
+    try {
+      return NodeFsSync.lstatSync(dir, { throwIfNoEntry: false }) === undefined
+    } catch {
+      return false
+    }
+  })
+
+/**
  * Writes `content` to `<store>/profile/<rel>` through a temporary file, made durable, and a
  * rename. The open, mode, close and rename are synchronous metadata calls (each a few
  * microseconds, where awaiting each cost a round trip through the event loop); the content goes
- * as `writeAll` says, and the `fsync` is awaited.
+ * as `writeAll` says, and the `fsync` is awaited. The parents are made just before the rename,
+ * and made again when a concurrent removal took them (`vanishedParentRetries`). The temporary
+ * file is removed whenever the write does not complete, failed or interrupted.
  */
 const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, mode: number) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
-    yield* makeParents(store.profile, rel)
     const target = path.join(store.profile, ...rel.split("/"))
     const temporary = path.join(store.tmp, `${process.pid}-${NodeCrypto.randomBytes(8).toString("hex")}`)
-    yield* Effect.tryPromise({
+    const write = Effect.tryPromise({
       try: async () => {
         const fd = NodeFsSync.openSync(temporary, "wx", mode)
         try {
@@ -280,10 +299,20 @@ const writeAtomically = (store: SessionStore, rel: string, content: Uint8Array, 
         } finally {
           NodeFsSync.closeSync(fd)
         }
-        NodeFsSync.renameSync(temporary, target)
       },
       catch: io(target)
-    }).pipe(Effect.tapError(() => Effect.sync(() => NodeFsSync.rmSync(temporary, { force: true }))))
+    })
+    const rename = makeParents(store.profile, rel).pipe(
+      Effect.zipRight(sync(target, () => NodeFsSync.renameSync(temporary, target))),
+      // A failure with the parent gone (the rename's ENOENT, or a `mkdir` under a parent removed
+      // since its `lstat`) is that race, and tried again; anything else fails at once.
+      Effect.retry({ times: vanishedParentRetries, while: () => missingDir(path.dirname(target)) })
+    )
+    yield* Effect.zipRight(write, rename).pipe(
+      // An interrupted write's promise runs on: it writes into the removed file and never renames
+      // it, so nothing is left behind either way.
+      Effect.onError(() => Effect.sync(() => NodeFsSync.rmSync(temporary, { force: true })))
+    )
   })
 
 /**
