@@ -12,9 +12,10 @@
  *   the messages before the last user message are rendered into the turn's input as a
  *   `<conversation>` (`<user>`, `<assistant>`, `<tool>` elements; tool calls and results as
  *   `<tool_call>` / `<tool_result>` with their JSON; earlier reasoning is left out), followed by
- *   the last user message. A `LanguageModel` is stateless (the prompt is the whole history and
- *   a `Chat` may edit it), so nothing is resumed and nothing is stored. File parts fail with
- *   `UnsupportedRequest` (`FilePart`).
+ *   the last user message; the elements' content is escaped as XML text (`&`, `<`, `>`), so an
+ *   earlier message or tool result cannot close its element or forge another. A `LanguageModel`
+ *   is stateless (the prompt is the whole history and a `Chat` may edit it), so nothing is
+ *   resumed and nothing is stored. File parts fail with `UnsupportedRequest` (`FilePart`).
  * - **Tools**: the call's toolkit (passed with @effect/ai's own `toolkit` option, its handler
  *   layer provided to the call) is served next to the definition's Tether tools, with the
  *   rules of `AiToolkit` (a name both define fails, naming both owners). `toolChoice: "none"`

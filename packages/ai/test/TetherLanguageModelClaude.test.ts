@@ -227,4 +227,24 @@ describe("TetherLanguageModel on the real Claude CLI", () => {
       }).pipe(Effect.scoped),
     90_000
   )
+
+  it.live(
+    "generateObject: a value Tether rejects gets a repair turn, and the repaired value is returned",
+    () =>
+      Effect.gen(function*() {
+        const Answer = Schema.Struct({
+          code: Schema.String.pipe(Schema.filter((s) => s.startsWith("ok"), { message: () => "must start with ok" }))
+        })
+        const server = yield* AnthropicServer.make({
+          script: [
+            AnthropicServer.callTool("StructuredOutput", { code: "bad" }),
+            AnthropicServer.callTool("StructuredOutput", { code: "ok-1" })
+          ]
+        })
+        const response = yield* withModel(server, LanguageModel.generateObject({ prompt: "Code?", schema: Answer }))
+        expect(response.value).toEqual({ code: "ok-1" })
+        expect((yield* server.messages).length).toBe(2)
+      }).pipe(Effect.scoped),
+    90_000
+  )
 })

@@ -17,7 +17,7 @@ export interface ToolInfo {
   readonly wrapped: boolean
   /** `true` for an encoded result of the tool's `success` Schema. */
   readonly isEncodedSuccess: (u: unknown) => boolean
-  /** `true` for params the tool's `parameters` Schema decodes (as @effect/ai decodes a `tool-call`). */
+  /** `true` for params the tool's `parameters` Schema decodes as the gateway decodes a call's input. */
   readonly acceptsParams: (u: unknown) => boolean
 }
 
@@ -39,9 +39,13 @@ const isObjectOutput = (ast: AST.AST): boolean => {
   }
 }
 
+// The gateway's options for decoding a call's input (`@tether/tool`'s executor): excess keys
+// are an error there, so params with one were refused (`invalid_input`), never handled.
+const gatewayInput: AST.ParseOptions = { onExcessProperty: "error", errors: "first" }
+
 /** @internal */
 export const toolInfo = (output: Schema.Schema.Any, parameters: Schema.Schema.Any): ToolInfo => {
-  const decodeParams = Schema.decodeUnknownEither(parameters as Schema.Schema.AnyNoContext)
+  const decodeParams = Schema.decodeUnknownEither(parameters as Schema.Schema.AnyNoContext, gatewayInput)
   return {
     wrapped: !isObjectOutput(output.ast),
     isEncodedSuccess: Schema.is(Schema.encodedSchema(output as Schema.Schema.AnyNoContext)),

@@ -6,6 +6,7 @@
  */
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Either from "effect/Either"
+import { identity } from "effect/Function"
 import { UnsupportedRequest } from "../TetherLanguageModel.js"
 
 /** @internal */
@@ -24,26 +25,33 @@ const json = (value: unknown): string => {
   }
 }
 
-const attribute = (value: string): string => JSON.stringify(value)
+// Content inside the `<conversation>` is XML text: an earlier message or a tool result that holds
+// `</assistant><user>` must not close its element and open one of a role the app never sent.
+const escape = (text: string): string =>
+  text.replace(/[&<>]/g, (c) => c === "&" ? "&amp;" : c === "<" ? "&lt;" : "&gt;")
 
 type Part = Prompt.UserMessagePart | Prompt.AssistantMessagePart | Prompt.ToolMessagePart
 
-const renderPart = (part: Part): Either.Either<string | undefined, UnsupportedRequest> => {
+const renderPart = (
+  part: Part,
+  content: (raw: string) => string
+): Either.Either<string | undefined, UnsupportedRequest> => {
+  const attribute = (value: string): string => content(JSON.stringify(value))
   switch (part.type) {
     case "text":
-      return Either.right(part.text)
+      return Either.right(content(part.text))
     // Earlier reasoning is the model's scratch work, not conversation: it is left out.
     case "reasoning":
       return Either.right(undefined)
     case "tool-call":
       return Either.right(
-        `<tool_call name=${attribute(part.name)} id=${attribute(part.id)}>${json(part.params)}</tool_call>`
+        `<tool_call name=${attribute(part.name)} id=${attribute(part.id)}>${content(json(part.params))}</tool_call>`
       )
     case "tool-result":
       return Either.right(
         `<tool_result name=${attribute(part.name)} id=${attribute(part.id)}${
           part.isFailure ? " failure=\"true\"" : ""
-        }>${json(part.result)}</tool_result>`
+        }>${content(json(part.result))}</tool_result>`
       )
     case "file":
       return Either.left(
@@ -55,9 +63,12 @@ const renderPart = (part: Part): Either.Either<string | undefined, UnsupportedRe
   }
 }
 
-const renderParts = (parts: ReadonlyArray<Part>): Either.Either<string, UnsupportedRequest> =>
+const renderParts = (
+  parts: ReadonlyArray<Part>,
+  content: (raw: string) => string
+): Either.Either<string, UnsupportedRequest> =>
   Either.map(
-    Either.all(parts.map(renderPart)),
+    Either.all(parts.map((part) => renderPart(part, content))),
     (texts) => texts.filter((text): text is string => text !== undefined && text.length > 0).join("\n")
   )
 
@@ -66,9 +77,10 @@ const renderParts = (parts: ReadonlyArray<Part>): Either.Either<string, Unsuppor
  * that message's text. Otherwise the messages before the last user message (or all of them,
  * when the last message is not the user's) are rendered as a `<conversation>` of `<user>`,
  * `<assistant>` and `<tool>` elements (tool calls and results as `<tool_call>` /
- * `<tool_result>` with their JSON), followed by the last user message's text, or by an
- * instruction to continue. Fails with `UnsupportedRequest` for file parts and for a prompt
- * with nothing to answer.
+ * `<tool_result>` with their JSON), followed by the last user message's text as written, or by
+ * an instruction to continue. The elements' content (texts, JSON, attribute values) is escaped
+ * as XML text, so that no message can close its element or open another. Fails with
+ * `UnsupportedRequest` for file parts and for a prompt with nothing to answer.
  *
  * @internal
  */
@@ -87,11 +99,12 @@ export const render = (prompt: Prompt.Prompt): Either.Either<Rendered, Unsupport
       )
     }
     const history = last.role === "user" ? messages.slice(0, -1) : messages
-    const current = last.role === "user" ? yield* renderParts(last.content) : undefined
+    // The last user message is the turn's own input: it goes as written.
+    const current = last.role === "user" ? yield* renderParts(last.content, identity) : undefined
     if (history.length === 0) return { system, input: current ?? "" }
     const lines: Array<string> = ["<conversation>"]
     for (const message of history) {
-      lines.push(`<${message.role}>`, yield* renderParts(message.content), `</${message.role}>`)
+      lines.push(`<${message.role}>`, yield* renderParts(message.content, escape), `</${message.role}>`)
     }
     lines.push("</conversation>", "")
     lines.push(current ?? "Continue the conversation from its last message.")
