@@ -62,7 +62,14 @@ export interface Warm {
    * The wait for the last committed turn's late session writes (then saved again), and its
    * session: one at a time per process, as the next commit of that session saves them too.
    */
-  settling: { readonly session: string; readonly fiber: Fiber.RuntimeFiber<void> } | undefined
+  settling:
+    | {
+      readonly session: string
+      readonly fiber: Fiber.RuntimeFiber<void>
+      /** Ends the wait now: what changed is saved at once (the next turn is about to write). */
+      readonly flush: Deferred.Deferred<void>
+    }
+    | undefined
   retired: boolean
   /** Shuts the process down (once; every caller waits for that one shutdown). */
   readonly retire: Effect.Effect<void>
@@ -486,28 +493,31 @@ const same = (a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>) =>
 const quiet = 150
 
 /**
- * Waits until the session's files have not changed for a short while (bounded by `bound`);
- * `true` when they changed since `since`. @internal
+ * Waits until the session's files have not changed for a short while (bounded by `bound`, or
+ * ended early by `flush`); `true` when they changed since `since`. @internal
  */
 export const settle = (
   dir: string,
   layout: ProfileLayout,
   session: string,
   since: ReadonlyMap<string, string>,
-  bound: Duration.Duration
+  bound: Duration.Duration,
+  flush: Deferred.Deferred<void>
 ): Effect.Effect<boolean> =>
   Effect.gen(function*() {
     const start = yield* Clock.currentTimeMillis
     let last = since
     let lastChange = start
     while (true) {
-      yield* Effect.sleep(25)
+      yield* Effect.raceFirst(Effect.sleep(25), Deferred.await(flush))
       const now = yield* Clock.currentTimeMillis
       const current = sessionFiles(dir, layout, session)
       if (!same(current, last)) {
         last = current
         lastChange = now
       }
-      if (now - lastChange >= quiet || now - start >= Duration.toMillis(bound)) return !same(last, since)
+      if (
+        now - lastChange >= quiet || now - start >= Duration.toMillis(bound) || (yield* Deferred.isDone(flush))
+      ) return !same(last, since)
     }
   })

@@ -1001,6 +1001,14 @@ export const execute = (
           })
         )
       const taken = yield* pool.take(live.key, live.reuse, request.session, resumedTurns, releaseAtEnd)
+      // The previous turn's late save ends before this turn writes into the session: what that
+      // turn still wrote is saved now, and nothing of this turn's (which may yet fail) is saved
+      // under the previous turn's checkpoint.
+      const settling = taken?.settling
+      if (settling !== undefined) {
+        yield* Deferred.succeed(settling.flush, undefined)
+        yield* Fiber.await(settling.fiber)
+      }
       // A fresh process resumes the committed session (a warm one carries it already).
       const warm = taken ?? (yield* Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
@@ -1109,11 +1117,13 @@ export const execute = (
           if (session !== undefined && before !== undefined && request.save !== undefined) {
             const save = request.save
             const previous = warm.settling
+            const flush = yield* Deferred.make<void>()
             warm.settling = {
               session,
+              flush,
               fiber: yield* FiberSet.run(
                 ctx.reapers,
-                Live.settle(ctx.profile.dir, ctx.driver.layout, session, before, ctx.exitGrace).pipe(
+                Live.settle(ctx.profile.dir, ctx.driver.layout, session, before, ctx.exitGrace, flush).pipe(
                   Effect.interruptible,
                   // A save once started completes: interrupted halfway, its write could land after
                   // a later save's and put older content back.
