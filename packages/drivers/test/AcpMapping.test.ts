@@ -327,11 +327,23 @@ describe("ACP one-shot parse", () => {
   const initialized = JSON.stringify({ jsonrpc: "2.0", id: 0, result: { protocolVersion: 1, agentCapabilities: {} } })
   const done = JSON.stringify({ jsonrpc: "2.0", id: 2, result: { stopReason: "end_turn" } })
 
+  const marker = JSON.stringify(AcpMap.replayedMarker)
+
   it("a resume starts at session/load's result: the history replayed before it is not the turn's", () => {
     const loaded = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { models: { currentModelId: "m1" } } })
-    const outputs = parseAll([initialized, replayed, loaded, answer, done], { _tag: "Resume", id: "s" })
+    const outputs = parseAll([initialized, replayed, loaded, marker, answer, done], { _tag: "Resume", id: "s" })
     expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta", "Message", "Terminal"])
     expect(outputs[0]).toEqual({ _tag: "SessionStarted", sessionId: "s", model: "m1" })
+    expect(outputs.at(-1)).toMatchObject({ ok: true, text: "new", session: "s" })
+  })
+
+  it("a resume's turn starts at the runner's marker: history an agent replays after the load's answer is not the turn's", () => {
+    const loaded = JSON.stringify({ jsonrpc: "2.0", id: 1, result: {} })
+    const outputs = parseAll([initialized, loaded, replayed, replayed, marker, answer, done], {
+      _tag: "Resume",
+      id: "s"
+    })
+    expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta", "Message", "Terminal"])
     expect(outputs.at(-1)).toMatchObject({ ok: true, text: "new", session: "s" })
   })
 

@@ -448,10 +448,20 @@ export const classify = <R>(line: string, on: LineHandlers<R>): R => {
 }
 
 /**
+ * The line the one-shot turn runner prints, among the agent's relayed lines, once a loaded
+ * session's replay has ended (the agent was quiet, see `acp.ts`), before it sends the prompt. A
+ * method no agent sends (`_`-prefixed names are extensions in ACP).
+ *
+ * @internal
+ */
+export const replayedMarker = { jsonrpc: "2.0", method: "_tether/replayed" } as const
+
+/**
  * A recorded transcript of an agent's stdout replayed without a connection: `session/new`'s
  * result starts the session (`SessionStarted`; for a resume, the first result that is neither
- * `initialize`'s nor a prompt's, i.e. `session/load`'s; updates before it are dropped: a load
- * replays the history), `session/update` notifications and
+ * `initialize`'s nor a prompt's, i.e. `session/load`'s; updates before it, and before the
+ * runner's `replayedMarker` after it, are dropped: a load replays the history), `session/update`
+ * notifications and
  * `session/prompt` results map as in a live session, each prompt result ends a turn, an error
  * response is an error `Notice`, the other protocol messages give nothing, and a line that is
  * not a JSON object is a `Notice`.
@@ -462,12 +472,19 @@ export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
   Driver.parseFromLines((context) => {
     const mapper = makeMapper(context.hostedKey, hostedNaming(naming, context.hostedTools))
     const resumed = context.session._tag === "Resume" ? context.session.id : undefined
+    // A resumed session's turn starts at the runner's `replayedMarker`: an agent may replay the
+    // loaded history after its answer to the load (Gemini CLI does).
+    let replayed = resumed === undefined
     const on: LineHandlers<Driver.LineOutputs> = {
       blank: () => none,
       foreign: (output) => output,
       // Before the session is known the updates are not a turn's (a load replays history).
-      update: (params) => mapper.session === undefined ? none : mapper.update(params),
+      update: (params) => mapper.session === undefined || !replayed ? none : mapper.update(params),
       message: (message) => {
+        if (message["method"] === replayedMarker.method) {
+          replayed = true
+          return none
+        }
         if ("method" in message) return none
         const result = message["result"]
         if (isRecord(result)) {

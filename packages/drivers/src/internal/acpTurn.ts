@@ -194,6 +194,9 @@ const program = Effect.gen(function*() {
       ...(approve === undefined ? {} : { approve })
     }
   )
+  // The loaded session's replay has ended (`attach` waited for it): the driver's `parse` takes
+  // the updates from here on as the turn's.
+  if (spec.request.session._tag === "Resume") process.stdout.write(`${JSON.stringify(AcpMap.replayedMarker)}\n`)
   yield* Stream.runDrain(session.turn({ runId: spec.request.runId, prompt: spec.request.prompt }))
 })
 
