@@ -14,8 +14,10 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import { ApprovalAlreadyResolved, ApprovalNotFound } from "../AgentError.js"
 import * as Approval from "../Approval.js"
@@ -160,6 +162,9 @@ export const make = (
       Effect.provide(services),
       Effect.catchAllCause((cause) =>
         Effect.logError(`the approvals handler died on approval ${entry.request.id}`, cause).pipe(
+          // Not an event of the run's span (Effect's tracer logger would record the cause's text,
+          // which may quote the request's input: docs/tracing.md keeps tool arguments off spans).
+          Effect.locallyWith(FiberRef.currentContext, Context.omit(Tracer.ParentSpan)),
           Effect.as(Approval.deny("The approval handler failed; the action was not run."))
         )
       ),
