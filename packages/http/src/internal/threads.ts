@@ -122,17 +122,23 @@ export const make = <E>(options: {
         slots.set(key, slot)
         slot.users++
         const entered: Entered = { _tag: "Slot", slot }
-        if (slots.size <= max) return Effect.succeed(entered)
-        // Over the cap: the least recently used idle keys close (a key in use is never closed for
-        // room: while every key is in use the count may exceed the cap).
-        const excess: Array<Slot<E>> = []
-        for (const candidate of slots.values()) {
-          if (slots.size - excess.length <= max) break
-          if (candidate.users === 0) excess.push(candidate)
-        }
-        const closes = excess.map(beginClose)
-        return Effect.as(Effect.forEach(closes, (close) => FiberSet.run(fibers, close), { discard: true }), entered)
+        return Effect.as(makeRoom, entered)
       })
+
+    // Over the cap: the least recently used idle keys close (a key in use is never closed for
+    // room: while every key is in use the count may exceed the cap). Checked when a key is used
+    // and when one goes idle: after a burst of turns on more keys than the cap, the keys beyond
+    // it close as their turns end, not at the next request or their idle timeout.
+    const makeRoom: Effect.Effect<void> = Effect.suspend(() => {
+      if (slots.size <= max) return Effect.void
+      const excess: Array<Slot<E>> = []
+      for (const candidate of slots.values()) {
+        if (slots.size - excess.length <= max) break
+        if (candidate.users === 0) excess.push(candidate)
+      }
+      const closes = excess.map(beginClose)
+      return Effect.forEach(closes, (close) => FiberSet.run(fibers, close), { discard: true })
+    })
 
     const leave = (slot: Slot<E>): Effect.Effect<void> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -144,9 +150,16 @@ export const make = <E>(options: {
           slots.delete(slot.key)
           return Effect.void
         }
-        if (slot.timed) return Effect.void
-        slot.timed = true
-        return Effect.asVoid(FiberSet.run(fibers, idleTimer(slot)))
+        // Room first (this key may be the least recently used one), then the idle timer of a key
+        // still open.
+        return Effect.zipRight(
+          makeRoom,
+          Effect.suspend(() => {
+            if (slot.timed || slots.get(slot.key) !== slot) return Effect.void
+            slot.timed = true
+            return Effect.asVoid(FiberSet.run(fibers, idleTimer(slot)))
+          })
+        )
       })
 
     const handle = (slot: Slot<E>, mode: Mode): Effect.Effect<Thread.Thread, E> =>
