@@ -159,8 +159,10 @@ export interface Options {
   readonly maxHeaderBytes?: number
   /**
    * Tool calls running at once across all registrations; beyond it 503 with `Retry-After`. Default 32.
-   * A call's slot is returned when its exchange ends, however it ends (answer flushed, response or
-   * connection closed); a call whose connection is gone is canceled. So is a call the client
+   * A call's slot is returned once its exchange has ended, however it ends (answer flushed,
+   * response or connection closed), and its handler has too (an interrupted handler's finalizers
+   * count: the bound is on handlers running, not on answers pending); a call whose connection is
+   * gone is canceled. So is a call the client
    * cancels (`notifications/cancelled` naming its request id, made with the same token): its
    * handler is interrupted and it is answered with the JSON-RPC error `canceled`. A cancel naming
    * no call in flight of that token changes nothing.

@@ -141,6 +141,10 @@ const internalError: Catalog.Outcome = {
   message: "The tool failed."
 }
 
+/** A request that is no tool call holds no concurrency slot. */
+const noRelease = (): void => {}
+const noHold = (): () => void => noRelease
+
 const outputSize = (outcome: Catalog.Outcome): number => {
   if (outcome._tag !== "Success") return 0
   try {
@@ -347,15 +351,28 @@ export const make = (options: Options = {}): Effect.Effect<
         // body was being read.
         if (!stillAccepted(accepted)) return Guard.refuse(res, "unauthorized")
         const entry = accepted.entry
+        let hold = noHold
         if (isToolsCall(parsed.value)) {
           if (state.calls >= limits.maxConcurrentCalls) return Guard.refuse(res, "busy")
           state.calls++
-          // Returned as soon as the answer is flushed (or the exchange ends any other way), so a
+          // Returned once the exchange has ended and the call's handler has too: a handler outlives
+          // its answer when the client goes away or the deadline answers (its finalizers still
+          // run), and a slot given back with the answer would let such handlers pile up past the
+          // bound. A handler that ends first returns it as soon as the answer is flushed, so a
           // client that sends its next call right after reading an answer never meets a stale slot.
-          exchange.onEnd(() => state.calls--)
+          let holders = 1
+          const release = () => {
+            if (--holders === 0) state.calls--
+          }
+          exchange.onEnd(release)
+          hold = () => {
+            if (holders === 0) return noRelease
+            holders++
+            return release
+          }
         }
         // `listed` completes only once a valid `tools/list` request is answered with the tools.
-        Mcp.serve(entry.handlers, req, res, parsed.value, validator, exchange.onEnd, entry.listed).catch(() =>
+        Mcp.serve(entry.handlers, req, res, parsed.value, validator, exchange.onEnd, entry.listed, hold).catch(() =>
           Guard.refuse(res, "bad_request")
         )
       }, refuseAndClose)
@@ -544,13 +561,16 @@ export const make = (options: Options = {}): Effect.Effect<
           input: unknown,
           signal: AbortSignal,
           parent: Tracer.AnySpan | undefined,
-          track: (cancel: () => void) => () => void
+          track: (cancel: () => void) => () => void,
+          hold: () => () => void
         ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
             // Closed while this call's request was read: no handler runs.
             if (!owner.open) return reject(Mcp.canceledError())
             const state: CallState = { interruptedBy: "cancel" }
             const fiber = run(callEffect(executor, limits, name, input, state, parent))
+            // The concurrency slot is the handler's until it has ended, finalizers included.
+            fiber.addObserver(hold())
             let settled = false
             const settle = (answer: () => void, interrupt: boolean) => {
               if (settled) return
@@ -598,9 +618,9 @@ export const make = (options: Options = {}): Effect.Effect<
             tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
             has: (name) => names.has(name),
             call: injected.length === 0
-              ? (name, input, id, signal) => call(name, input, signal, parent(), track(id))
-              : (name, input, id, signal) =>
-                call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent(), track(id)),
+              ? (name, input, id, signal, hold) => call(name, input, signal, parent(), track(id), hold)
+              : (name, input, id, signal, hold) =>
+                call(name, withoutInjected(injected, declared.get(name)!, input), signal, parent(), track(id), hold),
             cancel: (id) => {
               for (const cancel of [...(inFlight.get(id) ?? [])]) cancel()
             }

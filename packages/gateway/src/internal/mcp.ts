@@ -93,7 +93,17 @@ export const unknownToolError = (): McpError => new McpError(ErrorCode.InvalidPa
 export interface Handlers {
   readonly tools: ReadonlyArray<McpTool>
   readonly has: (name: string) => boolean
-  readonly call: (name: string, input: unknown, id: RequestId, signal: AbortSignal) => Promise<CallToolResult>
+  /**
+   * Runs a call. `hold` keeps the request's concurrency slot while the call's handler runs (past
+   * the exchange's end: a handler's finalizers may outlast its answer); it returns the release.
+   */
+  readonly call: (
+    name: string,
+    input: unknown,
+    id: RequestId,
+    signal: AbortSignal,
+    hold: () => () => void
+  ) => Promise<CallToolResult>
   /** Cancels the calls in flight with JSON-RPC request id `id`, if any (a `notifications/cancelled`). */
   readonly cancel: (id: RequestId) => void
 }
@@ -221,7 +231,9 @@ export const serve = (
   validator: AjvJsonSchemaValidator,
   onEnd: (callback: () => void) => void,
   /** Called when a `tools/list` request is answered with the tools. */
-  onListed: () => void
+  onListed: () => void,
+  /** Holds the request's concurrency slot for a call's handler (see `Handlers.call`). */
+  hold: () => () => void
 ): Promise<void> => {
   // As the SDK transport: Accept must name both media types a Streamable HTTP client takes.
   if (!acceptsBoth(req)) return Promise.resolve(writeJson(res, 406, notAcceptable))
@@ -239,7 +251,7 @@ export const serve = (
   server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
     const name = request.params.name
     if (!handlers.has(name)) return Promise.reject(unknownToolError())
-    return handlers.call(name, request.params.arguments ?? {}, extra.requestId, extra.signal)
+    return handlers.call(name, request.params.arguments ?? {}, extra.requestId, extra.signal, hold)
   })
   const isRequest = isJSONRPCRequest(message)
   // This fresh server never saw the call a `notifications/cancelled` names (it came in its own
