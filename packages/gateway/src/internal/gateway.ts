@@ -185,6 +185,7 @@ const withCallAnnotations = (
  */
 const callEffect = (
   executor: Catalog.Executor,
+  redactor: Redactor,
   limits: Limits,
   name: string,
   input: unknown,
@@ -206,6 +207,10 @@ const callEffect = (
       // registration's calls) ends only after its finalizers: closing waits for them (bounded).
       Effect.zipRight(Effect.suspend(() => executor.execute(name, input))),
       Effect.catchAllCause((cause) => Effect.logWarning("tool execution defect", cause).pipe(Effect.as(internalError))),
+      // What a handler returns goes to a CLI and its model: no live token of any registration
+      // leaves in it (another agent's, saved by one tool and read back by another, would let this
+      // agent's model call that agent's tools).
+      Effect.map((outcome) => redactor.value(outcome)),
       Effect.map((outcome) => outputSize(outcome) > limits.maxOutputBytes ? invalidOutput : outcome),
       Effect.onExit((exit) => {
         if (Exit.isSuccess(exit)) {
@@ -568,7 +573,7 @@ export const make = (options: Options = {}): Effect.Effect<
             // Closed while this call's request was read: no handler runs.
             if (!owner.open) return reject(Mcp.canceledError())
             const state: CallState = { interruptedBy: "cancel" }
-            const fiber = run(callEffect(executor, limits, name, input, state, parent))
+            const fiber = run(callEffect(executor, redactor, limits, name, input, state, parent))
             // The concurrency slot is the handler's until it has ended, finalizers included.
             fiber.addObserver(hold())
             let settled = false
