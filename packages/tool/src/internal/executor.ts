@@ -223,17 +223,18 @@ const shapeProblem = (prepared: Prepared, input: unknown): Catalog.Outcome | und
     const [key] = Object.keys(input)
     if (key !== undefined) return invalidInputAt([key])
   }
-  // JSON has no NaN or ±Infinity, yet `1e309` parses to Infinity and passes `Schema.Number`: a
-  // non-finite number anywhere in the input is invalid input, for every tool.
-  let nonFinite: ReadonlyArray<PropertyKey> | undefined
+  // JSON has no NaN or ±Infinity, yet `1e309` parses to Infinity and passes `Schema.Number`; a
+  // `__proto__` key would become the decoded record's prototype: either, anywhere in the input,
+  // is invalid input, for every tool.
+  let refused: ReadonlyArray<PropertyKey> | undefined
   try {
-    nonFinite = Json.firstNonFinite(input)
+    refused = Json.firstRefused(input)
   } catch {
     // A getter or a Proxy trap threw while reading the input: the decoder meets it too, and its
     // failure is handled there.
     return undefined
   }
-  return nonFinite === undefined ? undefined : invalidInputAt(nonFinite)
+  return refused === undefined ? undefined : invalidInputAt(refused)
 }
 
 const provideEntryContext = <A, E>(entry: HandlerEntry, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>

@@ -81,14 +81,17 @@ const pathOf = (visit: Visit): ReadonlyArray<PropertyKey> => {
 }
 
 /**
- * The path of the first number in `u` that is not finite, depth first in key order, or
- * `undefined`. JSON has no NaN or ±Infinity, yet `1e309` parses to `Infinity`. Iterative,
- * because values may nest deeply, and each object is visited once, because a value may be cyclic.
- * Reads properties: a throwing getter or Proxy trap throws.
+ * The path of the first value in `u` a tool's input may not hold, depth first in key order, or
+ * `undefined`: a number that is not finite (JSON has no NaN or ±Infinity, yet `1e309` parses to
+ * `Infinity`), or an own key `__proto__` (which `JSON.parse` makes as data, and which Effect's
+ * decoder writes back with `output[key] =`: the decoded record loses the key and gets the
+ * model's value as its prototype). Iterative, because values may nest deeply, and each object is
+ * visited once, because a value may be cyclic. Reads properties: a throwing getter or Proxy trap
+ * throws.
  *
  * @internal
  */
-export const firstNonFinite = (u: unknown): ReadonlyArray<PropertyKey> | undefined => {
+export const firstRefused = (u: unknown): ReadonlyArray<PropertyKey> | undefined => {
   const seen = new Set<object>()
   const stack: Array<Visit> = [{ value: u, key: undefined, parent: undefined }]
   while (stack.length > 0) {
@@ -103,6 +106,7 @@ export const firstNonFinite = (u: unknown): ReadonlyArray<PropertyKey> | undefin
     if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], key: i, parent: visit })
     } else {
+      if (Object.hasOwn(value, "__proto__")) return [...pathOf(visit), "__proto__"]
       const keys = Object.keys(value)
       for (let i = keys.length - 1; i >= 0; i--) {
         stack.push({ value: (value as Record<string, unknown>)[keys[i]!], key: keys[i]!, parent: visit })
