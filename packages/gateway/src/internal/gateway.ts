@@ -145,10 +145,18 @@ const internalError: Catalog.Outcome = {
 const noRelease = (): void => {}
 const noHold = (): () => void => noRelease
 
+/**
+ * A success's size as `maxOutputBytes` means it: its JSON bytes. It goes out twice (as
+ * `structuredContent` and as the text block, the same JSON for a structured output): counting
+ * both halved the limit.
+ */
 const outputSize = (outcome: Catalog.Outcome): number => {
   if (outcome._tag !== "Success") return 0
   try {
-    return Buffer.byteLength(JSON.stringify(outcome.structuredContent ?? null)) + Buffer.byteLength(outcome.text)
+    return Math.max(
+      outcome.structuredContent === undefined ? 0 : Buffer.byteLength(JSON.stringify(outcome.structuredContent)),
+      Buffer.byteLength(outcome.text)
+    )
   } catch {
     return Number.POSITIVE_INFINITY
   }
