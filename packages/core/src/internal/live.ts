@@ -19,7 +19,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
-import type * as Fiber from "effect/Fiber"
+import * as Fiber from "effect/Fiber"
 import * as FiberMap from "effect/FiberMap"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
@@ -58,18 +58,6 @@ export interface Warm {
   approve: ((ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>) | undefined
   /** The running turn's span (set while a turn runs): the process's host tool calls are its children. */
   span: Tracer.AnySpan | undefined
-  /**
-   * The wait for the last committed turn's late session writes (then saved again), and its
-   * session: one at a time per process, as the next commit of that session saves them too.
-   */
-  settling:
-    | {
-      readonly session: string
-      readonly fiber: Fiber.RuntimeFiber<void>
-      /** Ends the wait now: what changed is saved at once (the next turn is about to write). */
-      readonly flush: Deferred.Deferred<void>
-    }
-    | undefined
   retired: boolean
   /** Shuts the process down (once; every caller waits for that one shutdown). */
   readonly retire: Effect.Effect<void>
@@ -292,7 +280,6 @@ export const open = (
         steer: undefined,
         approve: undefined,
         span: undefined,
-        settling: undefined,
         retired: false,
         retire: Effect.suspend(() => {
           warm.retired = true
@@ -351,8 +338,30 @@ export interface Pool {
   readonly retireIdle: (key: string) => Effect.Effect<void>
   /** Shuts down every process (the agent's close). */
   readonly retireAll: Effect.Effect<void>
+  /**
+   * Records the late save of a thread's last committed live turn (it waits for the CLI's session
+   * files to go quiet, then saves them again): one per thread key, kept past its process's end.
+   */
+  readonly settling: (key: string, pending: LateSave) => void
+  /**
+   * Waits for the key's pending late save, before a turn of the thread writes the session or
+   * loads the store's copy over the clone's: nothing of that turn is saved under the last
+   * checkpoint, and nothing the last turn still wrote is lost under the load. `now` ends its wait
+   * for quiet at once (what changed is saved then): for a turn on the same warm process, which
+   * carries whatever the last turn still writes and should not wait; a turn on a fresh process
+   * (the last one shut down) lets the files go quiet first.
+   */
+  readonly settle: (key: string, now: boolean) => Effect.Effect<void>
   /** How many live processes the agent has (for tests). */
   readonly size: () => number
+}
+
+/** A late save (`Pool.settling`). @internal */
+export interface LateSave {
+  readonly session: string
+  readonly fiber: Fiber.RuntimeFiber<void>
+  /** Ends the wait now: what changed is saved at once. */
+  readonly flush: Deferred.Deferred<void>
 }
 
 /** @internal */
@@ -362,6 +371,7 @@ export const makePool = (options: {
 }): Effect.Effect<Pool, never, Scope.Scope> =>
   Effect.gen(function*() {
     const warms = new Map<string, Warm>()
+    const lateSaves = new Map<string, LateSave>()
     const timers = yield* FiberMap.make<string>()
     const forget = (warm: Warm) => Effect.sync(() => warms.get(warm.key) === warm && warms.delete(warm.key))
     const retire = (warm: Warm) =>
@@ -444,6 +454,20 @@ export const makePool = (options: {
         closed = true
         return Effect.forEach(Array.from(warms.values()), retire, { concurrency: "unbounded", discard: true })
       }),
+      settling: (key, pending) => {
+        lateSaves.set(key, pending)
+        // Forgotten once done, unless a later one took its place.
+        pending.fiber.addObserver(() => {
+          if (lateSaves.get(key) === pending) lateSaves.delete(key)
+        })
+      },
+      settle: (key, now) =>
+        Effect.suspend(() => {
+          const pending = lateSaves.get(key)
+          if (pending === undefined) return Effect.void
+          const waited = Fiber.await(pending.fiber)
+          return now ? Effect.zipRight(Deferred.succeed(pending.flush, undefined), waited) : waited
+        }).pipe(Effect.asVoid),
       size: () => warms.size
     } satisfies Pool
   })

@@ -869,6 +869,15 @@ export const execute = (
       )
     }
     const approver = held.approver
+    // A one-shot turn of a thread that has a warm live process (Claude's structured-output
+    // attempt): the warm process goes, as it does not hold what this turn writes into the session
+    // (kept, and reused with the same committed turns when this one does not commit, the next live
+    // turn would save the session with this turn's branch in it); then the last live turn's late
+    // save lands (once the files are quiet: not lost under the load below).
+    if (request.threadKey !== undefined && ctx.pool !== undefined) {
+      yield* ctx.pool.retireIdle(request.threadKey)
+      yield* ctx.pool.settle(request.threadKey, false)
+    }
     yield* loadSession
     const invocation = yield* ctx.driver.prepare({
       runId: request.runId,
@@ -1001,14 +1010,12 @@ export const execute = (
           })
         )
       const taken = yield* pool.take(live.key, live.reuse, request.session, resumedTurns, releaseAtEnd)
-      // The previous turn's late save ends before this turn writes into the session: what that
-      // turn still wrote is saved now, and nothing of this turn's (which may yet fail) is saved
-      // under the previous turn's checkpoint.
-      const settling = taken?.settling
-      if (settling !== undefined) {
-        yield* Deferred.succeed(settling.flush, undefined)
-        yield* Fiber.await(settling.fiber)
-      }
+      // The thread's previous live turn's late save ends before this turn writes the session:
+      // nothing of this turn's (which may yet fail) is saved under the previous turn's checkpoint.
+      // On its warm process at once (what changed is saved now; the process carries the rest); on
+      // a fresh one (`take` shut the last down) once the files are quiet, so that what the last
+      // turn still wrote is saved, not lost under the store's copy loaded below.
+      yield* pool.settle(live.key, taken !== undefined)
       // A fresh process resumes the committed session (a warm one carries it already).
       const warm = taken ?? (yield* Effect.uninterruptibleMask((restore) =>
         Effect.gen(function*() {
@@ -1110,15 +1117,12 @@ export const execute = (
           )
           // The CLI stays up and may still be writing the turn into its session (Claude Code writes
           // the last message up to ~100 ms after its result): once its files are quiet, what changed
-          // since the save is saved again, in the background (the result is not delayed).
-          // One such wait per process: this commit saved what the previous turn's wait was for
-          // (when it is the same session), so that wait ends here. Turns that follow each other
-          // faster than the files go quiet would otherwise each leave one polling until its bound.
+          // since the save is saved again, in the background (the result is not delayed). One such
+          // wait per thread: the thread's next turn ends it first (`pool.settle`).
           if (session !== undefined && before !== undefined && request.save !== undefined) {
             const save = request.save
-            const previous = warm.settling
             const flush = yield* Deferred.make<void>()
-            warm.settling = {
+            pool.settling(live.key, {
               session,
               flush,
               fiber: yield* FiberSet.run(
@@ -1131,8 +1135,7 @@ export const execute = (
                   Effect.catchAll((error) => Effect.logWarning(`a live session's late save failed: ${error.message}`))
                 )
               )
-            }
-            if (previous !== undefined && previous.session === session) yield* Fiber.interruptFork(previous.fiber)
+            })
           }
         }
         // The process carries the committed session: the next turn resuming it may run on it.
