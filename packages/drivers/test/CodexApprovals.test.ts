@@ -6,54 +6,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
 import type * as Event from "@tether/core/Event"
-import type * as Result from "@tether/core/Result"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
-import { offlineCodex } from "./CodexHarness.js"
-
-/** What the model reads in the same turn after a call the host denied (`turn/steer`). */
-const denied = "The host denied that action: "
-
-/** A patch adding `path` (with `hello`), or replacing its `hello` by `world`, run through exec_command. */
-const patch = (path: string, update: boolean) =>
-  `apply_patch <<'EOF'\n*** Begin Patch\n` +
-  (update ? `*** Update File: ${path}\n@@\n-hello\n+world\n` : `*** Add File: ${path}\n+hello\n`) +
-  `*** End Patch\nEOF\n`
-
-/**
- * The model runs the command after `RUN: ` with exec_command (or applies a patch adding the file
- * after `ADD: `, or updating the one after `UPDATE: `: Codex turns it into a file change), then
- * reports the command's output, or what it was told after a denied call.
- */
-const script: ResponsesServer.Script = (request) => {
-  const last = ResponsesServer.userTexts(request).at(-1) ?? ""
-  if (last.startsWith(denied)) return ResponsesServer.text(`TOLD: ${last}`)
-  const output = ResponsesServer.lastFunctionCallOutput(request)
-  if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
-  const file = /(ADD|UPDATE): (.*)$/m.exec(last)
-  const command = file === null ? /RUN: (.*)$/m.exec(last)?.[1] : patch(file[2]!, file[1] === "UPDATE")
-  return command === undefined
-    ? ResponsesServer.text("No command.")
-    // The command's output is awaited (up to 10 s) before the call returns: on a loaded machine the
-    // default wait could end the turn before `touch` ran.
-    : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
-}
+import { approvalsOf, commandScript as script, denied, offlineCodex, withSandbox } from "./CodexHarness.js"
 
 const driverFor = (server: ResponsesServer.ResponsesServer) => offlineCodex(server.baseUrl)
 
-const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, E, Agent.Requirements>) =>
-  Effect.gen(function*() {
-    const sandbox = yield* Harness.sandbox
-    const value = yield* body(sandbox).pipe(Effect.scoped, Effect.provide(Harness.layer))
-    expect(yield* Harness.entries(sandbox.root)).toEqual([])
-    return value
-  }).pipe(Effect.scoped)
-
-const approvalsOf = (transcript: ReadonlyArray<Result.TranscriptEntry>) =>
-  transcript.filter((entry): entry is Result.TranscriptApproval => entry._tag === "Approval")
 const collect = (stream: Stream.Stream<Event.Event, unknown>) =>
   Effect.map(Stream.runCollect(stream), (chunk) => Array.from(chunk))
 const processesOf = (events: ReadonlyArray<Event.Event>) =>

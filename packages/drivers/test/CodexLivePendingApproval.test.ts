@@ -6,7 +6,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
 import type * as Event from "@tether/core/Event"
-import type * as Result from "@tether/core/Result"
 import { Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
@@ -14,31 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
-import { offlineCodex } from "./CodexHarness.js"
-
-const denied = "The host denied that action: "
-
-const script: ResponsesServer.Script = (request) => {
-  const last = ResponsesServer.userTexts(request).at(-1) ?? ""
-  if (last.startsWith(denied)) return ResponsesServer.text(`TOLD: ${last}`)
-  const output = ResponsesServer.lastFunctionCallOutput(request)
-  if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
-  const command = /RUN: (.*)$/m.exec(last)?.[1]
-  return command === undefined
-    ? ResponsesServer.text(`PLAIN: ${last}`)
-    : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
-}
-
-const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, E, Agent.Requirements>) =>
-  Effect.gen(function*() {
-    const sandbox = yield* Harness.sandbox
-    const value = yield* body(sandbox).pipe(Effect.scoped, Effect.provide(Harness.layer))
-    expect(yield* Harness.entries(sandbox.root)).toEqual([])
-    return value
-  }).pipe(Effect.scoped)
-
-const approvalsOf = (transcript: ReadonlyArray<Result.TranscriptEntry>) =>
-  transcript.filter((entry): entry is Result.TranscriptApproval => entry._tag === "Approval")
+import { approvalsOf, commandScript as script, offlineCodex, withSandbox } from "./CodexHarness.js"
 
 describe("Codex live approvals under interrupt / steer / close", () => {
   it.live(

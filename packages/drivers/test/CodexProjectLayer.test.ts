@@ -17,20 +17,7 @@ import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { offlineCodex } from "./CodexHarness.js"
-
-const denied = "The host denied that action: "
-
-const script: ResponsesServer.Script = (request) => {
-  const last = ResponsesServer.userTexts(request).at(-1) ?? ""
-  if (last.startsWith(denied)) return ResponsesServer.text(`TOLD: ${last}`)
-  const output = ResponsesServer.lastFunctionCallOutput(request)
-  if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
-  const command = /RUN: (.*)$/m.exec(last)?.[1]
-  return command === undefined
-    ? ResponsesServer.text(`PLAIN: ${last}`)
-    : ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
-}
+import { commandScript as script, offlineCodex } from "./CodexHarness.js"
 
 const allowTouch = "prefix_rule(pattern = [\"touch\"], decision = \"allow\")\n"
 
