@@ -3,8 +3,9 @@
  * one-shot runs and threads (live processes), on each driver's real CLI offline: a RunError whose
  * detail quotes the provider (the endpoint's words; Codex's CLI puts its own in their place), no
  * assistant message or Result.text carrying the error, a bounded time, no checkpoint, nothing left.
- * An ACP agent's error answer to `session/prompt` is a `ProtocolError` (reason `ProviderError`) that
- * quotes what the agent said (its `data.message` too, where codex-acp puts the cause).
+ * An ACP agent's error answer to `session/prompt` fails the turn as the provider's failure too
+ * (`ProviderFailed`, as a one-shot CLI's failed result does), quoting what the agent said (its
+ * `data.message` too, where codex-acp puts the cause); it was a `ProtocolError`.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
@@ -122,23 +123,20 @@ describe("a 401 from the model endpoint: a RunError quoting the provider, no ass
       Effect.gen(function*() {
         const server = yield* GeminiServer.make({ respond: () => GeminiServer.fail(401, words) })
         // A thread runs `gemini --acp`: the agent's error answer to the prompt.
-        check(yield* failureOf(gemini(server), mode), {
-          reason: mode === "run" ? "ProviderFailed" : "ProtocolError",
-          quotes: words
-        })
+        check(yield* failureOf(gemini(server), mode), { reason: "ProviderFailed", quotes: words })
       }).pipe(Effect.scoped), 60_000)
 
     it.live(`claude-agent-acp ${mode}`, () =>
       Effect.gen(function*() {
         const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.fail(401, words) })
-        check(yield* failureOf(H.claudeAgentDriver(server.url), mode), { reason: "ProtocolError", quotes: words })
+        check(yield* failureOf(H.claudeAgentDriver(server.url), mode), { reason: "ProviderFailed", quotes: words })
       }).pipe(Effect.scoped), 60_000)
 
     it.live(`codex-acp ${mode}`, () =>
       Effect.gen(function*() {
         const server = yield* ResponsesServer.make({ script: () => ResponsesServer.fail(401, words) })
         check(yield* failureOf(H.codexAgentDriver(server.baseUrl), mode), {
-          reason: "ProtocolError",
+          reason: "ProviderFailed",
           quotes: codexWords
         })
       }).pipe(Effect.scoped), 60_000)

@@ -93,6 +93,18 @@ export const sessionTokenVariable = (tokenVariable: string): string => `${tokenV
 /** How long a loaded session's agent must send no update before its replay counts as ended. */
 const replayQuietMillis = 200
 
+/** The answer to a turn's `session/prompt`: its result, or the agent's error answer. */
+type Answer =
+  | { readonly _tag: "Result"; readonly result: unknown }
+  | { readonly _tag: "Error"; readonly error: { readonly [key: string]: unknown } }
+
+/** A JSON-RPC error answer as the wire carried it. */
+const errorFields = (error: Acp.RequestError): { readonly [key: string]: unknown } => ({
+  code: error.code,
+  message: error.message,
+  ...(error.data === undefined ? {} : { data: error.data })
+})
+
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
 /** What a rejected SDK request says (a JSON-RPC error, or the connection closing). */
@@ -435,31 +447,52 @@ export const attach = (
         current = mailbox
         const settled = yield* Deferred.make<void>()
         prompt = settled
-        const finish = (exit: Exit.Exit<unknown, Driver.ProtocolError>) =>
+        const finish = (exit: Exit.Exit<Answer, Driver.ProtocolError>) =>
           Effect.sync(() => {
             if (current !== mailbox) return
             current = undefined
             if (Exit.isSuccess(exit)) {
-              mailbox.unsafeOfferAll(mapper.finish(exit.value))
+              const answer = exit.value
+              mailbox.unsafeOfferAll(
+                answer._tag === "Result"
+                  ? mapper.finish(answer.result)
+                  : mapper.failed(AcpMap.promptError(answer.error), { error: answer.error })
+              )
               mailbox.unsafeDone(Exit.void)
             } else {
               mailbox.unsafeDone(exit.pipe(Exit.asVoid))
             }
           })
         // The prompt belongs to the session, not to this stream: a consumer that stops early
-        // cancels it (below) and the next turn waits for its answer.
+        // cancels it (below) and the next turn waits for its answer. The agent's error answer
+        // (a model endpoint refusing the key, a limit) fails the turn as a provider's failure; a
+        // connection gone is the session's end.
         void run(
-          call("session/prompt", () =>
-            connection.agent.request("session/prompt", {
-              sessionId: opened.sessionId,
-              prompt: [{ type: "text", text: turn.prompt }]
-            })).pipe(
-              Effect.exit,
-              Effect.flatMap(finish),
-              // The session's scope closed under the turn: its reader must not wait forever.
-              Effect.onInterrupt(() => finish(Exit.fail(providerError("the live session closed during the turn")))),
-              Effect.ensuring(Deferred.done(settled, Exit.void))
-            )
+          Effect.tryPromise({
+            try: () =>
+              connection.agent.request("session/prompt", {
+                sessionId: opened.sessionId,
+                prompt: [{ type: "text", text: turn.prompt }]
+              }),
+            catch: (error) => error
+          }).pipe(
+            Effect.map((result): Answer => ({ _tag: "Result", result })),
+            Effect.catchAll((error) =>
+              error instanceof Acp.RequestError && !outputEnded
+                ? Effect.succeed<Answer>({ _tag: "Error", error: errorFields(error) })
+                : Effect.fail(
+                  new Driver.ProtocolError({
+                    reason: "ProviderError",
+                    detail: `session/prompt failed: ${outputEnded ? gone().detail : describe(error)}`
+                  })
+                )
+            ),
+            Effect.exit,
+            Effect.flatMap(finish),
+            // The session's scope closed under the turn: its reader must not wait forever.
+            Effect.onInterrupt(() => finish(Exit.fail(providerError("the live session closed during the turn")))),
+            Effect.ensuring(Deferred.done(settled, Exit.void))
+          )
         ).catch(() => undefined)
         yield* Effect.addFinalizer(() =>
           Effect.suspend(() => {

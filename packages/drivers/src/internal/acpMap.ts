@@ -127,6 +127,12 @@ export interface Mapper {
   readonly update: (params: unknown) => Driver.Output | ReadonlyArray<Driver.Output>
   /** The result of the turn's `session/prompt` → the rest of the turn, ending with its `Terminal`. */
   readonly finish: (result: unknown) => Array<Driver.Output>
+  /**
+   * The agent's error answer to the turn's `session/prompt` (`error`: what it said, `raw` the
+   * answer) → the rest of the turn, ending with a failed `Terminal`: the provider failed the turn
+   * (a model endpoint refusing the key, a limit), as a one-shot CLI's failed result says.
+   */
+  readonly failed: (error: string, raw: unknown) => Array<Driver.Output>
   /** What a tool call of the running turn is, by its id (named from everything seen of it so far). */
   readonly identity: (callId: string) => ToolIdentity | undefined
 }
@@ -373,38 +379,65 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
       }
     },
     finish: (result) => {
-      // A call announced and never heard of again still started. (`clear` allocates a new table
-      // even for an empty map, and most turns end holding no call.)
-      let out: Array<Driver.Output> | undefined
-      if (held.size > 0) {
-        out = []
-        for (const [callId, announced] of held) start(announced, callId, out)
-        held.clear()
-      }
-      const message = takeMessage()
       const record = isRecord(result) ? result : {}
       const stopReason = str(record["stopReason"])
-      const usage = usageOf(record)
       const ok = stopReason === "end_turn"
-      const terminal: Driver.Output = {
-        _tag: "Terminal",
+      return endTurn(
         ok,
-        text: finalText,
-        usage,
-        model: modelOf(record) ?? mapper.model,
-        session: mapper.session,
-        error: ok
+        ok
           ? undefined
           : stopReason === "cancelled"
           ? "the turn was cancelled"
           : `the agent stopped the turn: ${stopReason ?? "no stopReason"}`,
-        raw: result
-      }
-      const end = turnEnd(message, usage, terminal)
-      return out === undefined ? end : [...out, ...end]
+        record,
+        result
+      )
+    },
+    failed: (error, raw) => endTurn(false, error, {}, raw)
+  }
+  const endTurn = (
+    ok: boolean,
+    error: string | undefined,
+    record: Json,
+    raw: unknown
+  ): Array<Driver.Output> => {
+    // A call announced and never heard of again still started. (`clear` allocates a new table
+    // even for an empty map, and most turns end holding no call.)
+    let out: Array<Driver.Output> | undefined
+    if (held.size > 0) {
+      out = []
+      for (const [callId, announced] of held) start(announced, callId, out)
+      held.clear()
     }
+    const message = takeMessage()
+    const usage = usageOf(record)
+    const terminal: Driver.Output = {
+      _tag: "Terminal",
+      ok,
+      text: finalText,
+      usage,
+      model: modelOf(record) ?? mapper.model,
+      session: mapper.session,
+      error,
+      raw
+    }
+    const ended = turnEnd(message, usage, terminal)
+    return out === undefined ? ended : [...out, ...ended]
   }
   return mapper
+}
+
+/**
+ * What an agent's error answer to `session/prompt` says, as the failed turn's error: its message,
+ * the cause it put in `data.message` (codex-acp does), its code. @internal
+ */
+export const promptError = (error: { readonly [key: string]: unknown }): string => {
+  const message = textOf(error["message"], "an error")
+  const data = error["data"]
+  const said = isRecord(data) && typeof data["message"] === "string" && !message.includes(data["message"])
+    ? `: ${data["message"]}`
+    : ""
+  return `the agent answered the prompt with an error: ${message}${said} (code ${textOf(error["code"], "none")})`
 }
 
 /** `session/new`'s (or `session/load`'s) current model, when the agent reports one (Gemini does). @internal */
@@ -511,6 +544,13 @@ export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
           return none
         }
         if (isRecord(message["error"])) {
+          // Once the session is known, the only request of the runner's left to answer is the
+          // prompt: its error answer fails the turn, as the live session's does.
+          if (mapper.session !== undefined && "id" in message) {
+            const out = mapper.failed(promptError(message["error"]), message)
+            mapper.begin()
+            return out
+          }
           return notice("error", "acp.error", textOf(message["error"]["message"], "an error response"), message)
         }
         return "result" in message ? none : notice("info", "acp.unknown", "a JSON object that is not ACP", message)
