@@ -339,8 +339,9 @@ export interface Agent {
    * Retention by age over the thread store and this identity's session store: removes the
    * checkpoints a restart replaced more than `olderThan` ago (every key) with their provider
    * sessions, then the session-store entries of any session that no record of the thread store
-   * (current or superseded) refers to and that were last saved more than `olderThan` ago (left by
-   * a host killed between a save and its commit). Current checkpoints are never touched (delete a
+   * (current or superseded) refers to and that were last saved more than `olderThan` ago, and
+   * more than the lease's time to live (`threads.leaseTtl`) ago: left by a host killed between a
+   * save and its commit, never a turn between the two. Current checkpoints are never touched (delete a
    * thread with `thread.delete`). Use the thread store every agent of this identity uses: an agent
    * on its own in-memory store (none in its context) skips that last sweep, since another agent's
    * checkpoint may point into the identity's session store.

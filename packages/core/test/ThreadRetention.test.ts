@@ -93,6 +93,10 @@ for (const [name, storeLayer] of Threads.stores) {
           const identityStore = Path.join(sessions, Fs.readdirSync(sessions)[0]!, "profile")
           const orphan = Path.join(identityStore, "sessions", "00000000-0000-4000-8000-000000000000.jsonl")
           Fs.writeFileSync(orphan, "{}\n")
+          // Saved two minutes ago: past the lease's time to live (30 s), so no turn is between its
+          // save and its commit (one saved within it is kept, see ThreadPruneInFlight.test.ts).
+          const twoMinutesAgo = new Date(Date.now() - 120_000)
+          Fs.utimesSync(orphan, twoMinutesAgo, twoMinutesAgo)
           expect(yield* other.pruneThreads({ olderThan: "1 hour" })).toEqual({ records: [], sessionEntries: [] })
           yield* Effect.sleep("20 millis")
           const report = yield* other.pruneThreads({ olderThan: "10 millis" })

@@ -264,8 +264,11 @@ export const pruneAll = (
     const dropped = yield* dropSessions(host, records.map((entry) => entry.record), referenced)
     // Unreferenced by which records? An agent's own in-memory store sees its records only: the
     // session store is the identity's, and another agent's checkpoint may point into it.
+    // An entry saved within a lease's time to live may be a live turn's, saved and not yet
+    // committed (here or on another host: a turn renews its lease before it saves and commits
+    // within it): only older ones can be a killed host's leftovers.
     const unreferenced = !host.storeShared ? [] : yield* Effect.mapError(
-      host.sessions.prune(olderThan, referenced),
+      host.sessions.prune(Duration.max(olderThan, host.leaseTtl), referenced),
       sessionStoreError("prune provider sessions")
     )
     return { records, sessionEntries: [...dropped, ...unreferenced].sort() }
