@@ -358,7 +358,6 @@ export interface Pool {
 
 /** A late save (`Pool.settling`). @internal */
 export interface LateSave {
-  readonly session: string
   readonly fiber: Fiber.RuntimeFiber<void>
   /** Ends the wait now: what changed is saved at once. */
   readonly flush: Deferred.Deferred<void>

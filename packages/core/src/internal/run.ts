@@ -1123,7 +1123,6 @@ export const execute = (
             const save = request.save
             const flush = yield* Deferred.make<void>()
             pool.settling(live.key, {
-              session,
               flush,
               fiber: yield* FiberSet.run(
                 ctx.reapers,

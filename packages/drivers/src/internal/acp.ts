@@ -108,19 +108,12 @@ const errorFields = (error: Acp.RequestError): { readonly [key: string]: unknown
 const providerError = (detail: string) => new Driver.ProtocolError({ reason: "ProviderError", detail })
 
 /** What a rejected SDK request says (a JSON-RPC error, or the connection closing). */
-const describe = (error: unknown): string => {
-  if (error instanceof Acp.RequestError) {
-    // The agent's own words are in `data.message` (codex-acp: "Internal error" with the cause
-    // there, e.g. that the model endpoint refused the key).
-    const data: unknown = error.data
-    const said = typeof data === "object" && data !== null && "message" in data && typeof data.message === "string" &&
-        !error.message.includes(data.message)
-      ? `: ${data.message}`
-      : ""
-    return `${error.message}${said} (code ${error.code})`
-  }
-  return error instanceof Error ? error.message : "unknown failure"
-}
+const describe = (error: unknown): string =>
+  error instanceof Acp.RequestError
+    ? AcpMap.errorText(errorFields(error))
+    : error instanceof Error
+    ? error.message
+    : "unknown failure"
 
 /**
  * Attaches to an ACP agent's process: handshake, session creation or load, the hosted-tools
@@ -261,13 +254,12 @@ export const attach = (
       send: () => Promise<A>,
       reason: Driver.ProtocolError["reason"] = "ProviderError"
     ): Effect.Effect<A, Driver.ProtocolError> =>
-      Effect.tryPromise({
-        try: send,
-        catch: (error) =>
-          outputEnded
-            ? new Driver.ProtocolError({ reason: "ProviderError", detail: `${what} failed: ${gone().detail}` })
-            : new Driver.ProtocolError({ reason, detail: `${what} failed: ${describe(error)}` })
-      })
+      Effect.tryPromise({ try: send, catch: (error) => failed(what, error, reason) })
+    /** A request that failed: the connection's end once stdout ended, else what the agent said. */
+    const failed = (what: string, error: unknown, reason: Driver.ProtocolError["reason"] = "ProviderError") =>
+      outputEnded
+        ? new Driver.ProtocolError({ reason: "ProviderError", detail: `${what} failed: ${gone().detail}` })
+        : new Driver.ProtocolError({ reason, detail: `${what} failed: ${describe(error)}` })
     const untilEnded = Effect.zipRight(Deferred.await(ended), Effect.fail(gone()))
 
     const hostedTools = request.hosted.tools.length > 0
@@ -480,12 +472,7 @@ export const attach = (
             Effect.catchAll((error) =>
               error instanceof Acp.RequestError && !outputEnded
                 ? Effect.succeed<Answer>({ _tag: "Error", error: errorFields(error) })
-                : Effect.fail(
-                  new Driver.ProtocolError({
-                    reason: "ProviderError",
-                    detail: `session/prompt failed: ${outputEnded ? gone().detail : describe(error)}`
-                  })
-                )
+                : Effect.fail(failed("session/prompt", error))
             ),
             Effect.exit,
             Effect.flatMap(finish),

@@ -428,17 +428,21 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
 }
 
 /**
- * What an agent's error answer to `session/prompt` says, as the failed turn's error: its message,
- * the cause it put in `data.message` (codex-acp does), its code. @internal
+ * A JSON-RPC error answer of an agent as text: its message, the cause it put in `data.message`
+ * (codex-acp does: "Internal error" with the cause there), its code. @internal
  */
-export const promptError = (error: { readonly [key: string]: unknown }): string => {
+export const errorText = (error: { readonly [key: string]: unknown }): string => {
   const message = textOf(error["message"], "an error")
   const data = error["data"]
   const said = isRecord(data) && typeof data["message"] === "string" && !message.includes(data["message"])
     ? `: ${data["message"]}`
     : ""
-  return `the agent answered the prompt with an error: ${message}${said} (code ${textOf(error["code"], "none")})`
+  return `${message}${said} (code ${textOf(error["code"], "none")})`
 }
+
+/** What an agent's error answer to `session/prompt` says, as the failed turn's error. @internal */
+export const promptError = (error: { readonly [key: string]: unknown }): string =>
+  `the agent answered the prompt with an error: ${errorText(error)}`
 
 /** `session/new`'s (or `session/load`'s) current model, when the agent reports one (Gemini does). @internal */
 export const currentModel = (result: unknown): string | undefined =>
