@@ -346,9 +346,7 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *   attempt committed.
  * - `fork(key)`: a new thread whose first turn forks this thread's committed session; the target
  *   must be absent (`ThreadAlreadyExists`, checked again under the target's lease and by an
- *   insert-only commit); `UnsupportedCapability` before spawn when the driver cannot fork. That
- *   first turn also holds this thread's lease: `ThreadBusy` (naming this thread) while a turn of
- *   it runs, whose session it would otherwise load over in the agent's clone.
+ *   insert-only commit); `UnsupportedCapability` before spawn when the driver cannot fork.
  * - `snapshot`: the committed checkpoint (opaque, serializable), if any.
  * - `history`: the checkpoints a restart replaced, most recent first, until pruned.
  * - `prune(options?)`: removes superseded checkpoints of this key (all, or those replaced more

@@ -1,8 +1,8 @@
 /**
  * Several handles of one thread key in one agent, and forks: a second handle's run and delete are
  * `ThreadBusy` while the first runs (its prune works, its close leaves the other's turn alone); a
- * fork whose source was deleted, or deleted itself before its first turn (a fork made while the
- * source runs: ThreadForkWhileRunning.test.ts); a closed handle's events, fork and delete;
+ * fork whose source was deleted, or deleted itself before its first turn; a closed handle's
+ * events, fork and delete;
  * `resumeOnly` and `onUnresumable: "fail"`.
  */
 import { describe, expect, it } from "@effect/vitest"

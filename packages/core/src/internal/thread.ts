@@ -641,28 +641,6 @@ export const open = (
         // thread's close cuts the wait (this turn then fails `ThreadClosed` below).
         const exiting = host.exiting.get(key)
         if (exiting !== undefined) yield* Effect.raceFirst(Deferred.await(exiting), Deferred.await(closedSignal))
-        // A fork's first turn loads the source's committed session into the clone, where a running
-        // turn of the source writes it (the agent has one clone): it would revert what that turn
-        // wrote, and fork what it had not committed. So it holds the source's lease too
-        // (`ThreadBusy` naming the source while a turn of it runs) and starts once the source's
-        // last CLI is gone.
-        const forking = pendingFork
-        if (forking !== undefined) {
-          const held = yield* Effect.acquireRelease(
-            host.store.acquire(forking.key, host.leaseTtl),
-            (held) => Effect.ignore(host.store.release(held))
-          )
-          yield* Effect.forkScoped(Effect.ignore(Effect.forever(
-            Effect.zipRight(
-              Effect.sleep(renewEvery),
-              host.store.renew(held, host.leaseTtl).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void))
-            )
-          )))
-          const sourceExiting = host.exiting.get(forking.key)
-          if (sourceExiting !== undefined) {
-            yield* Effect.raceFirst(Deferred.await(sourceExiting), Deferred.await(closedSignal))
-          }
-        }
         // A repair turn continues its host turn, which its first attempt committed under the same id.
         const first = yield* plan(
           typeof turn === "string" || Structured.attemptOf(turn)?.repair === true ? undefined : turn.id
