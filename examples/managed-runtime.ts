@@ -8,8 +8,10 @@
 import { Agent } from "@tether/core"
 import { Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -58,11 +60,24 @@ const AssistantLive = Layer.unwrapScoped(Effect.gen(function*() {
 
 const runtime = ManagedRuntime.make(AssistantLive)
 
+/**
+ * Runs an effect on the runtime. A failure rejects with the typed error itself (its `_tag`,
+ * `reason`, `result`), where `runtime.runPromise` would reject with a `FiberFailure` wrapping it.
+ */
+const runPromise = <A, E>(effect: Effect.Effect<A, E, Assistant>, signal?: AbortSignal): Promise<A> =>
+  runtime.runPromiseExit(effect, signal === undefined ? undefined : { signal }).then((exit) =>
+    Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause))
+  )
+
 /** One question, one answer. Rejects with the agent's typed error (a `RunError`, ...). */
-const ask = (question: string, signal?: AbortSignal): Promise<string> =>
-  runtime.runPromise(
-    Effect.flatMap(Assistant, (agent) => agent.run(question)).pipe(Effect.map((result) => result.text)),
-    signal === undefined ? undefined : { signal }
+const ask = (question: string, options: { readonly signal?: AbortSignal; readonly tools?: Array<string> } = {}) =>
+  runPromise(
+    Effect.flatMap(
+      Assistant,
+      (agent) =>
+        agent.run(options.tools === undefined ? question : { input: question, toolPolicy: { allow: options.tools } })
+    ).pipe(Effect.map((result) => result.text)),
+    options.signal
   )
 
 /**
@@ -70,7 +85,7 @@ const ask = (question: string, signal?: AbortSignal): Promise<string> =>
  * reports no deltas (Codex's `exec --json`). Resolves when the run ends.
  */
 const streamText = (question: string, onText: (text: string) => void): Promise<void> =>
-  runtime.runPromise(
+  runPromise(
     Effect.flatMap(Assistant, (agent) => {
       let deltas = false
       return agent.stream(question).pipe(
@@ -86,7 +101,7 @@ const streamText = (question: string, onText: (text: string) => void): Promise<v
     })
   )
 
-const marker = (): Promise<string> => runtime.runPromise(Effect.map(Assistant, (agent) => agent.marker))
+const marker = (): Promise<string> => runPromise(Effect.map(Assistant, (agent) => agent.marker))
 
 async function main(): Promise<void> {
   const check = View.checks()
@@ -104,7 +119,7 @@ async function main(): Promise<void> {
   check.claim("streamText delivered the text as it arrived", streamed.endsWith("It is 21 °C in Paris."))
 
   const controller = new AbortController()
-  const slow = ask("[slow] Tell me a very long story.", controller.signal)
+  const slow = ask("[slow] Tell me a very long story.", { signal: controller.signal })
   setTimeout(() => controller.abort(), 50)
   const canceled = await slow.then(() => false, () => true)
   View.write(`${View.bold("abort")} the run was canceled: ${canceled}\n`)
@@ -113,6 +128,14 @@ async function main(): Promise<void> {
     "the agent still answers after a cancel",
     (await ask("What is the weather in Rome?")) === "It is 21 °C in Rome."
   )
+
+  // A failed run rejects with the typed error: here the turn names a tool the agent lacks.
+  const refused = await ask("What is the weather in Oslo?", { tools: ["forecast"] }).then(
+    () => undefined,
+    (error: { readonly _tag?: string; readonly reason?: string }) => `${error._tag} ${error.reason}`
+  )
+  View.write(`${View.bold("error")} ${refused}\n`)
+  check.claim("a failed run rejects with the agent's typed error", refused === "InvalidTurn UnknownTool")
 
   await runtime.dispose() // closes the agent
   const left = await Effect.runPromise(Harness.markedProcesses(id))
