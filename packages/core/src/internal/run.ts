@@ -12,13 +12,14 @@ import { isSession, mayHoldSessions, ownedBy, sessionOwner } from "@tether/profi
 import type * as Catalog from "@tether/tool/Catalog"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
-import type * as EffectContext from "effect/Context"
+import * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -1214,6 +1215,9 @@ export const execute = (
       // after the run's RunFinished (reason `Defect`).
       const defect = scrubDefects(ctx.redactor, Cause.stripFailures(exit.cause))
       return Effect.logError(`run ${request.runId} died of a defect`, defect).pipe(
+        // Not an event of `Run.execute` (Effect's tracer logger would record the cause's text,
+        // which may quote the provider's output: docs/tracing.md keeps text off spans).
+        Effect.locallyWith(FiberRef.currentContext, EffectContext.omit(Tracer.ParentSpan)),
         Effect.zipRight(emitter.emit([
           Emitter.critical((base) =>
             new Event.RunFinished({
