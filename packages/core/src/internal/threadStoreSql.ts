@@ -7,6 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import {
@@ -51,7 +52,7 @@ export const decodeKey = (hex: string): string => {
   return out
 }
 
-const migrations = Migrator.fromRecord({
+const migrationRecord = {
   "1_tether_threads": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`CREATE TABLE IF NOT EXISTS tether_threads (
@@ -110,7 +111,10 @@ const migrations = Migrator.fromRecord({
     const sql = yield* SqlClient.SqlClient
     yield* sql`ALTER TABLE tether_thread_history ADD COLUMN turn_id TEXT`
   })
-})
+}
+const migrations = Migrator.fromRecord(migrationRecord)
+/** The id of the last migration this version knows. */
+const latestMigration = Math.max(...Object.keys(migrationRecord).map((name) => Number.parseInt(name, 10)))
 
 interface RecordRow {
   readonly key_hex: string
@@ -163,10 +167,23 @@ export const makeSql = Effect.gen(function*() {
     // A migration that fails (a lock timeout behind another host's long transaction, say) is a
     // defect of the Migrator's own: it is this store's failure, retried like the others.
     Effect.catchAllDefect((defect) => Effect.fail(defect)),
+    // The Migrator takes any failure to record the migrations it ran for another host running
+    // them, and returns with nothing done: on SQLite, a host starting while another host commits a
+    // turn (its read cannot take the write lock) came up without its tables. The store starts
+    // once the database holds this version's last migration.
+    Effect.zipRight(
+      sql<{ readonly id: number | bigint | null }>`SELECT MAX(migration_id) AS id FROM tether_migrations`
+    ),
+    Effect.filterOrFail(
+      (rows) => Number(rows[0]?.id ?? 0) >= latestMigration,
+      () => new Error(`the database lacks migration ${latestMigration}: another host may be running it`)
+    ),
     // Hosts starting together on an empty PostgreSQL database race to create the migrations
     // table (the Migrator checks for it, then creates it outside its lock): the losers fail
     // once and find it on the next attempt, where the Migrator's table lock serializes the rest.
-    Effect.retry({ times: 3 }),
+    // A database another host is migrating, or holds in a write transaction, is waited for up
+    // to 5 s; then the store fails to start (`ThreadStoreError` "migrate").
+    Effect.retry({ times: 50, schedule: Schedule.spaced("100 millis") }),
     Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
   )
   const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
