@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import type * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import type * as Stream from "effect/Stream"
 import * as internalProcess from "./internal/process.js"
 import * as internalTracing from "./internal/tracing.js"
@@ -58,6 +59,18 @@ export const withSpan: (
   name: string,
   options?: { readonly attributes?: Record<string, unknown> }
 ) => <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = internalTracing.withSpan
+
+/**
+ * The exit Tether's spans end with in place of their own: without content (a success as void, a
+ * failure as its `_tag` and `reason` only, a defect as `Defect`, an interruption stays one). For
+ * a span another library makes and ends with its call's exit (`@tether/cluster`'s RPC client
+ * spans), whose message may quote a provider's text.
+ *
+ * @since 0.4.0
+ * @category unstable
+ */
+export const contentFreeExit: (exit: Exit.Exit<unknown, unknown>) => Exit.Exit<unknown, unknown> =
+  internalTracing.contentFree
 
 /**
  * `Stream.withSpan` as Tether's spans use it, ended as `withSpan`'s.

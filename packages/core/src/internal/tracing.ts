@@ -100,8 +100,9 @@ export const endRun = (
  * A span's exit without content: a failure is its `_tag` (and `reason`) only, a defect is
  * `Defect`, an interruption stays one. An error's message may quote a provider's error text, a
  * model's answer or a key, and a tracer records the message of the exit a span ends with.
+ * @internal
  */
-const contentFree = (exit: Exit.Exit<unknown, unknown>): Exit.Exit<unknown, unknown> => {
+export const contentFree = (exit: Exit.Exit<unknown, unknown>): Exit.Exit<unknown, unknown> => {
   if (Exit.isSuccess(exit)) return Exit.void
   if (Cause.isInterruptedOnly(exit.cause)) return Exit.interrupt(FiberId.none)
   const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
