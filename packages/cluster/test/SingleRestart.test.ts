@@ -5,7 +5,6 @@
  * the same SQLite file runs that turn and commits it once.
  */
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Runner, ThreadEntity } from "@tether/cluster"
 import { ThreadStore } from "@tether/core"
@@ -50,12 +49,6 @@ describe("Runner.layerSingle: a process stopped mid-turn", () => {
       yield* Effect.sleep("300 millis")
       yield* Scope.close(first, Exit.void)
       yield* Effect.exit(call.await)
-
-      const replies = yield* Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        return yield* sql<{ readonly payload: string }>`SELECT payload FROM cluster_replies`
-      }).pipe(Effect.provide(SqliteClient.layer({ filename })), Effect.orDie)
-      console.log("replies stored by the stopped process:", JSON.stringify(replies).slice(0, 600))
 
       // Second process on the same file: the pending turn is run and committed.
       const committed = yield* Effect.gen(function*() {

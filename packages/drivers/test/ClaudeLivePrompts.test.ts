@@ -29,7 +29,6 @@ describe("Claude live prompts the CLI takes without a replay (real CLI)", () => 
           const oddSummary = odd._tag === "Left" ? "timed out" : summary(odd.right)
           const next = yield* runTurn(session, "three").pipe(Effect.timeout("20 seconds"), Effect.either)
           const nextSummary = next._tag === "Left" ? "timed out" : summary(next.right)
-          console.log(`[audit] ${JSON.stringify(prompt)}: ${oddSummary}; next: ${nextSummary}`)
           expect(oddSummary).not.toBe("timed out")
           expect(nextSummary).toBe("ended ok=true")
         }).pipe(Effect.scoped, Effect.provide(Harness.layer)),

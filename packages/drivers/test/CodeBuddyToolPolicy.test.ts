@@ -4,7 +4,6 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
-import type * as Event from "@tether/core/Event"
 import { CodeBuddy } from "@tether/drivers"
 import { ChatCompletionsServer, Harness } from "@tether/testing"
 import { Tool, Toolkit } from "@tether/tool"
@@ -59,9 +58,6 @@ describe("CodeBuddy toolPolicy narrowing (real CLI)", () => {
         }).pipe(Effect.scoped, Effect.provide([IssueToolsLive, Harness.layer]))
         const requests = yield* server.requests
         const offered = ChatCompletionsServer.toolNames(requests[0]!).filter((n) => n.startsWith("mcp__"))
-        console.log("offered", offered, "events", events.map((e) => e._tag).join(","))
-        const calls = events.filter((e): e is Event.ToolCall => e._tag === "ToolCall")
-        console.log(calls.map((c) => [c.phase, c.name, c.source, c.output, c.isError]))
         expect(offered).toEqual(["mcp__tether__lookup_issue"])
         expect(handled).toEqual([])
         const finished = events.at(-1)
