@@ -346,7 +346,10 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  *   attempt committed.
  * - `fork(key)`: a new thread whose first turn forks this thread's committed session; the target
  *   must be absent (`ThreadAlreadyExists`, checked again under the target's lease and by an
- *   insert-only commit); `UnsupportedCapability` before spawn when the driver cannot fork.
+ *   insert-only commit); `UnsupportedCapability` before spawn when the driver cannot fork. That
+ *   first turn holds this thread's lease too (`ThreadBusy` naming this thread while a turn of it
+ *   runs; this thread's turns are `ThreadBusy` while it runs) and forks what this thread has
+ *   committed when it starts, turns committed after `fork` was called included.
  * - `snapshot`: the committed checkpoint (opaque, serializable), if any.
  * - `history`: the checkpoints a restart replaced, most recent first, until pruned.
  * - `prune(options?)`: removes superseded checkpoints of this key (all, or those replaced more

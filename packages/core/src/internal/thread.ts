@@ -113,6 +113,8 @@ export interface Host {
   readonly send: (key: string, input: string) => Effect.Effect<Thread.Delivery, Thread.SendFailure>
   /** Shuts down the key's warm live process, if any. */
   readonly retireLive: (key: string) => Effect.Effect<void>
+  /** Waits for the late save of the key's last live turn, if one is pending (`Pool.settle`). */
+  readonly settleLive: (key: string) => Effect.Effect<void>
   /** Answers an approval asked by a turn of thread `key`. */
   readonly approve: (
     id: string,
@@ -308,6 +310,14 @@ export const open = (
     let closed = false
     let pendingFork = forkOf
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(host.leaseTtl) / 3)))
+    /** Renews `lease` every third of its time to live until it is lost (a failing store: at the next tick). */
+    const renewing = (lease: Lease) =>
+      Effect.ignore(Effect.forever(
+        Effect.zipRight(
+          Effect.sleep(renewEvery),
+          host.store.renew(lease, host.leaseTtl).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void))
+        )
+      ))
 
     const opening = (
       mode: ThreadOpening["mode"],
@@ -337,7 +347,14 @@ export const open = (
         }
         if (pendingFork !== undefined) {
           if (Option.isSome(record)) return yield* new ThreadAlreadyExists({ key })
-          const source = pendingFork
+          // Read under the source's lease: what the source committed since the fork was opened is
+          // in the session the store holds for it now, so that is what is forked, and counted. A
+          // source deleted since (or now another agent's, incompatible) leaves the record the fork
+          // was opened with: its session, if still stored.
+          const latest = yield* host.store.get(pendingFork.key)
+          const source = Option.isSome(latest) && incompatibility(host, latest.value) === undefined
+            ? latest.value
+            : pendingFork
           return {
             session: { _tag: "Fork", from: source.session, id: randomUUID() },
             mode: "insert",
@@ -631,16 +648,30 @@ export const open = (
         )
         // Renewed while the turn lasts (a failing store is retried at the next tick); once the
         // lease is lost renewal stops, and the guarded commit persists nothing.
-        yield* Effect.forkScoped(Effect.ignore(Effect.forever(
-          Effect.zipRight(
-            Effect.sleep(renewEvery),
-            host.store.renew(lease, host.leaseTtl).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void))
-          )
-        )))
+        yield* Effect.forkScoped(renewing(lease))
         // The previous turn's CLI may still be exiting (writing its session): resume after it. The
         // thread's close cuts the wait (this turn then fails `ThreadClosed` below).
         const exiting = host.exiting.get(key)
         if (exiting !== undefined) yield* Effect.raceFirst(Deferred.await(exiting), Deferred.await(closedSignal))
+        // A fork's first turn loads the source's committed session into the clone, where a turn of
+        // the source running in this agent writes it (the agent has one clone): it would revert
+        // what that turn wrote. So it holds the source's lease too, for the whole turn (`ThreadBusy`
+        // naming the source while a turn of it runs, anywhere; the source's turns are `ThreadBusy`
+        // until this one ends), and starts once the source's last CLI is gone and its last live
+        // turn's late save has landed. `plan` then forks what the source holds now.
+        const forking = pendingFork
+        if (forking !== undefined) {
+          const held = yield* Effect.acquireRelease(
+            host.store.acquire(forking.key, host.leaseTtl),
+            (held) => Effect.ignore(host.store.release(held))
+          )
+          yield* Effect.forkScoped(renewing(held))
+          const sourceExiting = host.exiting.get(forking.key)
+          if (sourceExiting !== undefined) {
+            yield* Effect.raceFirst(Deferred.await(sourceExiting), Deferred.await(closedSignal))
+          }
+          yield* Effect.raceFirst(host.settleLive(forking.key), Deferred.await(closedSignal))
+        }
         // A repair turn continues its host turn, which its first attempt committed under the same id.
         const first = yield* plan(
           typeof turn === "string" || Structured.attemptOf(turn)?.repair === true ? undefined : turn.id
