@@ -7,7 +7,9 @@ import { describe, expect, it } from "@effect/vitest"
 import type { Driver } from "@tether/core"
 import { ThreadStore } from "@tether/core"
 import { Reference } from "@tether/testing"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as NodeProcess from "node:process"
 import * as Threads from "./fixtures/threads.js"
 import { record, withThreads } from "./fixtures/threadTest.js"
@@ -77,6 +79,57 @@ describe("a live turn's late session save", () => {
         expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
         // The first agent's late save (its CLI's files never went quiet: bounded by the exit grace).
         yield* Effect.sleep("3500 millis")
+        expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
+      })))
+
+  it.live("checks and saves under the thread's lease: another agent's turn waits, and its save stands", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ make, sandbox }) =>
+      Effect.gen(function*() {
+        const store = yield* ThreadStore.ThreadStore
+        // Agent A's store answers its late save's check slowly (a remote database, a busy event
+        // loop): the check is made, and answered once `answer` is done.
+        const armed = { on: false }
+        const checking = yield* Deferred.make<void>()
+        const answer = yield* Deferred.make<void>()
+        const slow: ThreadStore.ThreadStore["Type"] = {
+          ...store,
+          get: (key) =>
+            Effect.flatMap(store.get(key), (value) =>
+              !armed.on ? Effect.succeed(value) : Effect.gen(function*() {
+                armed.on = false
+                yield* Deferred.succeed(checking, undefined)
+                yield* Deferred.await(answer)
+                return value
+              }))
+        }
+        const drv = driver()
+        const a = yield* make(drv, { processes: { exitGrace: "1 second", killGrace: "500 millis" } }).pipe(
+          Effect.provideService(ThreadStore.ThreadStore, slow)
+        )
+        const b = yield* make(drv, { live: { threads: false } })
+        const first = yield* (yield* a.thread("k")).run("one")
+        const SID = first.session!
+        armed.on = true
+        yield* Deferred.await(checking).pipe(Effect.timeout("10 seconds"))
+        // A's late save is checking that its commit is still current: another agent's turn, which
+        // would save and commit between that check and the save, is ThreadBusy until it is done.
+        const tb = yield* b.thread("k")
+        expect(yield* Effect.flip(tb.run("two"))).toMatchObject({ _tag: "ThreadBusy", key: "k" })
+        yield* Deferred.succeed(answer, undefined)
+        const second = yield* tb.run("two").pipe(
+          Effect.retry({
+            while: (error) => error._tag === "ThreadBusy",
+            schedule: Schedule.spaced("100 millis"),
+            times: 50
+          })
+        )
+        expect(second.thread).toMatchObject({ mode: "resumed", from: SID, fromTurns: 1 })
+        const sessions = Threads.sessionsOf(sandbox)
+        // The stored session holds the late writes of A's turn and the other agent's turn.
+        expect(Threads.storedTranscript(sessions, SID)).toContain("live-late-write")
+        expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
+        yield* Effect.sleep("1500 millis")
+        expect((yield* record(tb)).turns).toBe(2)
         expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
       })))
 })

@@ -712,6 +712,7 @@ export const assemble = (
       // A handle's close (its own turns already ended) leaves a process another handle's turn runs on.
       retireLive: (key) => pool.retireIdle(key),
       settleLive: (key) => pool.settle(key, false),
+      leases: Thread.makeLeases(),
       approve: (approvalId, decision, key) =>
         broker === undefined
           ? Effect.fail(new ApprovalNotFound({ id: approvalId }))

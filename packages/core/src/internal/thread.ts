@@ -115,12 +115,52 @@ export interface Host {
   readonly retireLive: (key: string) => Effect.Effect<void>
   /** Waits for the late save of the key's last live turn, if one is pending (`Pool.settle`). */
   readonly settleLive: (key: string) => Effect.Effect<void>
+  /** The thread leases this agent's turns hold (`makeLeases`). */
+  readonly leases: Leases
   /** Answers an approval asked by a turn of thread `key`. */
   readonly approve: (
     id: string,
     decision: Approval.Decision,
     key: string
   ) => Effect.Effect<void, ApprovalNotFound | ApprovalAlreadyResolved>
+}
+
+/**
+ * The thread leases this agent's turns hold, by key, and a lock per key over taking one: a live
+ * turn's late save (after its turn let go of the lease) checks and takes the key's lease under
+ * it, so it sees either a turn of this agent holding the lease (which waits for the save before
+ * it touches the session: the save goes on) or takes the lease itself (no other host's turn can
+ * save and commit between its check and its save). @internal
+ */
+export interface Leases {
+  readonly held: Map<string, Lease>
+  readonly locked: <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** @internal */
+export const makeLeases = (): Leases => {
+  const locks = new Map<string, { readonly semaphore: Effect.Semaphore; users: number }>()
+  return {
+    held: new Map(),
+    locked: (key, effect) =>
+      Effect.acquireUseRelease(
+        Effect.sync(() => {
+          let entry = locks.get(key)
+          if (entry === undefined) {
+            entry = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
+            locks.set(key, entry)
+          }
+          entry.users += 1
+          return entry
+        }),
+        (entry) => entry.semaphore.withPermits(1)(effect),
+        (entry) =>
+          Effect.sync(() => {
+            entry.users -= 1
+            if (entry.users === 0 && locks.get(key) === entry) locks.delete(key)
+          })
+      )
+  }
 }
 
 const rejection = (error: RunError | AgentClosed | InvalidTurn): ProtocolError | undefined =>
@@ -310,6 +350,24 @@ export const open = (
     let closed = false
     let pendingFork = forkOf
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(host.leaseTtl) / 3)))
+    /**
+     * Takes the lease of `leaseKey` for the scope, as a turn of this agent (`Leases`): a late save
+     * of that key waits for the taking, and then saves, if at all, for this turn.
+     */
+    const hold = (leaseKey: string) =>
+      Effect.acquireRelease(
+        host.leases.locked(
+          leaseKey,
+          Effect.tap(
+            host.store.acquire(leaseKey, host.leaseTtl),
+            (lease) => Effect.sync(() => host.leases.held.set(leaseKey, lease))
+          )
+        ),
+        (lease) =>
+          Effect.sync(() => {
+            if (host.leases.held.get(leaseKey) === lease) host.leases.held.delete(leaseKey)
+          }).pipe(Effect.zipRight(Effect.ignore(host.store.release(lease))))
+      )
     /** Renews `lease` every third of its time to live until it is lost (a failing store: at the next tick). */
     const renewing = (lease: Lease) =>
       Effect.ignore(Effect.forever(
@@ -617,13 +675,24 @@ export const open = (
           // A live turn's late save (its CLI wrote behind its result) runs after the turn let go
           // of the lease: only while the record it committed is still the key's current one. A
           // later turn committed since (another host's, resuming the same session) saved newer
-          // files, which the late save would replace with older ones.
+          // files, which the late save would replace with older ones. Checked and saved under the
+          // key's lease: this agent's turn's, which waits for this save (`Leases`), or its own,
+          // taken for the check and the save (a turn that holds it elsewhere: nothing is saved).
           save: (session) =>
-            Effect.gen(function*() {
-              const mine = committedRecord
-              if (mine === undefined || mine.session !== session || !(yield* landed(mine))) return
-              yield* host.sessions.save(session)
-            }),
+            host.leases.locked(
+              key,
+              Effect.gen(function*() {
+                const mine = committedRecord
+                if (mine === undefined || mine.session !== session) return
+                const checkedSave = Effect.gen(function*() {
+                  if (yield* landed(mine)) yield* host.sessions.save(session)
+                })
+                if (host.leases.held.has(key)) return yield* checkedSave
+                const lease = yield* Effect.option(host.store.acquire(key, host.leaseTtl))
+                if (Option.isNone(lease)) return
+                yield* checkedSave.pipe(Effect.ensuring(Effect.ignore(host.store.release(lease.value))))
+              })
+            ),
           load: host.sessions.load,
           reaped,
           observe,
@@ -642,10 +711,7 @@ export const open = (
       Effect.gen(function*() {
         yield* host.admit
         if (closed) return yield* new Thread.ThreadClosed({ key })
-        const lease = yield* Effect.acquireRelease(
-          host.store.acquire(key, host.leaseTtl),
-          (lease) => Effect.ignore(host.store.release(lease))
-        )
+        const lease = yield* hold(key)
         // Renewed while the turn lasts (a failing store is retried at the next tick); once the
         // lease is lost renewal stops, and the guarded commit persists nothing.
         yield* Effect.forkScoped(renewing(lease))
@@ -661,10 +727,7 @@ export const open = (
         // turn's late save has landed. `plan` then forks what the source holds now.
         const forking = pendingFork
         if (forking !== undefined) {
-          const held = yield* Effect.acquireRelease(
-            host.store.acquire(forking.key, host.leaseTtl),
-            (held) => Effect.ignore(host.store.release(held))
-          )
+          const held = yield* hold(forking.key)
           yield* Effect.forkScoped(renewing(held))
           const sourceExiting = host.exiting.get(forking.key)
           if (sourceExiting !== undefined) {
