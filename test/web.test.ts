@@ -89,6 +89,28 @@ describe("the web example in headless Chromium", () => {
     await page.close()
   }, 90_000)
 
+  it("a message sent while the turn runs steers it: delivered into the turn, which ends once", async () => {
+    const page = await browser.newPage()
+    await page.goto(url)
+    await page.fill("#question", "Is ISSUE-42 still open? If it has been fixed, close it.")
+    await page.click("#send")
+    // The turn has started (the CLI starting, then three model requests and two tool calls to
+    // go): Send has become Steer.
+    await page.waitForSelector("#send:text-is('Steer')", { timeout: 60_000 })
+    await page.fill("#question", "Please keep the answer short.")
+    await page.click("#send")
+    const delivered = page.locator("[data-role=delivered], [data-role=error]").first()
+    await delivered.waitFor({ timeout: 30_000 })
+    expect(await delivered.innerText()).toMatch(/^↪ delivered to the running turn \((Injected|Queued)\)$/)
+    expect(await page.locator("[data-role=steer]").allInnerTexts()).toEqual(["Please keep the answer short."])
+    await page.waitForSelector("[data-role=finished]:not([data-role=delivered])", { timeout: 60_000 })
+    await page.waitForSelector("#send:not([disabled])", { timeout: 10_000 })
+    expect(await page.locator("[data-role=error]").count()).toBe(0)
+    expect(await page.locator("[data-role=finished]").count()).toBe(1)
+    expect(await page.locator("#send").innerText()).toBe("Send")
+    await page.close()
+  }, 90_000)
+
   it("without the token the page shows the server's 401", async () => {
     const page = await browser.newPage()
     await page.goto(url.replace(/#token=.*/, ""))

@@ -2,7 +2,7 @@
  * A browser chats with an agent: one static page (`examples/web/index.html`: no build step, no
  * framework) served beside `AgentHttp.router`, which streams each turn as Server-Sent Events.
  * The page shows the text as it streams, each tool call with its input and its output or
- * rejection, and errors.
+ * rejection, and errors; a message typed while a turn runs steers it.
  *
  *   npm run demo -- --web                  the real Claude Code CLI, offline (scripted model)
  *   node --conditions=@tether/source --import tsx examples/web/server.ts [--port 8080] [--driver codex|gemini] [--live]
