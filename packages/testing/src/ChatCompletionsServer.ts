@@ -37,8 +37,10 @@ export interface UsageSpec {
 /**
  * One tool call of a scripted answer. A `name` that is not among the request's tools and has
  * no `mcp__` prefix is resolved to the offered `mcp__<server>__<name>` with a single server
- * segment (so `lookup` calls `mcp__<server>__lookup`, never `mcp__<server>__issue__lookup`); a
- * name several offered tools match is a scripting error, answered 500 with a message. `id`
+ * segment (so `lookup` calls `mcp__<server>__lookup`, never `mcp__<server>__issue__lookup`),
+ * the name written as CodeBuddy Code writes tool names (`issue.lookup` calls
+ * `mcp__<server>__issue_lookup`); a name several offered tools match is a scripting error,
+ * answered 500 with a message. `id`
  * defaults to `call_<request>_<n>`.
  *
  * @since 0.1.0

@@ -16,6 +16,7 @@ import { Gateway } from "@tether/gateway"
 import { ProfileLayout } from "@tether/profile"
 import { Tool, Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
@@ -74,6 +75,11 @@ export interface Subject {
   readonly options?: Partial<Agent.Options<typeof Toolkit.empty>>
   /** How to drive a live driver's provider: given, `clauses` adds the live clauses L1–L5. */
   readonly live?: LiveSubject
+  /**
+   * How long a clause may take (default 75 s, under a test timeout of 90 s): a driver that never
+   * ends a turn fails the clause (`ConformanceFailure` naming it) instead of hanging the test.
+   */
+  readonly clauseTimeout?: Duration.DurationInput
 }
 
 /**
@@ -420,7 +426,15 @@ export const clauses = (subject: Subject): ReadonlyArray<Clause> => {
       }))
   })
   if (subject.live !== undefined) list.push(...liveClauses(subject, subject.live))
-  return list
+  const timeout = Duration.decode(subject.clauseTimeout ?? "75 seconds")
+  return list.map((clause) => ({
+    ...clause,
+    run: Effect.timeoutFail(clause.run, {
+      duration: timeout,
+      onTimeout: () =>
+        new ConformanceFailure({ clause: clause.id, detail: `not done within ${Duration.format(timeout)}` })
+    })
+  }))
 }
 
 /**

@@ -81,8 +81,7 @@ export const roundTrip = (
 const resolveToolName = (name: string, request: MessagesRequest): { readonly name: string } | string => {
   const names = (request.tools ?? []).map((t) => t.name)
   if (names.includes(name) || name.startsWith("mcp__")) return { name }
-  const written = name.replace(/[^A-Za-z0-9_-]/g, "_")
-  const matches = mcpToolsNamed(written, names)
+  const matches = mcpToolsNamed(name, names)
   if (matches.length > 1) return `AnthropicServer: the tool name ${name} is ambiguous: ${matches.join(", ")}`
   return { name: matches[0] ?? name }
 }

@@ -203,7 +203,15 @@ export const make = (options: Options = {}): Effect.Effect<GeminiServer, GeminiS
         ? { ...(json as Omit<GenerateRequest, "model">), model: target.model }
         : undefined
       if (request !== undefined) generations.push(request)
-      const step = request !== undefined ? nextStep(request) : undefined
+      // A responder that throws: the request is recorded like any other, and answered 400 with the
+      // message (a failed `expect` in `respond` is then in `requests` to look at).
+      let step: Step | undefined
+      let thrown: string | undefined
+      try {
+        step = request !== undefined ? nextStep(request) : undefined
+      } catch (error) {
+        thrown = `GeminiServer: ${error instanceof Error ? error.message : String(error)}`
+      }
       const n = ++counter
       recorded.push({ method: req.method ?? "", url: req.url ?? "", headers: { ...req.headers }, body, json, step })
       if (request === undefined || target === undefined) {
@@ -211,6 +219,7 @@ export const make = (options: Options = {}): Effect.Effect<GeminiServer, GeminiS
         res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify(error))
         return
       }
+      if (thrown !== undefined) return scriptError(res, thrown)
       if (step === undefined || step._tag === "Fail") {
         const status = step?.status ?? 400
         const message = step?.message ?? "GeminiServer: the script is exhausted"

@@ -17,16 +17,19 @@ type Recorded = RecordedRequest
 /**
  * The offered tools named `mcp__<server>__<name>` with a single server segment (Claude Code's and
  * CodeBuddy Code's names of MCP tools): what a scripted short `name` resolves to (never a longer
- * name ending in it; several is the script's ambiguity).
+ * name ending in it; several is the script's ambiguity). `name` is written as those CLIs write
+ * tool names: each character outside `[A-Za-z0-9_-]` becomes `_` (`issue.lookup` → `issue_lookup`).
  *
  * @internal
  */
-export const mcpToolsNamed = (name: string, offered: ReadonlyArray<string>): ReadonlyArray<string> =>
-  offered.filter((n) => {
+export const mcpToolsNamed = (name: string, offered: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const written = name.replace(/[^A-Za-z0-9_-]/g, "_")
+  return offered.filter((n) => {
     if (!n.startsWith("mcp__")) return false
     const end = n.indexOf("__", 5)
-    return end > 5 && n.slice(end + 2) === name
+    return end > 5 && n.slice(end + 2) === written
   })
+}
 
 /** @internal */
 export const readBody = (req: Http.IncomingMessage): Promise<Buffer> =>
