@@ -13,7 +13,8 @@
  *   this run's) with the complete text, which an AG-UI client applies by message id;
  * - `ToolCall` start → `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the input as JSON), `TOOL_CALL_END`;
  *   its end → `TOOL_CALL_RESULT` (the output as text; a rejection or error carries
- *   `metadata.tether.isError`);
+ *   `metadata.tether.isError`). The `toolCallId` is the call's id, or a fresh one when one of the
+ *   client's messages already holds that id (a CLI that numbers its calls per process);
  * - `ApprovalRequested` / `ApprovalResolved` → `CUSTOM` named `tether.ApprovalRequested` /
  *   `tether.ApprovalResolved`, `value` the event's wire form (`AgentHttp.toWire`): AG-UI has no
  *   approvals, and a client answers at `AgentHttp`'s approvals route with the request's `runId`

@@ -41,7 +41,9 @@
  *   (`run`: the id of its running turn, for a client that reconnects after a reload).
  * - `POST /agui`: the AG-UI protocol (`RunAgentInput` in, AG-UI events out as SSE, encoded
  *   with `@ag-ui/encoder`); `threadId` is the thread key, the last message (the user's) is the
- *   turn's input. See `AgUi` for the mapping.
+ *   turn's input (the thread holds the earlier ones; `state`, `context` and `forwardedProps` are
+ *   not used). A run that offers the client's own `tools` is refused (`400
+ *   client_tools_unsupported`): the agent's tools are the host's. See `AgUi` for the mapping.
  *
  * The turns of a thread key run on one thread handle the router keeps open while the key is in
  * use and for `threads.idleTimeout` after (see `Options.threads`): with a live driver, the
@@ -51,7 +53,7 @@
  * fixed texts (never an echo of the request): `401 unauthorized`; `404 not_found` for a thread the
  * principal may not use, exactly as for a missing thread or run, and for a path under `/threads`
  * that is no route; `400 invalid_json` / `invalid_request` / `invalid_last_event_id` /
- * `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large` (see
+ * `client_tools_unsupported` / `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large` (see
  * `Options.maxBodyBytes`); `415 unsupported_media_type`
  * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
  * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible`, `no_active_turn`,

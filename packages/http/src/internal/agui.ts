@@ -149,6 +149,23 @@ export const makeMapper = (
   let finished: Event.RunFinished | undefined
   const calls = new Set<string>()
   const conversation = input === undefined ? undefined : makeConversation(input)
+  // A client applies tool calls by id, and holds the earlier turns' calls: a CLI that numbers its
+  // calls per process (`codex exec --json`: `item_1` again on every turn) would have its call
+  // appended to an old one's arguments. A call whose id the client holds gets a fresh AG-UI id.
+  const held = new Set<string>()
+  for (const known of input ?? []) {
+    if (known.role === "assistant") { for (const call of known.toolCalls ?? []) held.add(call.id) }
+    if (known.role === "tool") held.add(known.toolCallId)
+  }
+  const toolCallIds = new Map<string, string>()
+  const toolCallIdOf = (callId: string): string => {
+    let id = toolCallIds.get(callId)
+    if (id === undefined) {
+      id = held.has(callId) ? `${callId}-${randomUUID()}` : callId
+      toolCallIds.set(callId, id)
+    }
+    return id
+  }
 
   const closeMessage = (timestamp: number): Array<BaseEvent> => {
     if (message === undefined) return []
@@ -195,19 +212,20 @@ export const makeMapper = (
 
   const startCall = (event: Event.ToolCall): Array<BaseEvent> => {
     calls.add(event.callId)
+    const toolCallId = toolCallIdOf(event.callId)
     const start: ToolCallStartEvent = {
       type: EventType.TOOL_CALL_START,
-      toolCallId: event.callId,
+      toolCallId,
       toolCallName: event.name,
       timestamp: event.time
     }
     const args: ToolCallArgsEvent = {
       type: EventType.TOOL_CALL_ARGS,
-      toolCallId: event.callId,
+      toolCallId,
       delta: text(event.input ?? {}),
       timestamp: event.time
     }
-    const end: ToolCallEndEvent = { type: EventType.TOOL_CALL_END, toolCallId: event.callId, timestamp: event.time }
+    const end: ToolCallEndEvent = { type: EventType.TOOL_CALL_END, toolCallId, timestamp: event.time }
     return [start, args, end]
   }
 
@@ -267,7 +285,7 @@ export const makeMapper = (
         const result: ToolCallResultEvent = {
           type: EventType.TOOL_CALL_RESULT,
           messageId: randomUUID(),
-          toolCallId: event.callId,
+          toolCallId: toolCallIdOf(event.callId),
           content: text(event.output),
           role: "tool",
           timestamp: event.time,

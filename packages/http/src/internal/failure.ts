@@ -24,6 +24,12 @@ export const invalidJson = make(400, "invalid_json", "The request body is not va
 /** @internal */
 export const invalidRequest = make(400, "invalid_request", "The request body does not have the expected shape.")
 /** @internal */
+export const clientTools = make(
+  400,
+  "client_tools_unsupported",
+  "The agent's tools are the host's: a run cannot offer the client's own tools."
+)
+/** @internal */
 export const invalidPath = make(400, "invalid_path", "The request path is not valid percent-encoding.")
 /** @internal */
 export const invalidLastEventId = make(400, "invalid_last_event_id", "Last-Event-ID must be an event id.")

@@ -38,7 +38,10 @@ const TurnBody = Schema.Struct({
 const AgUiBody = Schema.Struct({
   threadId: Schema.String,
   runId: Schema.String,
-  messages: Schema.Array(Schema.Struct({ role: Schema.String, content: Schema.optional(Schema.Unknown) }))
+  messages: Schema.Array(Schema.Struct({ role: Schema.String, content: Schema.optional(Schema.Unknown) })),
+  // The client's own (frontend) tools: the agent's tools are the host's, so a run that offers
+  // some is refused rather than run without them.
+  tools: Schema.optional(Schema.Array(Schema.Unknown))
 })
 
 const InputBody = Schema.Struct({ input: Schema.String })
@@ -401,6 +404,7 @@ export const make = <Principal, R>(
       if (yield* Deferred.isDone(closing)) return yield* Failure.agentClosed
       const json = yield* readJson
       const body = yield* decode(AgUiBody, json)
+      if (body.tools !== undefined && body.tools.length > 0) return yield* Failure.clientTools
       yield* allowed(access, body.threadId)
       const last = body.messages[body.messages.length - 1]
       const input = last?.role === "user" ? contentText(last.content) : undefined
