@@ -166,9 +166,15 @@ const userSettings = (profileDir: string) =>
         ),
         Effect.mapError((error) => protocolError(`cannot read ${file}: ${error.message}`))
       )
+    // `config.toml` first, then the saved copy: a first turn saves the user's file before it
+    // renders `config.toml` (one batch, written in order), so a `config.toml` read here that is
+    // already a rendering (another first turn of the agent ran meanwhile) always finds the saved
+    // copy next, and is never taken for the user's.
+    const current = yield* Effect.either(read(copied))
     const original = yield* read(saved)
     if (original !== undefined) return { text: original, firstTurn: false }
-    return { text: (yield* read(copied)) ?? "", firstTurn: true }
+    if (current._tag === "Left") return yield* Effect.fail(current.left)
+    return { text: current.right ?? "", firstTurn: true }
   })
 
 /**
