@@ -9,7 +9,8 @@
  * execution clone is `CODEX_HOME`; `HOME` and `TMPDIR` are the layout's `home` and `tmp`
  * siblings (outside the clone, as Codex requires). The clone's `config.toml` is the user's
  * copied settings (less their `projects` trust and `hooks`, which would let the workspace's own
- * rules and hooks answer in the host's place) merged with the agent's declarations (written with
+ * rules and hooks answer in the host's place, and their `[sandbox_workspace_write]`
+ * `writable_roots` and `network_access`, which would widen the host's `workspaceWrite`) merged with the agent's declarations (written with
  * smol-toml), the same for
  * every run of the agent: the hosted tools as `[mcp_servers.<key>]` with `url`,
  * `bearer_token_env_var` (the variable's name, never the token),
@@ -118,7 +119,8 @@ export interface Config {
   /**
    * Settings merged over the user's copied `config.toml` (tables merge key by key), e.g.
    * {@link offlineSettings}. The hosted-tools server key is reserved and always the driver's. The
-   * user's `projects` and `hooks` tables are not copied; given here, they apply.
+   * user's `projects` and `hooks` tables and `sandbox_workspace_write`'s `writable_roots` and
+   * `network_access` are not copied; given here, they apply.
    */
   readonly settings?: TomlTable
   /**

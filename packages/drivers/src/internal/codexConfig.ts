@@ -95,6 +95,9 @@ const providerEntry = (provider: ModelProvider): TomlTable => {
 export const enabledToolsOverride = (request: Driver.InvocationRequest): string =>
   `mcp_servers.${request.hosted.key}.enabled_tools=${JSON.stringify(request.hosted.tools)}`
 
+/** The user's `[sandbox_workspace_write]` less what widens the sandbox level. */
+const withoutWidening = ({ network_access: _network, writable_roots: _roots, ...rest }: TomlTable): TomlTable => rest
+
 /**
  * The merged configuration. Precedence, lowest first: the user's copied settings, the host's
  * `config.settings`, then what this turn requires (model provider, instructions, MCP sources,
@@ -104,8 +107,10 @@ export const enabledToolsOverride = (request: Driver.InvocationRequest): string 
  * trusted workspace's own `.codex/` layer is loaded, whose execpolicy `rules/` run commands
  * without asking the host and outside the turn's sandbox. `hooks` (the hooks the user declared
  * and trusted, `hooks.state` keyed by the hook's path): a trusted `PermissionRequest` hook of the
- * workspace (its path is the same in the clone) answers approvals in the host's place. The host's
- * `config.settings` may set either.
+ * workspace (its path is the same in the clone) answers approvals in the host's place. Nor the
+ * user's `[sandbox_workspace_write]` `writable_roots` and `network_access`: they would widen the
+ * host's `workspaceWrite` level (a command wrote outside the workspace). The host's
+ * `config.settings` may set any of them.
  *
  * @internal
  */
@@ -115,7 +120,11 @@ export const render = (
   user: TomlTable
 ): Effect.Effect<string, Driver.ProtocolError> =>
   Effect.gen(function*() {
-    const { hooks: _hooks, projects: _projects, ...own } = user
+    const { hooks: _hooks, projects: _projects, ...copied } = user
+    const workspaceWrite = copied["sandbox_workspace_write"]
+    const own: TomlTable = isTable(workspaceWrite)
+      ? { ...copied, sandbox_workspace_write: withoutWidening(workspaceWrite) }
+      : copied
     let merged = deepMerge(own, config.settings ?? {})
     const provider = config.modelProvider
     if (provider !== undefined) {
