@@ -215,9 +215,17 @@ const materialize = (
       const content = typeof file.content === "string" ? new TextEncoder().encode(file.content) : file.content
       yield* sync(absolute, () => {
         NodeFs.mkdirSync(path.dirname(absolute), { recursive: true, mode: 0o700 })
-        // Unlink first (a seeded auth link is replaced, never followed), then create exclusively.
-        NodeFs.rmSync(absolute, { force: true })
-        writeNewSync(absolute, content, mode)
+        // Written beside it (created exclusively), then renamed over it: a CLI of the agent reading
+        // the file meanwhile finds the old or the new one whole, never none or half of one; a
+        // seeded auth link is replaced, never followed.
+        const temporary = temporaryOf(absolute)
+        try {
+          writeNewSync(temporary, content, mode)
+          NodeFs.renameSync(temporary, absolute)
+        } catch (error) {
+          NodeFs.rmSync(temporary, { force: true })
+          throw error
+        }
       })
       state.seeded.delete(rel)
       state.manifest.set(rel, { path: rel, sha256: sha256(content), mode, owner: agentId })
