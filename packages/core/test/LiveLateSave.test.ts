@@ -9,10 +9,12 @@ import { ThreadStore } from "@tether/core"
 import { Reference } from "@tether/testing"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as NodeProcess from "node:process"
 import * as Threads from "./fixtures/threads.js"
-import { record, withThreads } from "./fixtures/threadTest.js"
+import { type Env, record, withThreads } from "./fixtures/threadTest.js"
 
 const file = (session: string) => `"$REFERENCE_HOME/sessions/${session}.jsonl"`
 
@@ -61,6 +63,37 @@ const driver = (): Driver.Driver => {
   }
 }
 
+/**
+ * One agent over the thread store whose thread `k` committed a live turn, its late save's check
+ * (a store read) held open until `answer` (a remote database, a busy event loop).
+ */
+const heldLateSave = (make: Env["make"], drv: Driver.Driver) =>
+  Effect.gen(function*() {
+    const store = yield* ThreadStore.ThreadStore
+    const armed = { on: false }
+    const checking = yield* Deferred.make<void>()
+    const answer = yield* Deferred.make<void>()
+    const slow: ThreadStore.ThreadStore["Type"] = {
+      ...store,
+      get: (key) =>
+        Effect.flatMap(store.get(key), (value) =>
+          !armed.on ? Effect.succeed(value) : Effect.gen(function*() {
+            armed.on = false
+            yield* Deferred.succeed(checking, undefined)
+            yield* Deferred.await(answer)
+            return value
+          }))
+    }
+    const agent = yield* make(drv, { processes: { exitGrace: "1 second", killGrace: "500 millis" } }).pipe(
+      Effect.provideService(ThreadStore.ThreadStore, slow)
+    )
+    const thread = yield* agent.thread("k")
+    const first = yield* thread.run("one")
+    armed.on = true
+    yield* Deferred.await(checking).pipe(Effect.timeout("10 seconds"))
+    return { store, thread, session: first.session!, answer: Deferred.succeed(answer, undefined) }
+  })
+
 describe("a live turn's late session save", () => {
   it.live("never overwrites the session a later turn of another agent committed", () =>
     withThreads(() => ThreadStore.layerMemory, ({ make, sandbox }) =>
@@ -85,37 +118,14 @@ describe("a live turn's late session save", () => {
   it.live("checks and saves under the thread's lease: another agent's turn waits, and its save stands", () =>
     withThreads(() => ThreadStore.layerMemory, ({ make, sandbox }) =>
       Effect.gen(function*() {
-        const store = yield* ThreadStore.ThreadStore
-        // Agent A's store answers its late save's check slowly (a remote database, a busy event
-        // loop): the check is made, and answered once `answer` is done.
-        const armed = { on: false }
-        const checking = yield* Deferred.make<void>()
-        const answer = yield* Deferred.make<void>()
-        const slow: ThreadStore.ThreadStore["Type"] = {
-          ...store,
-          get: (key) =>
-            Effect.flatMap(store.get(key), (value) =>
-              !armed.on ? Effect.succeed(value) : Effect.gen(function*() {
-                armed.on = false
-                yield* Deferred.succeed(checking, undefined)
-                yield* Deferred.await(answer)
-                return value
-              }))
-        }
         const drv = driver()
-        const a = yield* make(drv, { processes: { exitGrace: "1 second", killGrace: "500 millis" } }).pipe(
-          Effect.provideService(ThreadStore.ThreadStore, slow)
-        )
+        const held = yield* heldLateSave(make, drv)
         const b = yield* make(drv, { live: { threads: false } })
-        const first = yield* (yield* a.thread("k")).run("one")
-        const SID = first.session!
-        armed.on = true
-        yield* Deferred.await(checking).pipe(Effect.timeout("10 seconds"))
         // A's late save is checking that its commit is still current: another agent's turn, which
         // would save and commit between that check and the save, is ThreadBusy until it is done.
         const tb = yield* b.thread("k")
         expect(yield* Effect.flip(tb.run("two"))).toMatchObject({ _tag: "ThreadBusy", key: "k" })
-        yield* Deferred.succeed(answer, undefined)
+        yield* held.answer
         const second = yield* tb.run("two").pipe(
           Effect.retry({
             while: (error) => error._tag === "ThreadBusy",
@@ -123,13 +133,53 @@ describe("a live turn's late session save", () => {
             times: 50
           })
         )
-        expect(second.thread).toMatchObject({ mode: "resumed", from: SID, fromTurns: 1 })
+        expect(second.thread).toMatchObject({ mode: "resumed", from: held.session, fromTurns: 1 })
         const sessions = Threads.sessionsOf(sandbox)
         // The stored session holds the late writes of A's turn and the other agent's turn.
-        expect(Threads.storedTranscript(sessions, SID)).toContain("live-late-write")
-        expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
+        expect(Threads.storedTranscript(sessions, held.session)).toContain("live-late-write")
+        expect(Threads.storedTranscript(sessions, held.session)).toContain("one-shot-turn")
         yield* Effect.sleep("1500 millis")
         expect((yield* record(tb)).turns).toBe(2)
-        expect(Threads.storedTranscript(sessions, SID)).toContain("one-shot-turn")
+        expect(Threads.storedTranscript(sessions, held.session)).toContain("one-shot-turn")
+      })))
+
+  it.live("the agent's own next turn waits for it, never ThreadBusy", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ make }) =>
+      Effect.gen(function*() {
+        const held = yield* heldLateSave(make, driver())
+        const next = yield* Effect.fork(Effect.either(held.thread.run("two")))
+        yield* Effect.sleep("300 millis")
+        yield* held.answer
+        const outcome = yield* Fiber.join(next).pipe(Effect.timeout("20 seconds"))
+        expect(outcome._tag === "Left" ? outcome.left._tag : "ran").toBe("ran")
+        expect(Option.getOrThrow(yield* held.store.get("k")).turns).toBe(2)
+      })))
+
+  it.live("the agent's own delete right after the turn waits for it, never ThreadBusy", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ make }) =>
+      Effect.gen(function*() {
+        const held = yield* heldLateSave(make, driver())
+        // No turn runs: the user deletes the conversation they just had.
+        const deleting = yield* Effect.fork(Effect.either(held.thread.delete))
+        yield* Effect.sleep("300 millis")
+        yield* held.answer
+        const outcome = yield* Fiber.join(deleting).pipe(Effect.timeout("20 seconds"))
+        expect(outcome._tag === "Left" ? outcome.left._tag : "deleted").toBe("deleted")
+        expect(Option.isNone(yield* held.store.get("k"))).toBe(true)
+      })))
+
+  it.live("a turn waiting for it fails ThreadClosed at once when the thread is closed", () =>
+    withThreads(() => ThreadStore.layerMemory, ({ make }) =>
+      Effect.gen(function*() {
+        const held = yield* heldLateSave(make, driver())
+        const next = yield* Effect.fork(Effect.either(held.thread.run("two")))
+        yield* Effect.sleep("200 millis")
+        const closing = Date.now()
+        yield* held.thread.close
+        const outcome = yield* Fiber.join(next).pipe(Effect.timeout("20 seconds"))
+        const waited = Date.now() - closing
+        yield* held.answer
+        expect({ outcome: outcome._tag === "Left" ? outcome.left._tag : "ran", promptly: waited < 1_000 })
+          .toEqual({ outcome: "ThreadClosed", promptly: true })
       })))
 })

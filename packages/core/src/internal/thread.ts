@@ -153,7 +153,14 @@ export const makeLeases = (): Leases => {
           entry.users += 1
           return entry
         }),
-        (entry) => entry.semaphore.withPermits(1)(effect),
+        // The wait for the permit stays interruptible inside an acquire (`hold`): a turn closed or
+        // interrupted while a late save holds the key ends at once, having taken nothing.
+        (entry) =>
+          Effect.acquireUseRelease(
+            Effect.interruptible(entry.semaphore.take(1)),
+            () => effect,
+            () => entry.semaphore.release(1)
+          ),
         (entry) =>
           Effect.sync(() => {
             entry.users -= 1
@@ -367,6 +374,12 @@ export const open = (
           Effect.sync(() => {
             if (host.leases.held.get(leaseKey) === lease) host.leases.held.delete(leaseKey)
           }).pipe(Effect.zipRight(Effect.ignore(host.store.release(lease))))
+      )
+    /** `hold`, for a turn: the thread's close cuts its wait for a late save holding the key (`ThreadClosed`). */
+    const holdUnlessClosed = (leaseKey: string) =>
+      Effect.raceFirst(
+        hold(leaseKey),
+        Effect.zipRight(Deferred.await(closedSignal), Effect.fail(new Thread.ThreadClosed({ key })))
       )
     /** Renews `lease` every third of its time to live until it is lost (a failing store: at the next tick). */
     const renewing = (lease: Lease) =>
@@ -711,7 +724,7 @@ export const open = (
       Effect.gen(function*() {
         yield* host.admit
         if (closed) return yield* new Thread.ThreadClosed({ key })
-        const lease = yield* hold(key)
+        const lease = yield* holdUnlessClosed(key)
         // Renewed while the turn lasts (a failing store is retried at the next tick); once the
         // lease is lost renewal stops, and the guarded commit persists nothing.
         yield* Effect.forkScoped(renewing(lease))
@@ -727,7 +740,7 @@ export const open = (
         // turn's late save has landed. `plan` then forks what the source holds now.
         const forking = pendingFork
         if (forking !== undefined) {
-          const held = yield* hold(forking.key)
+          const held = yield* holdUnlessClosed(forking.key)
           yield* Effect.forkScoped(renewing(held))
           const sourceExiting = host.exiting.get(forking.key)
           if (sourceExiting !== undefined) {
@@ -835,15 +848,15 @@ export const open = (
 
     const remove: Effect.Effect<ReadonlyArray<ThreadRecord>, Thread.DeleteFailure> = Effect.gen(function*() {
       yield* host.admit
-      const lease = yield* Effect.acquireRelease(
-        host.store.acquire(key, host.leaseTtl),
-        (lease) => Effect.ignore(host.store.release(lease))
-      )
+      // Taken as a turn of this agent takes it: after a late save that holds it (`Leases`).
+      const lease = yield* hold(key)
       // The last turn's CLI may still be exiting: its session goes only once it is gone.
       const exiting = host.exiting.get(key)
       if (exiting !== undefined) yield* Deferred.await(exiting)
-      // A warm process carries the session being deleted.
+      // A warm process carries the session being deleted; a late save still to come saves under
+      // this lease, and is waited for before the session goes.
       yield* host.retireLive(key)
+      yield* host.settleLive(key)
       const removed = yield* host.store.delete(lease)
       yield* dropSessions(host, removed, [])
       return removed

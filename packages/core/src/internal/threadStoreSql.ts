@@ -184,6 +184,12 @@ export const makeSql = Effect.gen(function*() {
     // A database another host is migrating, or holds in a write transaction, is waited for up
     // to 5 s; then the store fails to start (`ThreadStoreError` "migrate").
     Effect.retry({ times: 50, schedule: Schedule.spaced("100 millis") }),
+    // A lock wait inside the Migrator (PostgreSQL: another host's migration) never fails on its
+    // own: the 5 s bound is the start's as a whole.
+    Effect.timeoutFail({
+      duration: "5 seconds",
+      onTimeout: () => new Error("the database's migrations did not complete within 5 s")
+    }),
     Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
   )
   const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
