@@ -38,7 +38,13 @@ const TurnBody = Schema.Struct({
 const AgUiBody = Schema.Struct({
   threadId: Schema.String,
   runId: Schema.String,
-  messages: Schema.Array(Schema.Struct({ role: Schema.String, content: Schema.optional(Schema.Unknown) })),
+  // What the route reads of the client's messages (the AG-UI mapper reads the earlier calls' ids).
+  messages: Schema.Array(Schema.Struct({
+    role: Schema.String,
+    content: Schema.optional(Schema.Unknown),
+    toolCalls: Schema.optional(Schema.Array(Schema.Struct({ id: Schema.String }))),
+    toolCallId: Schema.optional(Schema.String)
+  })),
   // The client's own (frontend) tools: the agent's tools are the host's, so a run that offers
   // some is refused rather than run without them.
   tools: Schema.optional(Schema.Array(Schema.Unknown))
