@@ -11,7 +11,7 @@
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
-import { mayHoldSessions, ownedBy, type ProfileLayout, sessionOwner } from "@tether/profile/ProfileLayout"
+import { isSession, mayHoldSessions, ownedBy, type ProfileLayout, sessionOwner } from "@tether/profile/ProfileLayout"
 import * as Clock from "effect/Clock"
 import type * as EffectContext from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -61,6 +61,43 @@ export interface Warm {
   retired: boolean
   /** Shuts the process down (once; every caller waits for that one shutdown). */
   readonly retire: Effect.Effect<void>
+  /**
+   * Notes the session a turn on the process reported. While the process was opened on a fresh
+   * session (`New`, `Fork`) and no turn began to commit, nothing refers to its sessions: their
+   * entries leave the clone when the process is shut down (a fork's source never does).
+   */
+  readonly reported: (session: string) => void
+  /**
+   * A turn begins to commit the process's session: from now on it may be a checkpoint's (a commit
+   * interrupted in flight may have landed), and its entries stay in the clone.
+   */
+  readonly committing: () => void
+}
+
+/**
+ * Claims (for `ScrubFiles.scrub`'s `discard`) the clone's session entries owned by one of
+ * `sessions` and by none of `keep`: files the layout's `sessions` globs match under `dir`, and the
+ * directories that may hold them (with a trailing separator). `undefined` when there is no session.
+ *
+ * @internal
+ */
+export const sessionEntries = (
+  dir: string,
+  layout: ProfileLayout,
+  sessions: ReadonlyArray<string>,
+  keep: ReadonlyArray<string> = []
+): ((path: string) => boolean) | undefined => {
+  if (sessions.length === 0) return undefined
+  const root = dir + NodePath.sep
+  return (path) => {
+    if (!path.startsWith(root)) return false
+    const directory = path.endsWith(NodePath.sep)
+    const rel = path.slice(root.length, directory ? -1 : undefined).split(NodePath.sep).join("/")
+    if (directory ? !mayHoldSessions(layout, rel) : !isSession(layout, rel)) return false
+    const owner = sessionOwner(layout, directory ? `${rel}/` : rel)
+    return owner !== undefined && sessions.some((session) => ownedBy(owner, session)) &&
+      !keep.some((session) => ownedBy(owner, session))
+  }
 }
 
 /** What opening a live process needs from the agent. @internal */
@@ -133,6 +170,12 @@ export const open = (
       let materialized: ReadonlySet<string> = new Set()
       const credentials: Array<Gateway.Credential> = []
       let running: Process.Running | undefined
+      // The sessions of a fresh opening while no turn began to commit (`Warm.reported`): nothing
+      // refers to them (a thread turn that commits nothing leaves no record), so their entries go
+      // with the process. A `Resume` opening's session is a checkpoint's; a fork's source is kept.
+      const opening = request.session
+      const forkedFrom = opening._tag === "Fork" ? [opening.from] : []
+      let uncommitted: Set<string> | undefined = opening._tag === "Resume" ? undefined : new Set([opening.id])
       // The process group is gone first (nothing writes any more), its credentials are revoked
       // (401), then what it wrote is scrubbed while the redactor still knows its tokens, then
       // everything is released (the credentials forgotten).
@@ -140,13 +183,18 @@ export const open = (
         (running === undefined ? Effect.void : running.close(ctx.killGrace)).pipe(
           Effect.zipRight(Effect.forEach(credentials, (credential) => credential.revoke, { discard: true })),
           Effect.zipRight(
-            running === undefined ? Effect.void : ScrubFiles.scrub({
-              roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
-              since: spawnedAt,
-              skip: materialized,
-              redact: ctx.redactor.bytes,
-              seen: ctx.logs.found
-            })
+            running === undefined ? Effect.void : Effect.suspend(() =>
+              ScrubFiles.scrub({
+                roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
+                since: spawnedAt,
+                skip: materialized,
+                redact: ctx.redactor.bytes,
+                discard: uncommitted === undefined
+                  ? undefined
+                  : sessionEntries(ctx.profile.dir, ctx.driver.layout, Array.from(uncommitted), forkedFrom),
+                seen: ctx.logs.found
+              })
+            )
           ),
           Effect.ensuring(Effect.sync(exited)),
           Effect.zipRight(Scope.close(scope, Exit.void))
@@ -298,7 +346,13 @@ export const open = (
             return Effect.zipRight(FiberSet.run(ctx.reapers, work), Deferred.await(done))
           }
           return Deferred.await(done)
-        })
+        }),
+        reported: (id) => {
+          if (uncommitted !== undefined && !forkedFrom.includes(id)) uncommitted.add(id)
+        },
+        committing: () => {
+          uncommitted = undefined
+        }
       }
       current = warm
       return warm

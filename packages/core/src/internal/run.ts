@@ -8,7 +8,6 @@
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import type * as Gateway from "@tether/gateway/Gateway"
-import { isSession, mayHoldSessions, ownedBy, sessionOwner } from "@tether/profile/ProfileLayout"
 import type * as Catalog from "@tether/tool/Catalog"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -27,7 +26,6 @@ import * as Scope from "effect/Scope"
 import * as Sink from "effect/Sink"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
-import * as NodePath from "node:path"
 import { RunError } from "../AgentError.js"
 import type * as Driver from "../Driver.js"
 import { ProtocolError } from "../Driver.js"
@@ -167,6 +165,13 @@ interface State {
   approvals: Map<string, number>
   /** The run is a live thread's turn: its process, and its credential, outlive it. */
   live: boolean
+  /**
+   * A thread turn began to commit its checkpoint: from then on its session may be a record's (a
+   * commit interrupted in flight may have landed all the same), and it stays in the clone.
+   */
+  committing: boolean
+  /** How the run ended, once `finished` knows (`true`: its result was returned). */
+  ok: boolean | undefined
 }
 
 /**
@@ -481,7 +486,9 @@ export const execute = (
     running: undefined,
     overflow: false,
     approvals: new Map(),
-    live: false
+    live: false,
+    committing: false,
+    ok: undefined
   }
   const outputSchema = request.structured?.outputSchema
   const parseContext: Driver.ParseContext = {
@@ -527,34 +534,47 @@ export const execute = (
     Effect.zipRight(held.credential?.revoke ?? Effect.void, held.approverCredential?.revoke ?? Effect.void)
   )
   // What the process wrote into the clone (transcripts, tool output, logs) is scrubbed in place
-  // once it is gone, before the session store copies any of it.
-  const scrubClone = Effect.suspend(() =>
-    ScrubFiles.scrub({
-      roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
-      since: held.spawnedAt,
-      skip: held.materialized,
-      redact: ctx.redactor.bytes,
-      discard: ownEntries(),
-      seen: ctx.logs.found
-    })
-  )
-  // A plain run's own session entries (its transcript) are removed with its process gone: nothing
-  // resumes a plain run, and a long-lived agent's clone would otherwise keep one per run, which
-  // every later run's scrub walks. A thread turn's session is its checkpoint's; an agent's
-  // structured attempt's is resumed by its repair turn.
+  // once it is gone, before the session store copies any of it; `discard` claims what is removed
+  // instead.
+  const scrubClone = (discard: ((path: string) => boolean) | undefined) =>
+    Effect.suspend(() =>
+      ScrubFiles.scrub({
+        roots: [ctx.profile.dir, ...Object.values(ctx.profile.siblings)],
+        since: held.spawnedAt,
+        skip: held.materialized,
+        redact: ctx.redactor.bytes,
+        discard,
+        seen: ctx.logs.found
+      })
+    )
+  // The run's own session entries (its transcript), removed by its reaper with its process gone
+  // when nothing will read them again, as a long-lived agent's clone would otherwise keep one per
+  // run, which every later run's scrub walks:
+  // - a plain run's: nothing resumes a plain run;
+  // - an agent's structured attempt's whose run did not end with its result (failed, canceled): no
+  //   repair turn follows it (one that ended with its result is left to `runAs`, which removes
+  //   it once no repair turn follows); a repair turn's session is its own conversation's;
+  // - a thread turn's on a fresh session (started, restarted, forked) that did not begin to
+  //   commit: no record refers to it, nor ever will, and it was never saved to the session store.
+  // A thread turn that resumes keeps its session (the checkpoint's), as does one whose commit
+  // began (it may have landed), and a fork never removes the session it forks.
   const ownEntries = (): ((path: string) => boolean) | undefined => {
-    const session = state.session
-    if (session === undefined || request.threadKey !== undefined || request.structured !== undefined) return undefined
-    const layout = ctx.driver.layout
-    const root = ctx.profile.dir + NodePath.sep
-    return (path) => {
-      if (!path.startsWith(root)) return false
-      const directory = path.endsWith(NodePath.sep)
-      const rel = path.slice(root.length, directory ? -1 : undefined).split(NodePath.sep).join("/")
-      if (directory ? !mayHoldSessions(layout, rel) : !isSession(layout, rel)) return false
-      const owner = sessionOwner(layout, directory ? `${rel}/` : rel)
-      return owner !== undefined && ownedBy(owner, session)
+    const session = request.session
+    if (request.threadKey === undefined) {
+      const failed = state.ok === false || state.terminal?.ok !== true
+      if (request.structured !== undefined && !failed) return undefined
+    } else if (session._tag === "Resume" || state.committing) {
+      return undefined
     }
+    const sessions = state.session === undefined || state.session === session.id
+      ? [session.id]
+      : [state.session, session.id]
+    return Live.sessionEntries(
+      ctx.profile.dir,
+      ctx.driver.layout,
+      sessions,
+      session._tag === "Fork" ? [session.from] : []
+    )
   }
 
   // Lets the CLI finish on its own after its terminal record (draining stdout so it never
@@ -579,7 +599,7 @@ export const execute = (
       Deferred.await(wake).pipe(
         Effect.flatMap((graceful) => graceful ? settle(running) : running.close(ctx.killGrace)),
         Effect.zipRight(revoke),
-        Effect.zipRight(scrubClone),
+        Effect.zipRight(Effect.suspend(() => scrubClone(ownEntries()))),
         Effect.ensuring(
           Effect.sync(() => {
             ctx.processes.delete(running)
@@ -775,7 +795,8 @@ export const execute = (
                 exit: exited.value
               })
             }
-            yield* scrubClone
+            yield* scrubClone(undefined)
+            state.committing = true
             yield* request.commit(result).pipe(
               Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
             )
@@ -988,6 +1009,8 @@ export const execute = (
       const releaseAtEnd = (warm: Live.Warm) =>
         Effect.addFinalizer(() =>
           Effect.suspend(() => {
+            // The session the turn reported: a fresh one that no commit began goes with the process.
+            if (state.session !== undefined) warm.reported(state.session)
             warm.steer = undefined
             warm.approve = undefined
             warm.span = undefined
@@ -1087,6 +1110,7 @@ export const execute = (
         Effect.zipRight(publish(scrubber.flush)),
         Effect.catchAll((error) => Effect.zipRight(publish(scrubber.flush), Effect.sync(() => (failure = error))))
       )
+      if (state.session !== undefined) warm.reported(state.session)
       if (failure !== undefined) {
         healthy = false
         // A session that failed because its process died reports the death, not the symptom.
@@ -1113,6 +1137,8 @@ export const execute = (
           const before = session === undefined
             ? undefined
             : Live.sessionFiles(ctx.profile.dir, ctx.driver.layout, session)
+          state.committing = true
+          warm.committing()
           yield* request.commit(result).pipe(
             Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
           )
@@ -1201,6 +1227,9 @@ export const execute = (
 
   const finished = (exit: Exit.Exit<Result, Failure>): Effect.Effect<Result, RunError> => {
     const durationMs = Date.now() - startedAt
+    // Read by the reaper's scrub (`ownEntries`): an agent's structured attempt that failed keeps
+    // nothing in the clone.
+    state.ok = Exit.isSuccess(exit)
     // Scrubbed with the terminal; read by `runAs` once the run's stream ended.
     if (request.structured !== undefined) request.structured.received = state.terminal?.structuredOutput
     if (state.running === undefined && request.reaped !== undefined) Deferred.unsafeDone(request.reaped, Exit.void)

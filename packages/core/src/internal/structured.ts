@@ -284,6 +284,19 @@ export const streamAs = <A, I, E>(
       runner.outputSchemaRefusal?.(published.jsonSchema) === undefined
     const toValue = decode(schema, published)
     const base: Agent.Turn = typeof input === "string" ? { input } : input
+    // The conversation's last attempt (a repair turn continues its predecessor's session): its
+    // session, once known, and the `reaped` of its process. However the attempts end (decoded,
+    // given up on, failed, or left by the consumer, even between an attempt and its judgement or
+    // before a repair turn started), no repair turn follows the last one: its session is discarded.
+    const conversation: { session: string | undefined; reaped: Deferred.Deferred<void> | undefined } = {
+      session: undefined,
+      reaped: undefined
+    }
+    const discardConversation = Effect.suspend(() =>
+      runner.discard === undefined || conversation.session === undefined || conversation.reaped === undefined
+        ? Effect.void
+        : runner.discard(conversation.session, conversation.reaped)
+    )
 
     const attemptStream = (
       number: number,
@@ -298,6 +311,8 @@ export const streamAs = <A, I, E>(
           reaped: yield* Deferred.make<void>(),
           received: undefined
         }
+        conversation.session = resume
+        conversation.reaped = attempt.reaped
         const turn: AttemptTurn = {
           ...base,
           input: turnInput,
@@ -306,7 +321,10 @@ export const streamAs = <A, I, E>(
         let result: Result | undefined
         const events = runner.stream(turn).pipe(
           Stream.map((event): Event.Event | Decoded<A> => {
-            if (event._tag === "RunFinished") result = event.result
+            if (event._tag === "RunFinished") {
+              result = event.result
+              if (event.result.session !== undefined) conversation.session = event.result.session
+            }
             return event
           }),
           Stream.catchAll((error): Stream.Stream<never, E | StructuredOutputError> => {
@@ -337,12 +355,9 @@ export const streamAs = <A, I, E>(
             onSome: toValue
           })
           const session = last.session
-          const finished = runner.discard === undefined || session === undefined
-            ? Effect.void
-            : runner.discard(session, attempt.reaped)
           if (Either.isRight(outcome)) {
             const decoded: Decoded<A> = { _tag: "Decoded", value: outcome.right, result: last, attempts: number }
-            return Effect.as(finished, Stream.make(decoded))
+            return Effect.succeed(Stream.make(decoded))
           }
           const failure = outcome.left
           if (number <= repairs && (!runner.resumesItself || session !== undefined)) {
@@ -351,8 +366,7 @@ export const streamAs = <A, I, E>(
             // still be writing it after its terminal record).
             return runner.resumesItself ? Effect.as(Deferred.await(attempt.reaped), next) : Effect.succeed(next)
           }
-          return Effect.as(
-            finished,
+          return Effect.succeed(
             Stream.fail(
               new StructuredOutputError({
                 reason: failure.reason,
@@ -368,7 +382,7 @@ export const streamAs = <A, I, E>(
       }))
 
     const first = native ? base.input : `${base.input}\n\n${instruction(published.jsonSchema)}`
-    return attemptStream(1, first, undefined)
+    return attemptStream(1, first, undefined).pipe(Stream.ensuring(discardConversation))
   }))
 
 /** `streamAs` drained: the `Decoded` value. @internal */
