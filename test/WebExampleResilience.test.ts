@@ -136,7 +136,16 @@ afterAll(async () => {
     await Promise.race([browser?.close(), new Promise((resolve) => setTimeout(resolve, 10_000))]).catch(() => undefined)
     for (const socket of sockets) socket.destroy()
     proxy?.close()
-    if (server !== undefined && server.exitCode === null && server.signalCode === null) server.kill("SIGKILL")
+    // Still running (a filtered run skipped the SIGINT test): stopped as a user stops it, so it
+    // closes its agent and removes its clone; killed only if it does not exit.
+    if (server !== undefined && server.exitCode === null && server.signalCode === null) {
+      server.kill("SIGTERM")
+      const stopped = await Promise.race([
+        exited.then(() => true),
+        new Promise((r) => setTimeout(() => r(false), 10_000))
+      ])
+      if (!stopped) server.kill("SIGKILL")
+    }
     await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 10_000))])
   } finally {
     if (tmp !== "") Fs.rmSync(tmp, { recursive: true, force: true })
