@@ -211,7 +211,8 @@ describe("the web example in headless Chromium, through a proxy that drops conne
         cutTurnAfter = marker
         await page.fill("#question", "Is ISSUE-42 still open? If it has been fixed, close it.")
         await page.click("#send")
-        await page.waitForSelector("#send:not([disabled])", { timeout: 60_000 })
+        // The run's end: Send again (while the run goes on it is Steer, enabled).
+        await page.waitForSelector("#send:text-is('Send'):not([disabled])", { timeout: 60_000 })
         expect(cuts.length).toBe(before + 1)
         expect(await page.locator("[data-role=error]").allInnerTexts()).toEqual([])
         expect(await page.locator("[data-role=finished]").count()).toBe(1)
@@ -235,7 +236,7 @@ describe("the web example in headless Chromium, through a proxy that drops conne
       cutHead = true
       await page.fill("#question", "Is ISSUE-42 still open? If it has been fixed, close it.")
       await page.click("#send")
-      await page.waitForSelector("#send:not([disabled])", { timeout: 60_000 })
+      await page.waitForSelector("#send:text-is('Send'):not([disabled])", { timeout: 60_000 })
       expect(cuts.length).toBe(before + 1)
       // The turn went on in the server: its run is (or was) there to be read.
       let snapshot: { turns?: number; run?: string } = {}
