@@ -18,12 +18,13 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Threads from "./fixtures/threads.js"
-import { record, startTurn, text, withThreads } from "./fixtures/threadTest.js"
+import { type Env, record, type Services, startTurn, text, withThreads } from "./fixtures/threadTest.js"
 
 /** `effect`, failing with `what` if it has not ended within 30 s. */
 const within = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
@@ -35,44 +36,77 @@ const longTurn = FakeCli.script({ op: "text", text: "part-A" }, { op: "sleep", m
   text: "part-B"
 })
 
+/** Whether a session transcript in the clones under `root` holds `part-A` (the fake CLI writes it there). */
+const writtenPartA = (root: string): boolean =>
+  (Fs.readdirSync(root, { recursive: true, encoding: "utf8" }) as Array<string>).some((rel) => {
+    if (!/sessions[/\\][^/\\]+\.jsonl$/.test(rel)) return false
+    try {
+      return Fs.readFileSync(Path.join(root, rel), "utf8").includes("part-A")
+    } catch {
+      return false
+    }
+  })
+
 /**
- * Starts `stream` in the background; returns once it has shown `part-A` (or failed with the turn's
- * end, if the turn ended without it).
+ * Starts `stream` in the background; returns once its turn has written `part-A` (shown as an
+ * event, or in its session's transcript in the clone), or fails if the turn ended without it,
+ * naming what the stream showed.
  */
-const startedPastPartA = <E>(stream: Stream.Stream<{ readonly _tag: string }, E>) =>
+const startedPastPartA = <E>(stream: Stream.Stream<{ readonly _tag: string }, E>, root: string) =>
   Effect.gen(function*() {
     const partA = yield* Deferred.make<void>()
+    const seen: Array<string> = []
     const fiber = yield* stream.pipe(
-      Stream.tap((event) =>
-        event._tag === "TextDelta" && (event as { readonly text?: string }).text?.includes("part-A") === true
+      Stream.tap((event) => {
+        const text = (event as { readonly text?: unknown }).text
+        seen.push(typeof text === "string" ? `${event._tag}(${text})` : event._tag)
+        return (event._tag === "TextDelta" || event._tag === "Message") && typeof text === "string" &&
+            text.includes("part-A")
           ? Deferred.succeed(partA, undefined)
           : Effect.void
-      ),
+      }),
       Stream.runDrain,
       Effect.either,
       Effect.fork
     )
+    const written = Effect.repeat(Effect.sync(() => writtenPartA(root)), {
+      until: (found) => found,
+      schedule: Schedule.spaced("25 millis")
+    })
     const shown = yield* within(
-      "the source's turn showing part-A",
-      Effect.raceFirst(
+      "the turn writing part-A",
+      Effect.raceAll([
         Effect.as(Deferred.await(partA), true),
+        Effect.as(written, true),
         Effect.as(Fiber.await(fiber), false)
-      )
+      ])
     )
-    if (!shown) return yield* Effect.dieMessage(`the source's turn ended without part-A: ${yield* Fiber.join(fiber)}`)
+    if (!shown) {
+      return yield* Effect.dieMessage(
+        `the turn ended without part-A: ${JSON.stringify(yield* Fiber.join(fiber))}; it showed ${seen.join(", ")}`
+      )
+    }
     return fiber
   })
 
+/**
+ * One agent on the memory store whose events are never dropped: the tests wait for the source's
+ * `part-A` delta, which a slow consumer under load could lose (the default drops deltas, counted
+ * by a `Dropped` event; stop 55's version of this test then waited forever, CI run 130).
+ */
+const lossless = <A, E>(body: (env: Env) => Effect.Effect<A, E, Services>) =>
+  withThreads(() => ThreadStore.layerMemory, body, { events: { blocking: true } })
+
 describe("a fork's first turn and its source", () => {
   it.live("in one agent: ThreadBusy while the source runs, reverts nothing of it, then forks what it committed", () =>
-    withThreads(() => ThreadStore.layerMemory, ({ agent, sandbox }) =>
+    lossless(({ agent, sandbox }) =>
       Effect.gen(function*() {
         const source = yield* agent.thread("src")
         yield* within("the source's first turn", source.run(text("first turn")))
         // The host branches the thread's committed checkpoint (one turn) ...
         const branch = yield* source.fork("copy")
         // ... while the source's second turn has written part of its transcript and works on.
-        const running = yield* startedPastPartA(source.stream(longTurn))
+        const running = yield* startedPastPartA(source.stream(longTurn), sandbox.root)
         const busy = yield* within("the fork's turn while the source runs", Effect.either(branch.run(text("branch"))))
         expect(busy._tag === "Left" ? busy.left : busy.right.thread).toMatchObject({ _tag: "ThreadBusy", key: "src" })
         expect((yield* within("the source's second turn", Fiber.join(running)))._tag).toBe("Right")
@@ -91,15 +125,16 @@ describe("a fork's first turn and its source", () => {
         expect(Threads.storedTranscript(sessions, copy.session)).toContain("part-B")
         expect(Threads.storedTranscript(sessions, copy.session)).toContain("branch turn")
         expect((yield* record(source)).turns).toBe(2)
-      })))
+      })
+    ))
 
   it.live("in one agent: the source's turns are ThreadBusy while its fork's first turn runs", () =>
-    withThreads(() => ThreadStore.layerMemory, ({ agent }) =>
+    lossless(({ agent, sandbox }) =>
       Effect.gen(function*() {
         const source = yield* agent.thread("src")
         yield* within("the source's first turn", source.run(text("first turn")))
         const branch = yield* source.fork("copy")
-        const forking = yield* startedPastPartA(branch.stream(longTurn))
+        const forking = yield* startedPastPartA(branch.stream(longTurn), sandbox.root)
         const busy = yield* within("the source's turn while its fork runs", Effect.either(source.run(text("x"))))
         expect(busy._tag === "Left" ? busy.left : busy.right.thread).toMatchObject({ _tag: "ThreadBusy", key: "src" })
         expect((yield* within("the fork's first turn", Fiber.join(forking)))._tag).toBe("Right")
@@ -112,7 +147,8 @@ describe("a fork's first turn and its source", () => {
           mode: "resumed",
           fromTurns: 2
         })
-      })))
+      })
+    ))
 
   it.live("two agents on one SQLite file: a fork in B of a thread whose turn runs in A waits for it, then forks it whole", () =>
     Effect.gen(function*() {
