@@ -203,6 +203,92 @@ describe("Gemini.parse (recorded fixtures)", () => {
   )
 })
 
+describe("Gemini.parse reads a plain delta without JSON.parse, as JSON.parse reads it", () => {
+  /** What `JSON.parse` makes of a line that may be an assistant delta (`undefined`: another record). */
+  const expected = (line: string): ReadonlyArray<Driver.Output> | "non_json" | undefined => {
+    let record: unknown
+    try {
+      record = JSON.parse(line)
+    } catch {
+      return "non_json"
+    }
+    if (typeof record !== "object" || record === null || Array.isArray(record)) return undefined
+    const r = record as { readonly [key: string]: unknown }
+    if (r["type"] !== "message" || r["role"] !== "assistant" || r["delta"] !== true) return undefined
+    const text = typeof r["content"] === "string" ? r["content"] : ""
+    return text === "" ? [] : [{ _tag: "TextDelta", text }]
+  }
+  const delta = (timestamp: string, content: string) =>
+    JSON.stringify({ type: "message", timestamp, role: "assistant", content, delta: true })
+  // Characters that change what a line means, or whether it is JSON at all.
+  const tricky = FastCheck.constantFrom(
+    `"`,
+    "\\",
+    "}",
+    "{",
+    ",",
+    ":",
+    " ",
+    "\n",
+    "\r",
+    "\u0000",
+    "\u2028",
+    "a",
+    "\ud800",
+    "é"
+  )
+
+  it.effect.prop(
+    "any content, and any line one edit away from a delta, gives what JSON.parse reads",
+    [
+      FastCheck.string({ unit: "binary" }),
+      FastCheck.string({ maxLength: 30 }),
+      FastCheck.array(
+        FastCheck.tuple(FastCheck.constantFrom("insert", "delete", "replace"), FastCheck.nat(), tricky),
+        { maxLength: 2 }
+      )
+    ],
+    ([content, timestamp, edits]) =>
+      Effect.gen(function*() {
+        let line = delta(timestamp, content)
+        for (const [edit, at, char] of edits) {
+          const i = at % (line.length + 1)
+          line = edit === "insert"
+            ? line.slice(0, i) + char + line.slice(i)
+            : edit === "delete"
+            ? line.slice(0, i) + line.slice(i + 1)
+            : line.slice(0, i) + char + line.slice(i + 1)
+        }
+        const want = expected(line)
+        if (want === undefined) return
+        const out = yield* outputs([line])
+        if (want === "non_json") expect(out).toMatchObject([{ _tag: "Notice", kind: "gemini.non_json" }])
+        else expect(out).toEqual(want)
+      }),
+    { fastCheck: { numRuns: 300 } }
+  )
+
+  it.effect("lines a pattern could misread: a repeated key, escapes, a record after the terminal one", () =>
+    Effect.gen(function*() {
+      const head = `{"type":"message","timestamp":"t","role":"assistant","content":`
+      expect(yield* outputs([`${head}"a","delta":true,"content":"b"}`])).toEqual([{ _tag: "TextDelta", text: "b" }])
+      expect(yield* outputs([`${head}"a","delta":false,"delta":true}`])).toEqual([{ _tag: "TextDelta", text: "a" }])
+      expect(yield* outputs([`${head}"a\\"b","delta":true}`])).toEqual([{ _tag: "TextDelta", text: `a"b` }])
+      expect(yield* outputs([`${head}"a","delta":true} `])).toEqual([{ _tag: "TextDelta", text: "a" }])
+      expect(yield* outputs([`${head}"a","delta":true}}`])).toMatchObject([{ _tag: "Notice", kind: "gemini.non_json" }])
+      // The deltas are the final message's text, and after the terminal record a delta is a notice.
+      const out = yield* outputs([
+        JSON.stringify({ type: "init", session_id: recordedSession, model: "m" }),
+        delta("t", "Hel"),
+        delta("t", "lo"),
+        JSON.stringify({ type: "result", status: "success" }),
+        delta("t", "late")
+      ])
+      expect(terminalOf(out).text).toBe("Hello")
+      expect(out.at(-1)).toMatchObject({ _tag: "Notice", kind: "gemini.message", level: "info" })
+    }))
+})
+
 describe("Gemini.parse on values of the wrong type", () => {
   // `String` throws on both ("Cannot convert object to primitive value"; a stack overflow).
   for (
