@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import type * as Driver from "@tether/core/Driver"
-import { Claude } from "@tether/drivers"
+import { Claude, CodeBuddy } from "@tether/drivers"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -8,6 +8,7 @@ import * as FastCheck from "effect/FastCheck"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as OneEdit from "./OneEdit.js"
 
 const fixtures = Path.join(import.meta.dirname, "fixtures", "claude")
 const samples = Path.resolve(import.meta.dirname, "fixtures/provider-samples")
@@ -323,6 +324,97 @@ const hostileValues: ReadonlyArray<readonly [string, string]> = [
   ["an object whose toString is not a function", `{"toString":1}`],
   ["arrays nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)]
 ]
+
+describe("Claude's and CodeBuddy's parsers read a plain text delta without JSON.parse, as JSON.parse reads it", () => {
+  const parsers = { claude: Claude.parse, codebuddy: CodeBuddy.parse }
+  const outputs = (parse: Driver.Driver["parse"], line: string) =>
+    parse(Stream.make(line), { hostedKey: "tether", session: newSession() }).pipe(
+      Stream.runCollect,
+      Effect.map(Chunk.toReadonlyArray)
+    )
+  /** What `JSON.parse` makes of a line that may be a text delta (`undefined`: another record). */
+  const expected = (line: string): ReadonlyArray<Driver.Output> | "non_json" | undefined => {
+    const r = OneEdit.parsedRecord(line)
+    if (r === "non_json" || r === undefined) return r
+    const event = r["event"] as { readonly [key: string]: unknown } | null | undefined
+    const delta = typeof event === "object" && event !== null
+      ? event["delta"] as { readonly [key: string]: unknown } | null | undefined
+      : undefined
+    if (
+      r["type"] !== "stream_event" || event?.["type"] !== "content_block_delta" || typeof delta !== "object" ||
+      delta === null || delta["type"] !== "text_delta" || typeof delta["text"] !== "string"
+    ) return undefined
+    return [{ _tag: "TextDelta", text: delta["text"] }]
+  }
+  // The members the CLIs write after the event (CodeBuddy Code adds the last two).
+  const members = FastCheck.record({
+    session_id: FastCheck.string({ maxLength: 40 }),
+    parent_tool_use_id: FastCheck.option(FastCheck.string({ maxLength: 20 })),
+    uuid: FastCheck.string({ maxLength: 40 }),
+    __timestamp: FastCheck.string({ maxLength: 30 }),
+    _requestId: FastCheck.string({ maxLength: 30 })
+  }, { requiredKeys: ["session_id", "parent_tool_use_id", "uuid"] })
+  const delta = (index: number, text: string, rest: object) =>
+    JSON.stringify({
+      type: "stream_event",
+      event: { type: "content_block_delta", index, delta: { type: "text_delta", text } },
+      ...rest
+    })
+
+  it.effect.prop(
+    "any text and members, and any line one edit away from a delta, give what JSON.parse reads",
+    [
+      FastCheck.constantFrom("claude" as const, "codebuddy" as const),
+      FastCheck.nat(),
+      FastCheck.string({ unit: "binary" }),
+      members,
+      OneEdit.edits
+    ],
+    ([cli, index, text, rest, edits]) =>
+      Effect.gen(function*() {
+        const line = OneEdit.edited(delta(index, text, rest), edits)
+        const want = expected(line)
+        if (want === undefined) return
+        const out = yield* outputs(parsers[cli], line)
+        if (want === "non_json") expect(out).toMatchObject([{ _tag: "Notice", kind: "malformed" }])
+        else expect(out).toEqual(want)
+      }),
+    { fastCheck: { numRuns: 300 } }
+  )
+
+  it.effect("lines a pattern could misread: a repeated type or event, escapes, a number JSON refuses", () =>
+    Effect.gen(function*() {
+      const head =
+        `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta",`
+      for (const parse of [Claude.parse, CodeBuddy.parse]) {
+        expect(yield* outputs(parse, `${head}"text":"a"}},"uuid":"u"}`)).toEqual([{ _tag: "TextDelta", text: "a" }])
+        expect(
+          yield* outputs(
+            parse,
+            `${head}"text":"a"}},"event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}}`
+          )
+        )
+          .toEqual([{ _tag: "TextDelta", text: "b" }])
+        expect(yield* outputs(parse, `${head}"text":"a"}},"type":"assistant"}`)).not.toContainEqual({
+          _tag: "TextDelta",
+          text: "a"
+        })
+        expect(yield* outputs(parse, `${head}"text":"a\\"b"}},"uuid":"u"}`)).toEqual([{
+          _tag: "TextDelta",
+          text: `a"b`
+        }])
+        // Not JSON: a number with a leading zero, a member's escaped quote, what follows the record.
+        for (
+          const line of [
+            head.replace(`"index":0`, `"index":01`) + `"text":"a"}}}`,
+            `${head}"text":"a"}},"uuid":"a\\","k":"x"}`,
+            `${head}"text":"a"}},"uuid":"u"}}`,
+            `${head}"text":"a"}},"uuid":"u"} x`
+          ]
+        ) expect(yield* outputs(parse, line)).toMatchObject([{ _tag: "Notice", kind: "malformed" }])
+      }
+    }))
+})
 
 describe("Claude.parse on values of the wrong type", () => {
   for (const [label, value] of hostileValues) {
