@@ -51,9 +51,11 @@ export interface Registration {
    * Mints a credential of this registration: a fresh token, for one provider process (or one
    * turn), that lists and calls only `options.tools` (intersected with the catalog; default: the
    * whole catalog). It is accepted until `revoke` or until its scope closes, whichever comes
-   * first, and never after the registration closed. Until its scope closes its value stays
-   * known to `Gateway.redactor`, so output produced while it was live is still scrubbed after
-   * an early `revoke`. A long-lived process acquires one in the scope of the process and
+   * first, and never after the registration closed; either ends the calls made with it: those
+   * still running are canceled (answered so, their handlers interrupted), and one whose request
+   * was read just before is answered as canceled without running. Until its scope closes its
+   * value stays known to `Gateway.redactor`, so output produced while it was live is still
+   * scrubbed after an early `revoke`. A long-lived process acquires one in the scope of the process and
    * revokes it when the process ends.
    *
    * @since 0.2.0
@@ -101,7 +103,10 @@ export interface Credential {
    * first turn, because an agent given a wrong token drops the server without a word.
    */
   readonly listed: Effect.Effect<void>
-  /** Stops accepting the token (401 from then on); idempotent. Closing the scope also does. */
+  /**
+   * Stops accepting the token (401 from then on) and cancels the calls made with it that are
+   * still running; idempotent. Closing the scope also does.
+   */
   readonly revoke: Effect.Effect<void>
 }
 

@@ -6,8 +6,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Gateway } from "@tether/gateway"
 import { Tool, Toolkit } from "@tether/tool"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
@@ -54,6 +56,31 @@ describe("Credentials", () => {
       expect((yield* post(registration.url, own, callBody("echo"))).status).toBe(200)
       expect(recorder.calls.map((c) => c.name)).toEqual(["echo", "echo"])
     }).pipe(Effect.scoped, Effect.provide(logLayer)))
+
+  for (const end of ["revoke", "scope closing"] as const) {
+    it.live(`a credential's ${end} cancels the calls made with it that are still running, not another's`, () =>
+      Effect.gen(function*() {
+        const gateway = yield* Gateway.make()
+        const { executor, recorder } = yield* makeExecutor("a")
+        const registration = yield* gateway.register(executor)
+        const scope = yield* Scope.make()
+        const credential = yield* registration.credential().pipe(Scope.extend(scope))
+        const other = remember((yield* registration.credential()).token)
+        const blocked = yield* Effect.fork(post(registration.url, remember(credential.token), callBody("block")))
+        yield* Deferred.await(recorder.started)
+        yield* end === "revoke" ? credential.revoke : Scope.close(scope, Exit.void)
+        // Answered (a JSON-RPC error, the call canceled) and its handler interrupted, its finalizer run.
+        const answer = yield* Fiber.join(blocked).pipe(
+          Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error("the blocked call still runs") })
+        )
+        expect(answer.status).toBe(200)
+        expect(answer.json).toMatchObject({ id: 2, error: { code: expect.any(Number) } })
+        yield* Effect.sleep("200 millis")
+        expect(recorder.interrupted).toBe(1)
+        // The other credential's calls go on.
+        expect((yield* post(registration.url, other, callBody("echo"))).json).toMatchObject({ id: 2, result: {} })
+      }).pipe(Effect.scoped, Effect.provide(logLayer)))
+  }
 
   it.live("credentials minted past one draw of tokens are each new, 43 base64url characters, and each its own", () =>
     Effect.gen(function*() {

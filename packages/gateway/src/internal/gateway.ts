@@ -574,12 +574,13 @@ export const make = (options: Options = {}): Effect.Effect<
           input: unknown,
           signal: AbortSignal,
           parent: Tracer.AnySpan | undefined,
-          track: (cancel: () => void) => () => void,
+          track: ((cancel: () => void) => () => void) | undefined,
           hold: () => () => void
         ): Promise<CallToolResult> =>
           new Promise((resolve, reject) => {
-            // Closed while this call's request was read: no handler runs.
-            if (!owner.open) return reject(Mcp.canceledError())
+            // Closed, or the credential revoked, after this call's request was authenticated (the
+            // SDK's server reaches the call some ticks after the last check): no handler runs.
+            if (!owner.open || track === undefined) return reject(Mcp.canceledError())
             const state: CallState = { interruptedBy: "cancel" }
             const fiber = run(callEffect(executor, redactor, limits, name, input, state, parent))
             // The concurrency slot is the handler's until it has ended, finalizers included.
@@ -609,25 +610,32 @@ export const make = (options: Options = {}): Effect.Effect<
           })
 
         const declared = new Map(executor.catalog.descriptors.map((d) => [d.name, declaredKeys(d.inputSchema)]))
+        /**
+         * A credential's handlers, and `revoke`: from then on a call made with it is answered as
+         * canceled without running, and its calls in flight are canceled (their handlers
+         * interrupted), as the registration's close does to all of its calls.
+         */
         const handlersFor = (
           names: ReadonlySet<string>,
           injected: ReadonlyArray<string>,
           parent: () => Tracer.AnySpan | undefined
-        ): Mcp.Handlers => {
+        ): { readonly handlers: Mcp.Handlers; readonly revoke: () => void } => {
           // This credential's calls in flight by JSON-RPC request id. In stateless mode a
           // client's `notifications/cancelled` reaches a fresh SDK server that never saw the call,
           // so it is routed here: only a cancel made with this same credential reaches these.
           // Clients sharing one credential may reuse an id: an id holds each call made with it.
           const inFlight = new Map<RequestId, Set<() => void>>()
-          const track = (id: RequestId) => (cancel: () => void) => {
-            const calls = inFlight.get(id) ?? new Set()
-            inFlight.set(id, calls.add(cancel))
-            return () => {
-              calls.delete(cancel)
-              if (calls.size === 0 && inFlight.get(id) === calls) inFlight.delete(id)
+          let revoked = false
+          const track = (id: RequestId) =>
+            revoked ? undefined : (cancel: () => void) => {
+              const calls = inFlight.get(id) ?? new Set()
+              inFlight.set(id, calls.add(cancel))
+              return () => {
+                calls.delete(cancel)
+                if (calls.size === 0 && inFlight.get(id) === calls) inFlight.delete(id)
+              }
             }
-          }
-          return {
+          const handlers: Mcp.Handlers = {
             tools: Mcp.toMcpTools(executor.catalog.descriptors.filter((d) => names.has(d.name))),
             has: (name) => names.has(name),
             call: injected.length === 0
@@ -638,6 +646,11 @@ export const make = (options: Options = {}): Effect.Effect<
               for (const cancel of [...(inFlight.get(id) ?? [])]) cancel()
             }
           }
+          const revoke = () => {
+            revoked = true
+            for (const calls of [...inFlight.values()]) for (const cancel of [...calls]) cancel()
+          }
+          return { handlers, revoke }
         }
 
         // The credential's calls are traced under `current`'s span, else the span current at minting.
@@ -652,18 +665,22 @@ export const make = (options: Options = {}): Effect.Effect<
               const parent = current === undefined ? () => atMinting : () => current() ?? atMinting
               const { digest, key, token } = newToken()
               const listed = new Listed()
-              tokens.set(key, {
-                digest,
-                owner,
-                handlers: handlersFor(names, injected, parent),
-                listed: () => listed.done()
-              })
+              const { handlers, revoke } = handlersFor(names, injected, parent)
+              tokens.set(key, { digest, owner, handlers, listed: () => listed.done() })
               known.add(token)
-              return { token: Redacted.make(token), key, listed: listed.await }
+              return {
+                token: Redacted.make(token),
+                key,
+                listed: listed.await,
+                revoke: () => {
+                  tokens.delete(key)
+                  revoke()
+                }
+              }
             }),
-            ({ key, token }) =>
+            ({ revoke, token }) =>
               Effect.sync(() => {
-                tokens.delete(key)
+                revoke()
                 known.delete(Redacted.value(token))
               })
           )
@@ -676,13 +693,11 @@ export const make = (options: Options = {}): Effect.Effect<
             : new Set(options.tools.filter((name) => all.has(name)))
           const injected = Object.freeze([...(options?.injectedArguments ?? [])])
           return issue(allowed, injected, options?.parent).pipe(
-            Effect.map(({ key, listed, token }): Credential => ({
+            Effect.map(({ listed, revoke, token }): Credential => ({
               token,
               tools: Object.freeze([...allowed].sort()),
               listed,
-              revoke: Effect.sync(() => {
-                tokens.delete(key)
-              })
+              revoke: Effect.sync(revoke)
             }))
           )
         }
