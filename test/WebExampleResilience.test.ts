@@ -25,6 +25,8 @@ let exited: Promise<{ readonly code: number | null; readonly signal: string | nu
 // Set by a test: the next turn response through the proxy is cut once it carried this text.
 let cutTurnAfter: string | undefined
 let cutHead = false
+// Set by a test: the next turn request through the proxy has its connection dropped before any byte of the answer.
+let dropBeforeAnswer = false
 const cuts: Array<string> = []
 const sockets = new Set<Net.Socket>()
 
@@ -72,6 +74,13 @@ beforeAll(async () => {
     })
     upstream.on("data", (chunk) => {
       response += chunk.toString("latin1")
+      if (dropBeforeAnswer && /^POST \/api\/threads\/[^/]+\/turns /.test(request)) {
+        dropBeforeAnswer = false
+        cuts.push(response)
+        client.destroy()
+        upstream.destroy()
+        return
+      }
       if (
         cutTurnAfter !== undefined && /^POST \/api\/threads\/[^/]+\/turns /.test(request) &&
         response.includes(cutTurnAfter)
@@ -200,15 +209,21 @@ describe("the web example in headless Chromium, through a proxy that drops conne
     90_000
   )
 
-  for (const marker of ["event: TextDelta", "event: Message"]) {
+  // Cut right after an event, or before any byte of the answer (the page, or Chromium on its own,
+  // sends the POST again with the message's id and reads the run it started).
+  for (const marker of ["event: TextDelta", "event: Message", undefined]) {
     it(
-      `a turn's connection dropped right after ${JSON.stringify(marker)}: the page shows the whole run once`,
+      marker === undefined
+        ? "a turn's POST dropped before any byte of its answer: sent again with its id, the page shows the one run it started"
+        : `a turn's connection dropped right after ${JSON.stringify(marker)}: the page shows the whole run once`,
       async () => {
         const context = await browser.newContext()
         const page = await context.newPage()
         await page.goto(`${proxyOrigin}/#token=${token}`)
+        const key = await page.locator("#thread").innerText()
         const before = cuts.length
-        cutTurnAfter = marker
+        if (marker === undefined) dropBeforeAnswer = true
+        else cutTurnAfter = marker
         await page.fill("#question", "Is ISSUE-42 still open? If it has been fixed, close it.")
         await page.click("#send")
         // The run's end: Send again (while the run goes on it is Steer, enabled).
@@ -218,6 +233,9 @@ describe("the web example in headless Chromium, through a proxy that drops conne
         expect(await page.locator("[data-role=finished]").count()).toBe(1)
         expect(await page.locator("[data-role=tool]").count()).toBe(2)
         expect((await page.locator("[data-role=assistant]").allInnerTexts()).at(-1)).toBe(answer)
+        // The server ran the turn once.
+        const snapshot = (await (await fetch(api(key), { headers: auth() })).json()) as { turns?: number }
+        expect(snapshot.turns).toBe(1)
         await context.close()
       },
       90_000

@@ -6,7 +6,7 @@
  * percent-encoded as one path segment, e.g. with `encodeURIComponent`; the router sets no length
  * limit on it, only the server's limit on a request's head applies):
  *
- * - `POST /threads/:key/turns`, body `{ "input": string, "resumeOnly"?: boolean }` as
+ * - `POST /threads/:key/turns`, body `{ "input": string, "resumeOnly"?: boolean, "id"?: string }` as
  *   `application/json`: runs a turn on the thread and answers `200 text/event-stream`, one SSE
  *   event per Tether event: `id` the event's `sequence`, `event` its `_tag`, `data` its JSON wire
  *   form (see `toWire`). Comments (`: heartbeat`) keep an idle stream alive. The stream ends after
@@ -17,7 +17,14 @@
  *   `reconnectGrace`, the run is canceled as by `DELETE`. The client that started the run counts
  *   as its reader from the start: the grace begins only when its response stops being read (or
  *   the request ends before it was), so even a grace of `0` never cancels a turn its requester
- *   reads.
+ *   reads. `id` (1–128 printable ASCII characters, no space) is the client's id of the turn, and
+ *   its `Agent.Turn.id` unless `Options.turn` gives one: the same request sent again (a browser
+ *   resends a POST whose reused connection dropped before any answer) reads the turn the first
+ *   one started, from its first event (as a reconnect without `Last-Event-ID`), while the router
+ *   keeps its run (`Options.retention` after its end), or gets why it did not start; with another
+ *   `input` or `resumeOnly`, `409 turn_id_reused`. Past that, the thread's record still carries the
+ *   last committed turn's id: `409 turn_committed` (`TurnAlreadyCommitted`). A turn that did not
+ *   start is forgotten: sent again, it runs.
  * - `GET /threads/:key/runs/:run/events` with `Last-Event-ID`: the same stream again, replaying
  *   the events after that id from the run's bounded buffer (`replay` events), then live.
  *   Answers `410` when some of the missed events were already evicted (when they are evicted
@@ -56,8 +63,8 @@
  * `client_tools_unsupported` / `invalid_path` (a path segment that is not valid percent-encoding); `413 body_too_large` (see
  * `Options.maxBodyBytes`); `415 unsupported_media_type`
  * (a body that is not `application/json`, which also keeps cross-site form posts out); `409
- * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible`, `no_active_turn`,
- * `input_unsupported` or `approval_resolved`; `410 events_expired`; `502 input_refused`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
+ * thread_busy` (a turn already runs on the thread: `ThreadBusy`), `thread_incompatible`, `turn_committed`,
+ * `turn_id_reused`, `no_active_turn`, `input_unsupported` or `approval_resolved`; `410 events_expired`; `502 input_refused`; `503 agent_closed`; `500 internal_error` (logged, nothing else said).
  *
  * @since 0.1.0
  */

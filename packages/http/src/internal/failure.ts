@@ -46,6 +46,10 @@ export const threadIncompatible = make(
   "The thread's checkpoint cannot be resumed by this agent."
 )
 /** @internal */
+export const turnCommitted = make(409, "turn_committed", "The turn with this id is already committed.")
+/** @internal */
+export const turnIdReused = make(409, "turn_id_reused", "This turn id was sent with another request.")
+/** @internal */
 export const eventsExpired = make(410, "events_expired", "The missed events are no longer buffered.")
 /** @internal */
 export const agentClosed = make(503, "agent_closed", "The agent is closed.")

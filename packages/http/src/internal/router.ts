@@ -32,7 +32,10 @@ import * as Wire from "./wire.js"
 
 const TurnBody = Schema.Struct({
   input: Schema.String,
-  resumeOnly: Schema.optional(Schema.Boolean)
+  resumeOnly: Schema.optional(Schema.Boolean),
+  // The client's id of this turn (printable ASCII, no space): a request sent again with it (a
+  // browser resending a POST whose connection dropped) reads the turn it started, not a new one.
+  id: Schema.optional(Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,128}$/)))
 })
 
 const AgUiBody = Schema.Struct({
@@ -59,6 +62,14 @@ const ApprovalBody = Schema.Union(
 
 const encoder = new TextEncoder()
 
+/** A turn a request started with the client's `id`: what it asked, its run's events, its start. */
+interface Started {
+  readonly entry: Runs.Entry
+  readonly started: Deferred.Deferred<string, HttpFailure>
+  readonly input: string
+  readonly resumeOnly: boolean
+}
+
 /** Why a thread could not be opened or a turn could not start, as HTTP. */
 const startFailure = (error: unknown): HttpFailure | undefined => {
   switch ((error as { readonly _tag?: unknown } | undefined)?._tag) {
@@ -72,6 +83,8 @@ const startFailure = (error: unknown): HttpFailure | undefined => {
     case "AgentClosed":
     case "ThreadClosed":
       return Failure.agentClosed
+    case "TurnAlreadyCommitted":
+      return Failure.turnCommitted
     default:
       return undefined
   }
@@ -120,6 +133,11 @@ export const make = <Principal, R>(
     const fibers = yield* FiberSet.make<void, never>()
     const byRun = new Map<string, Runs.Entry>()
     const byKey = new Map<string, Runs.Entry>()
+    /**
+     * The turns started with a client's `id`, by key and id, from their request until their run's
+     * retention ends (a turn that did not start is forgotten at once: sent again, it starts anew).
+     */
+    const byTurn = new Map<string, Started>()
     const readers = { idle, grace, timers: fibers }
     // Made after the runs' fibers: its close (every handle's, which cancels the turns still
     // running) comes first, so their readers get `RunFinished` before the runs' fibers end.
@@ -160,7 +178,8 @@ export const make = <Principal, R>(
       mode: Threads.Mode,
       turn: Agent.Turn,
       entry: Runs.Entry,
-      started: Deferred.Deferred<string, HttpFailure>
+      started: Deferred.Deferred<string, HttpFailure>,
+      turnKey: string | undefined
     ) =>
       threads.use(entry.key, mode, (thread) =>
         thread.stream(turn).pipe(
@@ -193,6 +212,7 @@ export const make = <Principal, R>(
                   yield* Effect.logWarning("a turn could not start", Cause.squash(cause))
                 }
                 yield* Deferred.fail(started, Option.getOrElse(failure, () => Failure.internalError))
+                if (turnKey !== undefined && byTurn.get(turnKey)?.entry === entry) byTurn.delete(turnKey)
               } else if (!entry.sawFinished) {
                 yield* Effect.logWarning("a run's events ended without RunFinished", Cause.squash(cause))
                 yield* Runs.publish(entry, undefined)
@@ -208,6 +228,7 @@ export const make = <Principal, R>(
           Effect.zipRight(Effect.sleep(retention)),
           Effect.ensuring(Effect.sync(() => {
             for (const runId of entry.runIds) if (byRun.get(runId) === entry) byRun.delete(runId)
+            if (turnKey !== undefined && byTurn.get(turnKey)?.entry === entry) byTurn.delete(turnKey)
           }))
         )
 
@@ -217,20 +238,30 @@ export const make = <Principal, R>(
      * when the request ends without reading it (the client went away), the place is given up and
      * the grace starts then.
      */
-    const start = (access: AgentHttp.Access<Principal>, key: string, input: string, resumeOnly: boolean) =>
+    const start = (
+      access: AgentHttp.Access<Principal>,
+      key: string,
+      input: string,
+      resumeOnly: boolean,
+      id: string | undefined
+    ) =>
       Effect.gen(function*() {
         const entry = yield* Runs.makeEntry(key, replay, closing)
         const reservation = yield* Runs.reserve(entry)
         // The request's scope closes once its response has been written (or abandoned).
         yield* Effect.addFinalizer(() => Runs.release(entry, reservation, readers))
         const started = yield* Deferred.make<string, HttpFailure>()
+        const host = options.turn?.({ access, key, input }) ?? { input }
         const turn: Agent.Turn = {
-          ...(options.turn?.({ access, key, input }) ?? { input }),
+          ...host,
+          ...(id === undefined || host.id !== undefined ? {} : { id }),
           cancel: Deferred.await(entry.cancel)
         }
+        const turnKey = id === undefined ? undefined : `${key}\n${id}`
+        if (turnKey !== undefined) byTurn.set(turnKey, { entry, started, input, resumeOnly })
         const consuming = yield* FiberSet.run(
           fibers,
-          consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started)
+          consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started, turnKey)
         )
         yield* Body.awaitFrom(started, consuming).pipe(
           Effect.onInterrupt(() => Deferred.succeed(entry.cancel, undefined))
@@ -278,7 +309,17 @@ export const make = <Principal, R>(
       Effect.gen(function*() {
         yield* allowed(access, key)
         const body = yield* decode(TurnBody, yield* readJson)
-        const { entry, reservation } = yield* start(access, key, body.input, body.resumeOnly === true)
+        const resumeOnly = body.resumeOnly === true
+        const known = body.id === undefined ? undefined : byTurn.get(`${key}\n${body.id}`)
+        if (known !== undefined) {
+          // Sent again: the turn that request started, read from its first event (as a reconnect
+          // without Last-Event-ID), or why it did not start.
+          if (known.input !== body.input || known.resumeOnly !== resumeOnly) return yield* Failure.turnIdReused
+          yield* Deferred.await(known.started)
+          if (Runs.expired(known.entry, -1)) return yield* Failure.eventsExpired
+          return tetherEvents(known.entry, -1)
+        }
+        const { entry, reservation } = yield* start(access, key, body.input, resumeOnly, body.id)
         return tetherEvents(entry, -1, reservation)
       })
 
@@ -415,7 +456,7 @@ export const make = <Principal, R>(
       const last = body.messages[body.messages.length - 1]
       const input = last?.role === "user" ? contentText(last.content) : undefined
       if (input === undefined) return yield* Failure.invalidRequest
-      const { entry, reservation } = yield* start(access, body.threadId, input, false)
+      const { entry, reservation } = yield* start(access, body.threadId, input, false, undefined)
       const mapper = AgUi.makeMapper({ threadId: body.threadId, runId: body.runId }, conversationOf(json))
       const agUi = new EventEncoder(
         request.headers["accept"] === undefined ? {} : { accept: request.headers["accept"] }

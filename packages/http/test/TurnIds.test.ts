@@ -1,0 +1,170 @@
+/**
+ * A turn's `id` in `POST …/turns`: a client (or its browser, which resends a POST whose reused
+ * connection dropped before any answer) that sends the same request again reads the turn the first
+ * one started, instead of `409 thread_busy` while that turn runs on unread until the reconnect
+ * grace cancels it. Real HTTP on 127.0.0.1, the fake CLI as the provider.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import { describe, expect, it } from "@effect/vitest"
+import { Agent } from "@tether/core"
+import { AgentHttp } from "@tether/http"
+import { FakeCli, Harness } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Http from "node:http"
+import { events, parseFrames, readUntil } from "./support.js"
+
+type ErrorBody = { readonly error: { readonly code: string } }
+
+const authorize = () => Effect.succeed({ principal: "p", threads: () => true })
+
+/** A router over a fresh agent (resumable fake CLI) on a real server; its origin. */
+const serve = (options: { readonly retention?: Duration.DurationInput } = {}) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const agent = yield* Agent.make({
+      driver: FakeCli.driver({ capabilities: { resume: true } }),
+      definition: { instructions: "", skills: [], tools: Toolkit.empty },
+      workspace: sandbox.workspace,
+      profile: sandbox.selection
+    })
+    const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
+    const router = yield* AgentHttp.router({
+      agent,
+      authorize,
+      reconnectGrace: "3 seconds",
+      retention: options.retention ?? "30 seconds"
+    })
+    yield* server.serve(HttpRouter.empty.pipe(HttpRouter.mount("/agent", router)))
+    const address = server.address
+    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("not a TCP address")
+    return `http://127.0.0.1:${address.port}/agent`
+  })
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+  )
+
+/** The events of a whole SSE answer. */
+const read = (response: Response) => Effect.map(Effect.promise(() => readUntil(response)), events)
+
+/** The thread's snapshot. */
+const snapshot = (origin: string) => Effect.promise(() => fetch(`${origin}/threads/t`).then((r) => r.json()))
+
+/**
+ * Sends the POST and drops its connection once the server has started answering, before the
+ * client read a byte of the answer: what a browser meets when a reused connection resets.
+ */
+const postAndDrop = (url: string, body: unknown) =>
+  Effect.async<void>((resume) => {
+    const request = Http.request(url, { method: "POST", headers: { "content-type": "application/json" } })
+    request.on("response", (response) => {
+      response.destroy()
+      request.destroy()
+      resume(Effect.void)
+    })
+    request.on("error", () => resume(Effect.void))
+    request.end(JSON.stringify(body))
+  })
+
+const slow = FakeCli.script({ op: "text", text: "part-A" }, { op: "sleep", ms: 1_500 }, { op: "text", text: "part-B" })
+
+const text = (frames: ReadonlyArray<{ readonly event: string | undefined; readonly data: any }>) =>
+  frames.filter((f) => f.event === "TextDelta").map((f) => f.data.text).join("")
+
+describe("POST …/turns with the turn's id", () => {
+  it.live(
+    "sent again while its turn runs: reads that turn from its first event, and it runs once",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve()
+        const body = { input: slow, id: "msg-1" }
+        yield* postAndDrop(`${origin}/threads/t/turns`, body)
+        const again = yield* post(`${origin}/threads/t/turns`, body)
+        expect(again.status).toBe(200)
+        const frames = yield* read(again)
+        const tags = frames.map((f) => f.event)
+        expect(tags[0]).toBe("RunStarted")
+        expect(tags.filter((t) => t === "RunStarted")).toHaveLength(1)
+        expect(tags.at(-1)).toBe("RunFinished")
+        expect(frames.at(-1)!.data.outcome).toBe("success")
+        expect(frames.map((f) => Number(f.id))).toEqual(frames.map((_, i) => i))
+        expect(text(frames)).toBe("part-Apart-B")
+        expect(yield* snapshot(origin)).toMatchObject({ turns: 1 })
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "sent again after its run ended: the same run once more while retained, then 409 turn_committed",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve({ retention: "1 second" })
+        const body = { input: FakeCli.script({ op: "text", text: "done" }), id: "msg-2" }
+        const first = yield* read(yield* post(`${origin}/threads/t/turns`, body))
+        const replayed = yield* read(yield* post(`${origin}/threads/t/turns`, body))
+        expect(replayed.map((f) => [f.id, f.event])).toEqual(first.map((f) => [f.id, f.event]))
+        expect(replayed[0]!.data.runId).toBe(first[0]!.data.runId)
+        // Past the run's retention the router forgot it; the thread's record still carries the id.
+        yield* Effect.sleep("1500 millis")
+        const late = yield* post(`${origin}/threads/t/turns`, body)
+        expect(late.status).toBe(409)
+        expect(yield* Effect.promise(() => late.json())).toEqual({
+          error: { code: "turn_committed", message: "The turn with this id is already committed." }
+        })
+        // Another id is another turn.
+        const next = yield* post(`${origin}/threads/t/turns`, { ...body, id: "msg-3" })
+        expect(next.status).toBe(200)
+        expect((yield* read(next)).at(-1)!.data.outcome).toBe("success")
+        expect(yield* snapshot(origin)).toMatchObject({ turns: 2 })
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "the same id with another request is 409 turn_id_reused; an id that is not printable ASCII is 400",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve()
+        const running = yield* post(`${origin}/threads/t/turns`, { input: slow, id: "msg-1" })
+        expect(running.status).toBe(200)
+        for (const other of [{ input: "other", id: "msg-1" }, { input: slow, id: "msg-1", resumeOnly: true }]) {
+          const reused = yield* post(`${origin}/threads/t/turns`, other)
+          expect(reused.status).toBe(409)
+          expect((yield* Effect.promise(() => reused.json() as Promise<ErrorBody>)).error.code).toBe("turn_id_reused")
+        }
+        for (const id of ["", "a b", "é", "x".repeat(129), 7]) {
+          const invalid = yield* post(`${origin}/threads/u/turns`, { input: "x", id })
+          expect(invalid.status).toBe(400)
+          expect((yield* Effect.promise(() => invalid.json() as Promise<ErrorBody>)).error.code).toBe("invalid_request")
+        }
+        expect(text(yield* read(running))).toBe("part-Apart-B")
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "a turn that could not start is forgotten: sent again once the thread is free, it runs",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve()
+        const running = yield* post(`${origin}/threads/t/turns`, { input: slow })
+        const reader = read(running)
+        const busy = yield* post(`${origin}/threads/t/turns`, { input: "x", id: "msg-9" })
+        expect(busy.status).toBe(409)
+        expect((yield* Effect.promise(() => busy.json() as Promise<ErrorBody>)).error.code).toBe("thread_busy")
+        yield* reader
+        const later = yield* post(`${origin}/threads/t/turns`, {
+          input: FakeCli.script({ op: "text", text: "ok" }),
+          id: "msg-9"
+        })
+        expect(later.status).toBe(200)
+        const frames = parseFrames(yield* Effect.promise(() => later.text()))
+        expect(text(events(frames))).toBe("ok")
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+})
