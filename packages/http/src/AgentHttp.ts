@@ -24,7 +24,9 @@
  *   keeps its run (`Options.retention` after its end), or gets why it did not start; with another
  *   `input` or `resumeOnly`, `409 turn_id_reused`. Past that, the thread's record still carries the
  *   last committed turn's id: `409 turn_committed` (`TurnAlreadyCommitted`). A turn that did not
- *   start is forgotten: sent again, it runs.
+ *   start is forgotten: sent again, it runs. A request with an `id` that ends before its turn
+ *   started leaves the turn to the reconnect grace (without one the turn is canceled then), and a
+ *   request sent again that waits for the start is the turn's reader.
  * - `GET /threads/:key/runs/:run/events` with `Last-Event-ID`: the same stream again, replaying
  *   the events after that id from the run's bounded buffer (`replay` events), then live.
  *   Answers `410` when some of the missed events were already evicted (when they are evicted

@@ -7,12 +7,14 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import { describe, expect, it } from "@effect/vitest"
-import { Agent } from "@tether/core"
+import { Agent, ThreadStore } from "@tether/core"
 import { AgentHttp } from "@tether/http"
 import { FakeCli, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
-import * as Duration from "effect/Duration"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Http from "node:http"
 import { events, parseFrames, readUntil } from "./support.js"
 
@@ -20,21 +22,36 @@ type ErrorBody = { readonly error: { readonly code: string } }
 
 const authorize = () => Effect.succeed({ principal: "p", threads: () => true })
 
-/** A router over a fresh agent (resumable fake CLI) on a real server; its origin. */
-const serve = (options: { readonly retention?: Duration.DurationInput } = {}) =>
+/**
+ * A router over a fresh agent (resumable fake CLI) on a real server; its origin. `delay`: the
+ * store takes that long to grant a thread's lease (a remote store), so a turn starts that late.
+ */
+const serve = (
+  options: {
+    readonly retention?: Duration.DurationInput
+    readonly delay?: Duration.DurationInput
+    readonly grace?: Duration.DurationInput
+  } = {}
+) =>
   Effect.gen(function*() {
     const sandbox = yield* Harness.sandbox
+    const memory = Context.get(yield* Layer.build(ThreadStore.layerMemory), ThreadStore.ThreadStore)
+    const delay = options.delay
+    const store: Context.Tag.Service<ThreadStore.ThreadStore> = delay === undefined ? memory : {
+      ...memory,
+      acquire: (key, ttl) => Effect.zipRight(Effect.sleep(delay), memory.acquire(key, ttl))
+    }
     const agent = yield* Agent.make({
       driver: FakeCli.driver({ capabilities: { resume: true } }),
       definition: { instructions: "", skills: [], tools: Toolkit.empty },
       workspace: sandbox.workspace,
       profile: sandbox.selection
-    })
+    }).pipe(Effect.provideService(ThreadStore.ThreadStore, store))
     const server = yield* NodeHttpServer.make(() => Http.createServer(), { host: "127.0.0.1", port: 0 })
     const router = yield* AgentHttp.router({
       agent,
       authorize,
-      reconnectGrace: "3 seconds",
+      reconnectGrace: options.grace ?? "3 seconds",
       retention: options.retention ?? "30 seconds"
     })
     yield* server.serve(HttpRouter.empty.pipe(HttpRouter.mount("/agent", router)))
@@ -55,19 +72,30 @@ const read = (response: Response) => Effect.map(Effect.promise(() => readUntil(r
 const snapshot = (origin: string) => Effect.promise(() => fetch(`${origin}/threads/t`).then((r) => r.json()))
 
 /**
- * Sends the POST and drops its connection once the server has started answering, before the
- * client read a byte of the answer: what a browser meets when a reused connection resets.
+ * Sends the POST and drops its connection before the client read a byte of the answer: once the
+ * server has started answering (the run started), or after `after` ms (the run may not have
+ * started yet); whether an answer had begun. What a browser meets when a reused connection resets.
  */
-const postAndDrop = (url: string, body: unknown) =>
-  Effect.async<void>((resume) => {
+const postAndDrop = (url: string, body: unknown, after?: number) =>
+  Effect.async<boolean>((resume) => {
+    let answered = false
     const request = Http.request(url, { method: "POST", headers: { "content-type": "application/json" } })
     request.on("response", (response) => {
+      answered = true
       response.destroy()
-      request.destroy()
-      resume(Effect.void)
+      if (after === undefined) {
+        request.destroy()
+        resume(Effect.succeed(true))
+      }
     })
-    request.on("error", () => resume(Effect.void))
+    request.on("error", () => undefined)
     request.end(JSON.stringify(body))
+    if (after === undefined) return
+    const timer = setTimeout(() => {
+      request.destroy()
+      resume(Effect.succeed(answered))
+    }, after)
+    return Effect.sync(() => clearTimeout(timer))
   })
 
 const slow = FakeCli.script({ op: "text", text: "part-A" }, { op: "sleep", ms: 1_500 }, { op: "text", text: "part-B" })
@@ -82,7 +110,7 @@ describe("POST …/turns with the turn's id", () => {
       Effect.gen(function*() {
         const origin = yield* serve()
         const body = { input: slow, id: "msg-1" }
-        yield* postAndDrop(`${origin}/threads/t/turns`, body)
+        expect(yield* postAndDrop(`${origin}/threads/t/turns`, body)).toBe(true)
         const again = yield* post(`${origin}/threads/t/turns`, body)
         expect(again.status).toBe(200)
         const frames = yield* read(again)
@@ -120,6 +148,39 @@ describe("POST …/turns with the turn's id", () => {
         expect(next.status).toBe(200)
         expect((yield* read(next)).at(-1)!.data.outcome).toBe("success")
         expect(yield* snapshot(origin)).toMatchObject({ turns: 2 })
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "sent again after a drop before its turn started: reads that turn, which the drop did not cancel",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve({ delay: "1500 millis", grace: "5 seconds" })
+        const body = { input: FakeCli.script({ op: "text", text: "answer" }), id: "msg-4" }
+        // Dropped while the turn waits for its lease: no answer was written yet.
+        expect(yield* postAndDrop(`${origin}/threads/t/turns`, body, 400)).toBe(false)
+        const frames = yield* read(yield* post(`${origin}/threads/t/turns`, body))
+        expect(frames.at(-1)!.data.outcome).toBe("success")
+        expect(text(frames)).toBe("answer")
+        expect(yield* snapshot(origin)).toMatchObject({ turns: 1 })
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "a resend waiting for its turn's start is its reader: a start longer than the grace is not canceled",
+    () =>
+      Effect.gen(function*() {
+        // The resend arrives while the first request still waits; then the first one drops.
+        const origin = yield* serve({ delay: "2500 millis", grace: "500 millis" })
+        const body = { input: FakeCli.script({ op: "text", text: "answer" }), id: "msg-5" }
+        const first = yield* Effect.fork(postAndDrop(`${origin}/threads/t/turns`, body, 600))
+        yield* Effect.sleep("200 millis")
+        const again = yield* post(`${origin}/threads/t/turns`, body)
+        expect(yield* first).toBe(false)
+        expect(again.status).toBe(200)
+        expect((yield* read(again)).at(-1)!.data.outcome).toBe("success")
       }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
     60_000
   )

@@ -264,7 +264,10 @@ export const make = <Principal, R>(
           consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started, turnKey)
         )
         yield* Body.awaitFrom(started, consuming).pipe(
-          Effect.onInterrupt(() => Deferred.succeed(entry.cancel, undefined))
+          // The request ended before the run started. Without an id no client can find the run:
+          // it is canceled. With one the request may be sent again: as for a started run, its
+          // reservation's release starts the reconnect grace.
+          Effect.onInterrupt(() => id === undefined ? Deferred.succeed(entry.cancel, undefined) : Effect.void)
         )
         return { entry, reservation }
       })
@@ -315,9 +318,15 @@ export const make = <Principal, R>(
           // Sent again: the turn that request started, read from its first event (as a reconnect
           // without Last-Event-ID), or why it did not start.
           if (known.input !== body.input || known.resumeOnly !== resumeOnly) return yield* Failure.turnIdReused
+          // Waiting for the start, the request is the run's reader already (the grace never
+          // cancels a turn a client waits for), as its first request was.
+          const reservation = (yield* Deferred.isDone(known.started)) ? undefined : yield* Runs.reserve(known.entry)
+          if (reservation !== undefined) {
+            yield* Effect.addFinalizer(() => Runs.release(known.entry, reservation, readers))
+          }
           yield* Deferred.await(known.started)
           if (Runs.expired(known.entry, -1)) return yield* Failure.eventsExpired
-          return tetherEvents(known.entry, -1)
+          return tetherEvents(known.entry, -1, reservation)
         }
         const { entry, reservation } = yield* start(access, key, body.input, resumeOnly, body.id)
         return tetherEvents(entry, -1, reservation)
