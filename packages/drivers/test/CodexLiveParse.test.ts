@@ -12,12 +12,15 @@ import { LiveChannel } from "@tether/testing"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as FastCheck from "effect/FastCheck"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as CodexLiveParse from "../src/internal/codexLiveParse.js"
 import * as StrictSchema from "../src/internal/strictSchema.js"
+import * as OneEdit from "./OneEdit.js"
 
 interface Frame {
   readonly dir: "in" | "out" | "exit"
@@ -120,6 +123,10 @@ const opening = (prompt: string): ReadonlyArray<Frame> => [
   }),
   line({ id: 3, result: { turn: { id: "U1", status: "inProgress" } } })
 ]
+
+/** The stdout lines of a hand-made transcript. */
+const stdoutOf = (frames: ReadonlyArray<Frame>): ReadonlyArray<string> =>
+  frames.filter((frame) => frame.dir === "out").map((frame) => frame.line)
 
 const completed = (turn: string, status: string, extra: object = {}) =>
   line({ method: "turn/completed", params: { threadId: "T", turn: { id: turn, status, error: null, ...extra } } })
@@ -313,4 +320,84 @@ describe("Codex live protocol (recorded and hand-made transcripts)", () => {
       )))
       expect(Either.isLeft(parsed) && parsed.left.reason).toBe("ResumeRejected")
     }).pipe(Effect.scoped))
+})
+
+describe("Codex's live parser reads a plain agent-message delta without JSON.parse, as JSON.parse reads it", () => {
+  const delta = (turnId: string, text: string, emittedAtMs: number | undefined) =>
+    JSON.stringify({
+      method: "item/agentMessage/delta",
+      params: { threadId: "T", turnId, itemId: "msg_1", delta: text },
+      ...(emittedAtMs === undefined ? {} : { emittedAtMs })
+    })
+  // The session's stdout before the line: its thread, then its turn U1.
+  const opened = stdoutOf(opening("go"))
+
+  it.effect.prop(
+    "in a session's stdout: any delta, and any line one edit away from one, gives what JSON.parse reads",
+    [
+      FastCheck.constantFrom("U1", "U0"),
+      FastCheck.string({ unit: "binary" }),
+      FastCheck.option(FastCheck.nat(), { nil: undefined }),
+      OneEdit.edits
+    ],
+    ([turnId, text, emittedAtMs, edits]) =>
+      Effect.gen(function*() {
+        const edited = OneEdit.edited(delta(turnId, text, emittedAtMs), edits)
+        const r = OneEdit.parsedRecord(edited)
+        const params = r === "non_json" || r === undefined ? undefined : r["params"]
+        const outputs = (yield* collect(Codex.parseLive(Stream.fromIterable([...opened, edited]), context))).slice(1)
+        if (r === "non_json") {
+          expect(outputs).toMatchObject([{ _tag: "Notice", kind: "malformed" }])
+          return
+        }
+        if (
+          r === undefined || r["method"] !== "item/agentMessage/delta" || "id" in r || typeof params !== "object" ||
+          params === null || Array.isArray(params)
+        ) return
+        const fields = params as { readonly turnId?: unknown; readonly delta?: unknown }
+        const mine = typeof fields.turnId !== "string" || fields.turnId === "U1"
+        expect(outputs).toEqual(
+          mine && typeof fields.delta === "string" && fields.delta.length > 0
+            ? [{ _tag: "TextDelta", text: fields.delta }]
+            : []
+        )
+      }),
+    { fastCheck: { numRuns: 300 } }
+  )
+
+  it("a backslash before any of its strings' closing quote: not JSON (the pattern must not end the string there)", () => {
+    const plain = delta("U1", "d", 1)
+    for (const field of ["T", "U1", "msg_1", "d"]) {
+      const at = plain.indexOf(`"${field}"`) + field.length + 1
+      const line = `${plain.slice(0, at)}\\${plain.slice(at)}`
+      expect(OneEdit.parsedRecord(line)).toBe("non_json")
+      expect(CodexLiveParse.decode(line)).toMatchObject({ _tag: "Malformed", reason: "a stdout line is not JSON" })
+    }
+  })
+
+  it.prop(
+    "a live session's frame of any such line is the frame of its JSON",
+    [
+      FastCheck.constantFrom("U1", "U0"),
+      FastCheck.string({ unit: "binary" }),
+      FastCheck.option(FastCheck.nat(), { nil: undefined }),
+      OneEdit.edits
+    ],
+    ([turnId, text, emittedAtMs, edits]) => {
+      const edited = OneEdit.edited(delta(turnId, text, emittedAtMs), edits)
+      const r = OneEdit.parsedRecord(edited)
+      const frame = CodexLiveParse.decode(edited)
+      if (edited.trim() === "") {
+        expect(frame).toBeUndefined()
+        return
+      }
+      if (r === "non_json") {
+        expect(frame).toMatchObject({ _tag: "Malformed", reason: "a stdout line is not JSON" })
+        return
+      }
+      if (r === undefined || typeof r["method"] !== "string" || "id" in r) return
+      expect(frame).toEqual({ _tag: "Notification", method: r["method"], params: r["params"] })
+    },
+    { fastCheck: { numRuns: 300 } }
+  )
 })

@@ -47,8 +47,32 @@ export type Frame =
  */
 export const decode = (line: string): Frame | undefined => {
   if (isBlank(line)) return undefined
+  const delta = plainDelta(line)
+  if (delta !== undefined) return { _tag: "Notification", method: agentDelta, params: delta }
   const value = jsonOf(line)
   return value === notJson ? notJsonFrame(line) : frameOf(value)
+}
+
+const agentDelta = "item/agentMessage/delta"
+
+/**
+ * An `item/agentMessage/delta` notification written exactly as `codex app-server` writes one,
+ * with no escape, quote or control character in its strings (so each string's text is its
+ * value): its params' `threadId`, `turnId`, `itemId` and `delta` are groups 1 to 4.
+ */
+const plainDeltaLine =
+  /^\{"method":"item\/agentMessage\/delta","params":\{"threadId":"([^"\\\x00-\x1f]*)","turnId":"([^"\\\x00-\x1f]*)","itemId":"([^"\\\x00-\x1f]*)","delta":"([^"\\\x00-\x1f]*)"\}(?:,"emittedAtMs":(?:0|[1-9][0-9]*))?\}$/
+
+/**
+ * The params of a line `plainDeltaLine` matches, read without `JSON.parse` (which reads the same
+ * object from it: the same keys in the same order); `undefined` for any other line, which is
+ * parsed. Text deltas are the bulk of a turn's notifications (P3 in docs/contributing.md).
+ */
+const plainDelta = (line: string): Json | undefined => {
+  const match = plainDeltaLine.exec(line)
+  return match === null
+    ? undefined
+    : { threadId: match[1]!, turnId: match[2]!, itemId: match[3]!, delta: match[4]! }
 }
 
 /** What `jsonOf` answers for a line that is not JSON (no JSON value is this symbol). */
@@ -439,6 +463,8 @@ export const parse = (
     }
     return (line) => {
       if (isBlank(line)) return none
+      const delta = plainDelta(line)
+      if (delta !== undefined) return onTurnNotification(agentDelta, delta)
       const value = jsonOf(line)
       // Most lines are notifications: read straight from the record, without a frame for them.
       if (isRecord(value)) {
