@@ -103,6 +103,27 @@ const slow = FakeCli.script({ op: "text", text: "part-A" }, { op: "sleep", ms: 1
 const text = (frames: ReadonlyArray<{ readonly event: string | undefined; readonly data: any }>) =>
   frames.filter((f) => f.event === "TextDelta").map((f) => f.data.text).join("")
 
+const long = FakeCli.script({ op: "text", text: "A" }, { op: "sleep", ms: 8_000 }, { op: "text", text: "B" })
+
+/** How long (ms) until thread `t` takes a new turn (a busy thread answers 409 thread_busy). */
+const freeAfter = (origin: string) =>
+  Effect.gen(function*() {
+    const since = Date.now()
+    for (let i = 0; i < 75; i++) {
+      const next = yield* post(`${origin}/threads/t/turns`, {
+        input: FakeCli.script({ op: "text", text: "ok" }),
+        id: `probe-${i}`
+      })
+      if (next.status === 200) {
+        expect((yield* read(next)).at(-1)!.data.outcome).toBe("success")
+        return Date.now() - since
+      }
+      yield* Effect.promise(() => next.text())
+      yield* Effect.sleep("200 millis")
+    }
+    return Infinity
+  })
+
 describe("POST …/turns with the turn's id", () => {
   it.live(
     "sent again while its turn runs: reads that turn from its first event, and it runs once",
@@ -181,6 +202,42 @@ describe("POST …/turns with the turn's id", () => {
         expect(yield* first).toBe(false)
         expect(again.status).toBe(200)
         expect((yield* read(again)).at(-1)!.data.outcome).toBe("success")
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "a drop before its turn started, and no resend: the grace cancels the turn (it does not run on)",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve({ delay: "800 millis", grace: "600 millis" })
+        expect(yield* postAndDrop(`${origin}/threads/t/turns`, { input: long, id: "m1" }, 300)).toBe(false)
+        // The turn (8 s) is canceled once the grace passed: the thread is free well before its end.
+        expect(yield* freeAfter(origin)).toBeLessThan(5_000)
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "a resend that waits for the start and then drops too: the grace cancels the turn",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve({ delay: "1500 millis", grace: "400 millis" })
+        const body = { input: long, id: "m2" }
+        expect(yield* postAndDrop(`${origin}/threads/t/turns`, body, 200)).toBe(false)
+        expect(yield* postAndDrop(`${origin}/threads/t/turns`, body, 300)).toBe(false)
+        expect(yield* freeAfter(origin)).toBeLessThan(5_000)
+      }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
+    60_000
+  )
+
+  it.live(
+    "without an id, a drop before the turn started cancels it at once (as before ids)",
+    () =>
+      Effect.gen(function*() {
+        const origin = yield* serve({ delay: "800 millis", grace: "10 seconds" })
+        expect(yield* postAndDrop(`${origin}/threads/t/turns`, { input: long }, 300)).toBe(false)
+        expect(yield* freeAfter(origin)).toBeLessThan(5_000)
       }).pipe(Effect.scoped, Effect.provide(Harness.layer)),
     60_000
   )

@@ -15,6 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -66,6 +67,8 @@ const encoder = new TextEncoder()
 interface Started {
   readonly entry: Runs.Entry
   readonly started: Deferred.Deferred<string, HttpFailure>
+  /** The fiber that completes `started` (a router closing before it ran leaves `started` open). */
+  consuming: Fiber.RuntimeFiber<unknown, unknown> | undefined
   readonly input: string
   readonly resumeOnly: boolean
 }
@@ -258,11 +261,14 @@ export const make = <Principal, R>(
           cancel: Deferred.await(entry.cancel)
         }
         const turnKey = id === undefined ? undefined : `${key}\n${id}`
-        if (turnKey !== undefined) byTurn.set(turnKey, { entry, started, input, resumeOnly })
+        // Known before its fiber runs: a start that fails at once forgets it (see `consume`).
+        const known: Started = { entry, started, consuming: undefined, input, resumeOnly }
+        if (turnKey !== undefined) byTurn.set(turnKey, known)
         const consuming = yield* FiberSet.run(
           fibers,
           consume(resumeOnly ? "resumeOnly" : "continue", turn, entry, started, turnKey)
         )
+        known.consuming = consuming
         yield* Body.awaitFrom(started, consuming).pipe(
           // The request ended before the run started. Without an id no client can find the run:
           // it is canceled. With one the request may be sent again: as for a started run, its
@@ -324,7 +330,9 @@ export const make = <Principal, R>(
           if (reservation !== undefined) {
             yield* Effect.addFinalizer(() => Runs.release(known.entry, reservation, readers))
           }
-          yield* Deferred.await(known.started)
+          yield* known.consuming === undefined
+            ? Deferred.await(known.started)
+            : Body.awaitFrom(known.started, known.consuming)
           if (Runs.expired(known.entry, -1)) return yield* Failure.eventsExpired
           return tetherEvents(known.entry, -1, reservation)
         }
