@@ -11,6 +11,7 @@ import { Claude, CodeBuddy, Gemini } from "@tether/drivers"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
+import * as CodexLiveParse from "../src/internal/codexLiveParse.js"
 
 const context: Driver.ParseContext = {
   hostedKey: "tether",
@@ -80,6 +81,45 @@ describe("the plain text delta patterns", () => {
       // Linear: four times the line, about four times the time (quadratic would be sixteen, and
       // seconds); the bounds are loose so that a loaded machine does not fail them.
       expect({ name, linear: t4 < 10 * t1 + 20, bounded: t4 < 1_000 }).toEqual({ name, linear: true, bounded: true })
+    }
+  })
+
+  it("Codex's app-server delta, on edge texts in each string and any emittedAtMs, decodes to the frame of its JSON", () => {
+    const texts = [
+      "\ud800",
+      "a\udfffb",
+      "\u2028\u2029",
+      "\u007f",
+      "😀",
+      "",
+      " ",
+      "/",
+      "}",
+      "{\"",
+      "a'b",
+      "\u0085",
+      "\ufeff"
+    ]
+    const stamps = ["", `,"emittedAtMs":0`, `,"emittedAtMs":1733000000000`, `,"emittedAtMs":${"9".repeat(400)}`]
+    for (const text of texts) {
+      for (const stamp of stamps) {
+        for (const field of ["threadId", "turnId", "itemId", "delta"] as const) {
+          const p = { threadId: "T", turnId: "U1", itemId: "msg_1", delta: "d", [field]: text }
+          const line =
+            `{"method":"item/agentMessage/delta","params":{"threadId":"${p.threadId}","turnId":"${p.turnId}",` +
+            `"itemId":"${p.itemId}","delta":"${p.delta}"}${stamp}}`
+          const frame = CodexLiveParse.decode(line)
+          let parsed: { readonly method: string; readonly params: object }
+          try {
+            parsed = JSON.parse(line)
+          } catch {
+            expect(frame).toMatchObject({ _tag: "Malformed" })
+            continue
+          }
+          expect(frame).toStrictEqual({ _tag: "Notification", method: parsed.method, params: parsed.params })
+          expect(Object.keys((frame as { readonly params: object }).params)).toEqual(Object.keys(parsed.params))
+        }
+      }
     }
   })
 })
