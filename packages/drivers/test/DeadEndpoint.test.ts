@@ -38,7 +38,8 @@ const failureOf = (driver: Driver.Driver) =>
     return error
   }).pipe(Effect.scoped, Effect.provide([NoopToolsLive, Harness.layer]))
 
-describe("A dead model endpoint fails within the drivers' retry bounds", () => {
+// Mostly waiting out retries (each test its own CLI, agent and sandbox): the three run at once.
+describe("A dead model endpoint fails within the drivers' retry bounds", { concurrent: true }, () => {
   it.live("Claude Code (default maxRetries)", () =>
     Effect.gen(function*() {
       const error = yield* failureOf(

@@ -8,7 +8,9 @@
  * after a crash resumes the checkpoint. Driver-specific besides: a tool-policy change restarts
  * the process and the new one offers only the new tools (Gemini: in the crash's restart, its
  * resume costs up to a minute), the idle timeout and the per-agent cap, and a live turn's saved
- * session resumed by another agent.
+ * session resumed by another agent. Last, a Gemini thread whose process died mid-turn resumes its
+ * last committed checkpoint without the failed turn's prompt. The tests that mostly wait (Gemini's
+ * resumes, the idle timeout) run beside the others, which run one after another.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, ThreadStore } from "@tether/core"
@@ -19,6 +21,7 @@ import { Gateway } from "@tether/gateway"
 import { AnthropicServer, Conformance, GeminiServer, Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -216,59 +219,118 @@ const afterClause = (
   }
 }
 
-for (const subject of [claude, codex, gemini]) {
-  const conformance = (
-    model: { readonly driver: Driver.Driver; readonly requests: Effect.Effect<ReadonlyArray<unknown>> }
-  ): Conformance.Subject => ({
-    driver: model.driver,
-    plain,
-    plainText: `answer to ${plain}`,
-    slow: "SLOW 60000",
-    live: {
-      callWait: (ms) => `CALL ${ms}`,
-      modelRequests: Effect.map(model.requests, (all) => all.length),
-      ...(subject.slowResume ? { afterCrash: { toolPolicy: echoOnly } } : {})
-    }
-  })
-  describe(`live threads: ${subject.name} (real CLI)`, () => {
-    const placeholder = { driver: Codex.driver(), requests: Effect.succeed([]) }
-    for (const { id, title } of Conformance.liveClauses(conformance(placeholder), conformance(placeholder).live!)) {
-      it.live(`${id} ${title}`, () =>
-        Effect.gen(function*() {
-          const model = yield* subject.make
-          const subjectNow = conformance(model)
-          const clause = Conformance.liveClauses(subjectNow, subjectNow.live!).find((c) => c.id === id)!
-          yield* clause.run
-          afterClause(id, subject, yield* model.requests)
-        }).pipe(Effect.scoped), 150_000)
-    }
+const conformanceOf = (
+  subject: Subject,
+  model: { readonly driver: Driver.Driver; readonly requests: Effect.Effect<ReadonlyArray<unknown>> }
+): Conformance.Subject => ({
+  driver: model.driver,
+  plain,
+  plainText: `answer to ${plain}`,
+  slow: "SLOW 60000",
+  live: {
+    callWait: (ms) => `CALL ${ms}`,
+    modelRequests: Effect.map(model.requests, (all) => all.length),
+    ...(subject.slowResume ? { afterCrash: { toolPolicy: echoOnly } } : {})
+  }
+})
 
-    if (!subject.slowResume) {
-      it.live(
-        "a tool-policy change between turns restarts the process, which offers only the new tools",
-        () =>
-          Effect.gen(function*() {
-            const model = yield* subject.make
-            yield* withAgent(model.driver, (agent) =>
-              Effect.gen(function*() {
-                const thread = yield* agent.thread("policy")
-                const first = Array.from(yield* Stream.runCollect(thread.stream("remember PAPAYA")))
-                expect((yield* model.requests).at(-1)!.tools.slice().sort()).toEqual(["echo", "wait"])
-                const narrowed = Array.from(
-                  yield* Stream.runCollect(thread.stream({ input: "narrowed", toolPolicy: echoOnly }))
-                )
-                expect(pidOf(narrowed)).not.toBe(pidOf(first))
-                expect(narrowed.find((e) => e._tag === "ThreadOpened")).toMatchObject({ opening: { mode: "resumed" } })
-                const last = (yield* model.requests).at(-1)!
-                expect(last.tools).toEqual(["echo"])
-                expect(last.text).toContain("answer to remember PAPAYA")
-              }))
-          }).pipe(Effect.scoped),
-        90_000
-      )
-    }
-  })
+/** The live clauses' ids and titles (the subject's model is not needed to list them). */
+const clausesOf = (subject: Subject) => {
+  const placeholder = conformanceOf(subject, { driver: Codex.driver(), requests: Effect.succeed([]) })
+  return Conformance.liveClauses(placeholder, placeholder.live!)
 }
+
+/** A live clause against a fresh scripted model, then what that model must have seen. */
+const clauseTest = (subject: Subject, id: string, title: string) =>
+  it.live(`${id} ${title}`, () =>
+    Effect.gen(function*() {
+      const model = yield* subject.make
+      const subjectNow = conformanceOf(subject, model)
+      const clause = Conformance.liveClauses(subjectNow, subjectNow.live!).find((c) => c.id === id)!
+      yield* clause.run
+      afterClause(id, subject, yield* model.requests)
+    }).pipe(Effect.scoped), 150_000)
+
+/**
+ * Mostly waiting: a slow-resume driver's crash clause (its fresh process waits for the next
+ * minute before it loads the session, up to a minute) and the idle-timeout test (it waits the
+ * timeout out). Each runs beside the other tests of this file, which run one after another (a
+ * `concurrent` describe of `sequential` ones). Every test has its own scripted model, sandbox,
+ * agent and gateway, and checks only its own processes, clones and tokens.
+ */
+const waitsTheMinute = (subject: Subject, id: string) => subject.slowResume && id === "L4"
+
+describe("one after another", { concurrent: true }, () => {
+  for (const subject of [claude, codex, gemini]) {
+    describe(`live threads: ${subject.name} (real CLI)`, { sequential: true }, () => {
+      for (const { id, title } of clausesOf(subject)) {
+        if (!waitsTheMinute(subject, id)) clauseTest(subject, id, title)
+      }
+
+      if (!subject.slowResume) {
+        it.live(
+          "a tool-policy change between turns restarts the process, which offers only the new tools",
+          () =>
+            Effect.gen(function*() {
+              const model = yield* subject.make
+              yield* withAgent(model.driver, (agent) =>
+                Effect.gen(function*() {
+                  const thread = yield* agent.thread("policy")
+                  const first = Array.from(yield* Stream.runCollect(thread.stream("remember PAPAYA")))
+                  expect((yield* model.requests).at(-1)!.tools.slice().sort()).toEqual(["echo", "wait"])
+                  const narrowed = Array.from(
+                    yield* Stream.runCollect(thread.stream({ input: "narrowed", toolPolicy: echoOnly }))
+                  )
+                  expect(pidOf(narrowed)).not.toBe(pidOf(first))
+                  expect(narrowed.find((e) => e._tag === "ThreadOpened")).toMatchObject({
+                    opening: { mode: "resumed" }
+                  })
+                  const last = (yield* model.requests).at(-1)!
+                  expect(last.tools).toEqual(["echo"])
+                  expect(last.text).toContain("answer to remember PAPAYA")
+                }))
+            }).pipe(Effect.scoped),
+          90_000
+        )
+      }
+    })
+  }
+
+  describe("live thread checkpoints (Claude Code, real CLI)", { sequential: true }, () => {
+    it.live(
+      "the session saved for a live turn holds its answer: another agent resumes it from the store",
+      () =>
+        Effect.gen(function*() {
+          const model = yield* claude.make
+          const sandbox = yield* Harness.sandbox
+          const make = Agent.make({
+            driver: model.driver,
+            definition: { instructions: "", skills: [], tools: Tools },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection
+          })
+          // The first agent stays open, its process warm: the second has its own clone, restored from
+          // the session store (what another host does).
+          const first = yield* make
+          yield* (yield* first.thread("shared")).run("remember MANGO")
+          yield* Effect.sleep("500 millis")
+          const second = yield* make
+          const resumed = yield* (yield* second.thread("shared", { resumeOnly: true })).run("what was it?")
+          expect(resumed.thread?.mode).toBe("resumed")
+          const last = (yield* model.requests).at(-1)!.text
+          expect(last).toContain("remember MANGO")
+          expect(last).toContain("answer to remember MANGO")
+        }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.layer, ThreadStore.layerMemory])),
+      90_000
+    )
+  })
+})
+
+describe(`live threads: ${gemini.name} (real CLI)`, { concurrent: true }, () => {
+  for (const { id, title } of clausesOf(gemini)) {
+    if (waitsTheMinute(gemini, id)) clauseTest(gemini, id, title)
+  }
+})
 
 const alive = (pid: number) => {
   try {
@@ -279,7 +341,7 @@ const alive = (pid: number) => {
   }
 }
 
-describe("live processes of an agent (Claude Code, real CLI)", () => {
+describe("live processes of an agent (Claude Code, real CLI)", { concurrent: true }, () => {
   it.live(
     "an idle process is shut down after the idle timeout; over the cap the least recently used goes",
     () =>
@@ -309,31 +371,81 @@ describe("live processes of an agent (Claude Code, real CLI)", () => {
   )
 })
 
-describe("live thread checkpoints (Claude Code, real CLI)", () => {
+/**
+ * A Gemini CLI live thread (`gemini --acp`) whose process dies mid-turn, the turn started right
+ * after the previous one committed. DESIGN §12: "A crashed live process fails the running turn
+ * with RunError (partial result kept) and the next turn starts fresh from the last healthy
+ * checkpoint." docs/profiles.md: a process resuming a thread's session resumes "what was committed
+ * last ... and not what a failed turn of its own wrote past it". The committed turn's late save
+ * (which waits for the session's files to go quiet) went on into the next turn and saved its
+ * prompt under the last checkpoint: the resumed session replayed the failed turn to the model.
+ * Its next turn waits for the next minute, as Gemini's L4 does: it runs beside the other tests.
+ */
+const lastUser = (request: GeminiServer.GenerateRequest) =>
+  GeminiServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
+
+const resumeAfterCrash = (pauseMs: number) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const seen = yield* Effect.gen(function*() {
+      const server = yield* GeminiServer.make({
+        respond: (request) =>
+          lastUser(request).includes("SECOND")
+            ? GeminiServer.reply("too late", { delay: 15_000 })
+            : GeminiServer.reply("ok")
+      })
+      const agent = yield* Agent.make({
+        driver: Gemini.driver({
+          model: "gemini-2.5-flash",
+          env: { GOOGLE_GEMINI_BASE_URL: server.url, GEMINI_API_KEY: Redacted.make("fake-gemini-key") }
+        }),
+        definition: { instructions: "", tools: Toolkit.empty },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        processes: { killGrace: "2 seconds" }
+      })
+      const thread = yield* agent.thread("crash")
+      expect((yield* thread.run("FIRST: remember BANANA")).text).toBe("ok")
+      if (pauseMs > 0) yield* Effect.sleep(pauseMs)
+      let pid: number | undefined
+      const second = yield* thread.stream("SECOND: this turn is lost").pipe(
+        Stream.runForEach((e) =>
+          Effect.sync(() => e._tag === "ProcessStarted" && (pid = (e as Event.ProcessStarted).pid))
+        ),
+        Effect.either,
+        Effect.fork
+      )
+      for (let i = 0; i < 500; i++) {
+        const generations = yield* server.generations
+        if (generations.some((g) => lastUser(g).includes("SECOND"))) break
+        yield* Effect.sleep("20 millis")
+      }
+      // The CLI has written the second prompt into its chat file; the process dies.
+      yield* Effect.sleep("500 millis")
+      process.kill(pid!, "SIGKILL")
+      const failed = yield* Fiber.join(second)
+      expect(failed._tag).toBe("Left")
+      const third = yield* thread.run("THIRD: what did I ask you to remember?")
+      expect(third.thread?.mode).toBe("resumed")
+      const seen = GeminiServer.transcript((yield* server.generations).at(-1)!).map(([, text]) => text).join("\n")
+      yield* agent.close()
+      expect(yield* Harness.markedProcesses(agent.marker)).toEqual([])
+      return seen
+    }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+    return seen
+  }).pipe(Effect.scoped)
+
+describe("Gemini live thread resumed after its process died mid-turn", { concurrent: true }, () => {
   it.live(
-    "the session saved for a live turn holds its answer: another agent resumes it from the store",
+    "the next turn resumes the last committed checkpoint, without the failed turn's prompt",
     () =>
       Effect.gen(function*() {
-        const model = yield* claude.make
-        const sandbox = yield* Harness.sandbox
-        const make = Agent.make({
-          driver: model.driver,
-          definition: { instructions: "", skills: [], tools: Tools },
-          workspace: sandbox.workspace,
-          profile: sandbox.selection
-        })
-        // The first agent stays open, its process warm: the second has its own clone, restored from
-        // the session store (what another host does).
-        const first = yield* make
-        yield* (yield* first.thread("shared")).run("remember MANGO")
-        yield* Effect.sleep("500 millis")
-        const second = yield* make
-        const resumed = yield* (yield* second.thread("shared", { resumeOnly: true })).run("what was it?")
-        expect(resumed.thread?.mode).toBe("resumed")
-        const last = (yield* model.requests).at(-1)!.text
-        expect(last).toContain("remember MANGO")
-        expect(last).toContain("answer to remember MANGO")
-      }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.layer, ThreadStore.layerMemory])),
-    90_000
+        const seen = yield* resumeAfterCrash(0)
+        expect(seen).toContain("FIRST: remember BANANA")
+        expect(seen).toContain("THIRD")
+        expect(seen).not.toContain("SECOND: this turn is lost")
+      }),
+    150_000
   )
 })
