@@ -236,6 +236,14 @@ export const make = <Principal, R>(
         )
 
     /**
+     * The reader's place of a request in `entry`, given up when the request's scope closes (once
+     * its response has been written, or abandoned). Taken and its release registered as one step:
+     * an interruption between the two would keep a place that nothing gives up.
+     */
+    const reserve = (entry: Runs.Entry) =>
+      Effect.acquireRelease(Runs.reserve(entry), (reservation) => Runs.release(entry, reservation, readers))
+
+    /**
      * Starts the turn on the key's shared handle; succeeds once the run has started. The requester
      * counts as the run's reader from the start: its response stream takes that place over, and
      * when the request ends without reading it (the client went away), the place is given up and
@@ -250,9 +258,7 @@ export const make = <Principal, R>(
     ) =>
       Effect.gen(function*() {
         const entry = yield* Runs.makeEntry(key, replay, closing)
-        const reservation = yield* Runs.reserve(entry)
-        // The request's scope closes once its response has been written (or abandoned).
-        yield* Effect.addFinalizer(() => Runs.release(entry, reservation, readers))
+        const reservation = yield* reserve(entry)
         const started = yield* Deferred.make<string, HttpFailure>()
         const host = options.turn?.({ access, key, input }) ?? { input }
         const turn: Agent.Turn = {
@@ -326,10 +332,7 @@ export const make = <Principal, R>(
           if (known.input !== body.input || known.resumeOnly !== resumeOnly) return yield* Failure.turnIdReused
           // Waiting for the start, the request is the run's reader already (the grace never
           // cancels a turn a client waits for), as its first request was.
-          const reservation = (yield* Deferred.isDone(known.started)) ? undefined : yield* Runs.reserve(known.entry)
-          if (reservation !== undefined) {
-            yield* Effect.addFinalizer(() => Runs.release(known.entry, reservation, readers))
-          }
+          const reservation = (yield* Deferred.isDone(known.started)) ? undefined : yield* reserve(known.entry)
           yield* known.consuming === undefined
             ? Deferred.await(known.started)
             : Body.awaitFrom(known.started, known.consuming)
