@@ -11,22 +11,11 @@ import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { offlineCodex } from "./CodexHarness.js"
-
-/** The model runs the command after `RUN: ` with exec_command, then reports its output. */
-const runner = () =>
-  ResponsesServer.make({
-    script: (request) => {
-      const output = ResponsesServer.lastFunctionCallOutput(request)
-      if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
-      const command = /RUN: (.*)$/m.exec(ResponsesServer.userTexts(request).at(-1) ?? "")?.[1] ?? "true"
-      return ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
-    }
-  })
+import { commandScript, offlineCodex } from "./CodexHarness.js"
 
 const withUserConfig = (userConfig: string, live: boolean) =>
   Effect.gen(function*() {
-    const server = yield* runner()
+    const server = yield* ResponsesServer.make({ script: commandScript })
     const sandbox = yield* Harness.sandbox
     Fs.writeFileSync(Path.join(sandbox.source, "config.toml"), userConfig, { mode: 0o600 })
     const file = `${sandbox.workspace}/refused`
@@ -76,7 +65,7 @@ describe("Codex sandbox level of a resumed thread (one-shot `codex exec resume`)
     "a thread turn narrowed to readOnly cannot write, after a workspaceWrite turn of the same thread",
     () =>
       Effect.gen(function*() {
-        const server = yield* runner()
+        const server = yield* ResponsesServer.make({ script: commandScript })
         const sandbox = yield* Harness.sandbox
         const file = (name: string) => `${sandbox.workspace}/${name}`
         const texts = yield* Effect.gen(function*() {

@@ -13,21 +13,11 @@ import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { offlineCodex } from "./CodexHarness.js"
-
-const runner = () =>
-  ResponsesServer.make({
-    script: (request) => {
-      const output = ResponsesServer.lastFunctionCallOutput(request)
-      if (output !== undefined) return ResponsesServer.text(`TOOL: ${output.text}`)
-      const command = /RUN: (.*)$/m.exec(ResponsesServer.userTexts(request).at(-1) ?? "")?.[1] ?? "true"
-      return ResponsesServer.callTool({ name: "exec_command", input: { cmd: command, yield_time_ms: 10_000 } })
-    }
-  })
+import { commandScript, offlineCodex } from "./CodexHarness.js"
 
 const attempt = (userConfig: (outside: string) => string, live: boolean) =>
   Effect.gen(function*() {
-    const server = yield* runner()
+    const server = yield* ResponsesServer.make({ script: commandScript })
     const sandbox = yield* Harness.sandbox
     // Outside the workspace and outside /tmp (which Codex's workspace-write level always allows).
     const outside = yield* Effect.acquireRelease(
