@@ -56,66 +56,83 @@ const mcpOutput = (result: unknown): unknown => {
   return content.map((part) => isRecord(part) ? str(part["text"]) ?? "" : "").join("")
 }
 
-/** A tool call item as a `ToolCall`'s fields (one object: a run reads one per tool call line). */
-interface ToolView {
-  readonly name: string
-  readonly source: "host" | "mcp" | "builtin"
-  readonly input: unknown
-  /** Whether the item is finished: then `output` and `isError` are its end's. */
-  readonly finished: boolean
-  readonly output: unknown
-  readonly isError: boolean
+/** A tool call item's input (Codex's own kinds: the fields a caller reads as the call's input). */
+const toolInput = (item: Json): unknown => {
+  switch (item["type"]) {
+    case "mcp_tool_call":
+      return item["arguments"]
+    case "command_execution":
+      return { command: item["command"] }
+    case "file_change":
+      return { changes: item["changes"] }
+    default:
+      return { query: item["query"], ...(item["action"] === undefined ? {} : { action: item["action"] }) }
+  }
 }
 
-/** Item kinds that are tool calls, as `ToolCall` views; `undefined` for every other kind. */
-const toolView = (item: Json, finished: boolean, context: Driver.ParseContext): ToolView | undefined => {
+/** The `end` of a finished tool call item. */
+const toolEnd = (item: Json, callId: string, name: string, source: Source): Output => {
   const status = str(item["status"])
+  let output: unknown
+  let isError: boolean
   switch (item["type"]) {
     case "mcp_tool_call": {
-      const server = str(item["server"]) ?? ""
       const error = isRecord(item["error"]) ? str(item["error"]["message"]) ?? "the tool call failed" : undefined
-      return {
-        name: str(item["tool"]) ?? "",
-        source: server === context.hostedKey ? "host" : "mcp",
-        input: item["arguments"],
-        finished,
-        output: finished ? error ?? mcpOutput(item["result"]) : undefined,
-        isError: finished && (status === "failed" || error !== undefined)
-      }
+      output = error ?? mcpOutput(item["result"])
+      isError = status === "failed" || error !== undefined
+      break
     }
     case "command_execution": {
       const exitCode = num(item["exit_code"])
-      return {
-        name: "command_execution",
-        source: "builtin",
-        input: { command: item["command"] },
-        finished,
-        output: finished ? { output: item["aggregated_output"], exitCode: item["exit_code"] ?? null } : undefined,
-        isError: finished &&
-          (status === "failed" || status === "declined" || (exitCode !== undefined && exitCode !== 0))
-      }
+      output = { output: item["aggregated_output"], exitCode: item["exit_code"] ?? null }
+      isError = status === "failed" || status === "declined" || (exitCode !== undefined && exitCode !== 0)
+      break
     }
     case "file_change":
-      return {
-        name: "file_change",
-        source: "builtin",
-        input: { changes: item["changes"] },
-        finished,
-        output: finished ? { status: item["status"] } : undefined,
-        isError: finished && status === "failed"
-      }
+      output = { status: item["status"] }
+      isError = status === "failed"
+      break
+    default:
+      output = { query: item["query"] }
+      isError = status === "failed"
+  }
+  return { _tag: "ToolCall", phase: "end", callId, name, source, output, isError }
+}
+
+type Source = "host" | "mcp" | "builtin"
+
+/**
+ * A tool call item's outputs (its `start` the first time its id is seen, its `end` once it is
+ * finished), built at once: no view of the item in between (a run reads one per tool call line);
+ * `undefined` for every kind that is not a tool call.
+ */
+const toolOutputs = (
+  item: Json,
+  id: string,
+  finished: boolean,
+  state: State,
+  context: Driver.ParseContext
+): Outputs | undefined => {
+  let name: string
+  let source: Source = "builtin"
+  switch (item["type"]) {
+    case "mcp_tool_call":
+      name = str(item["tool"]) ?? ""
+      source = (str(item["server"]) ?? "") === context.hostedKey ? "host" : "mcp"
+      break
+    case "command_execution":
+    case "file_change":
     case "web_search":
-      return {
-        name: "web_search",
-        source: "builtin",
-        input: { query: item["query"], ...(item["action"] === undefined ? {} : { action: item["action"] }) },
-        finished,
-        output: finished ? { query: item["query"] } : undefined,
-        isError: finished && status === "failed"
-      }
+      name = item["type"]
+      break
     default:
       return undefined
   }
+  const end = finished ? toolEnd(item, id, name, source) : undefined
+  if (state.started.has(id)) return end ?? none
+  state.started.set(id, true)
+  const start: Output = { _tag: "ToolCall", phase: "start", callId: id, name, source, input: toolInput(item) }
+  return end === undefined ? start : [start, end]
 }
 
 /**
@@ -160,31 +177,8 @@ export const onItem = (
   const id = str(item["id"]) ?? ""
   const kind = str(item["type"]) ?? "unknown"
   const finished = phase === "completed"
-  const tool = toolView(item, finished, context)
-  if (tool !== undefined) {
-    const end: Output | undefined = tool.finished
-      ? {
-        _tag: "ToolCall",
-        phase: "end",
-        callId: id,
-        name: tool.name,
-        source: tool.source,
-        output: tool.output,
-        isError: tool.isError
-      }
-      : undefined
-    if (state.started.has(id)) return end ?? none
-    state.started.set(id, true)
-    const start: Output = {
-      _tag: "ToolCall",
-      phase: "start",
-      callId: id,
-      name: tool.name,
-      source: tool.source,
-      input: tool.input
-    }
-    return end === undefined ? start : [start, end]
-  }
+  const tool = toolOutputs(item, id, finished, state, context)
+  if (tool !== undefined) return tool
   switch (kind) {
     case "agent_message":
       return onAgentMessage(str(item["text"]), finished, state)
