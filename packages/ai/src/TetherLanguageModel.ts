@@ -39,7 +39,8 @@
  *   one text part is the decoded value encoded again as JSON, which @effect/ai decodes with the
  *   same schema; the finish part is the last attempt's. A value that still does not decode fails
  *   with `AiError.MalformedOutput` whose `cause` is the `StructuredOutputError` (the raw text and
- *   the schema's issues).
+ *   the schema's issues); a value of a Schema that only decodes (its encoding fails) with
+ *   `MalformedOutput` whose `cause` is the `ParseError`.
  * - **Errors**: every failure is an `AiError`, as the `LanguageModel` contract requires, with
  *   Tether's typed error as its `cause`: `MalformedInput` for a request Tether cannot serve
  *   (`UnsupportedRequest`, an invalid toolkit, a missing handler, a capability the driver

@@ -117,6 +117,24 @@ describe("runAs with an instruction driver", () => {
       expect(seen.prompts[1]).toContain("\n\nJSON Schema:\n{")
     }))
 
+  it.live("a number JSON cannot hold (1e999 reads as Infinity) is invalid: a repair turn names where", () =>
+    Effect.gen(function*() {
+      const Readings = Schema.Struct({ values: Schema.Array(Schema.Number) })
+      const { driver, seen } = scripted([{ text: "{\"values\":[1,-1e999]}" }, { text: "{\"values\":[1,2]}" }])
+      const decoded = yield* withAgent(driver, (agent) => agent.runAs(Readings, "Read."))
+      expect(decoded.value).toEqual({ values: [1, 2] })
+      expect(decoded.attempts).toBe(2)
+      expect(seen.prompts[1]).toContain("- values.[1]: Expected a finite number")
+      // Without a repair turn: the issue is the error's.
+      const again = scripted([{ text: "{\"values\":[1e999]}" }])
+      const error = yield* withAgent(
+        again.driver,
+        (agent) => Effect.flip(agent.runAs(Readings, "Read.", { repairs: 0 }))
+      )
+      expect(error._tag === "StructuredOutputError" && [error.reason, error.issues.map((issue) => issue.path)])
+        .toEqual(["Invalid", [["values", 0]]])
+    }))
+
   it.live("an answer still invalid after the repairs fails with StructuredOutputError: text and issues", () =>
     Effect.gen(function*() {
       const { driver, seen } = scripted([

@@ -64,10 +64,22 @@ const toAiError = (method: Method) => (error: unknown): AiError.AiError => {
  */
 const objectParts = <A, I>(state: Parts.State, schema: Schema.Schema<A, I>) => {
   let finish: ReadonlyArray<Response.StreamPartEncoded> = []
-  return (item: Event.Event | StructuredOutput.Decoded<A>): Effect.Effect<Array<Response.StreamPartEncoded>> => {
+  return (
+    item: Event.Event | StructuredOutput.Decoded<A>
+  ): Effect.Effect<Array<Response.StreamPartEncoded>, AiError.MalformedOutput> => {
     if (item._tag === "Decoded") {
       const id = `${item.result.runId}/object`
-      return Effect.map(Effect.orDie(Schema.encode(schema)(item.value)), (encoded) => [
+      // A Schema may decode only (a one-way transformation: @effect/ai itself never encodes what
+      // a model generated); its value then cannot be handed over as text.
+      const encoded = Effect.mapError(Schema.encode(schema)(item.value), (error) =>
+        new AiError.MalformedOutput({
+          module: moduleName,
+          method: "generateObject",
+          description:
+            `the decoded value does not encode with the Schema, to be handed to @effect/ai: ${error.message}`,
+          cause: error
+        }))
+      return Effect.map(encoded, (encoded) => [
         { type: "text-start", id },
         { type: "text-delta", id, delta: JSON.stringify(encoded) },
         { type: "text-end", id },
