@@ -146,14 +146,23 @@ export const inline = (name: string, markdown: string): Skill => internal.inline
  * @category models
  */
 export interface FrontMatter {
+  /** The mapping, with aliases resolved and YAML merge keys (`<<`) applied, as the CLIs read it. */
   readonly data: { readonly [key: string]: unknown }
   readonly body: string
+  /**
+   * Whether the block uses anchors, aliases or merge keys: a reader that resolves them otherwise
+   * (or not at all) can see other keys than `data` holds. A driver that must know exactly which
+   * keys its CLI sees writes such a block anew from `data`.
+   *
+   * @since 0.4.0
+   */
+  readonly indirect: boolean
 }
 
 /**
  * Reads the front matter of a `SKILL.md` with a YAML parser (the one reader core and the
- * drivers share). `Right(undefined)`: the markdown has no front matter block; `Left(detail)`:
- * the block is not valid YAML or not a mapping.
+ * drivers share), applying YAML merge keys as Claude Code's reader does. `Right(undefined)`: the
+ * markdown has no front matter block; `Left(detail)`: the block is not valid YAML or not a mapping.
  *
  * @since 0.2.0
  * @category loading

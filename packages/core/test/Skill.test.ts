@@ -121,7 +121,13 @@ describe("Skill.load", () => {
         expect(error).toMatchObject({ reason: "InvalidFrontMatter", skill: "review" })
       }
       expect(Skill.frontMatter("no front matter")).toEqual(Either.right(undefined))
-      expect(Skill.frontMatter("---\nname: x\n---\nrest")).toEqual(Either.right({ data: { name: "x" }, body: "rest" }))
+      expect(Skill.frontMatter("---\nname: x\n---\nrest")).toEqual(
+        Either.right({ data: { name: "x" }, body: "rest", indirect: false })
+      )
+      // Merge keys applied, as Claude Code's reader does; anchors, aliases and merges are said.
+      expect(Skill.frontMatter("---\nbase: &b\n  name: x\n<<: *b\n---\nrest")).toEqual(
+        Either.right({ data: { base: { name: "x" }, name: "x" }, body: "rest", indirect: true })
+      )
     }))
 
   it.scoped("refuses unknown directories, a missing SKILL.md and invalid names", () =>

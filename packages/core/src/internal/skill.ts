@@ -67,7 +67,9 @@ export const frontMatter = (markdown: string): Either.Either<Skill.FrontMatter |
   if (lines[0]?.trimEnd() !== "---") return Either.right(undefined)
   const end = lines.findIndex((line, i) => i > 0 && (line.trimEnd() === "---" || line.trimEnd() === "..."))
   if (end < 0) return Either.right(undefined)
-  const document = Yaml.parseDocument(lines.slice(1, end).join("\n"), { prettyErrors: false })
+  // `merge`: the CLIs' readers apply `<<` merge keys (Claude Code's Bun.YAML does): a key merged
+  // in is one the CLI sees.
+  const document = Yaml.parseDocument(lines.slice(1, end).join("\n"), { prettyErrors: false, merge: true })
   if (document.errors.length > 0) {
     return Either.left(`the front matter is not valid YAML: ${document.errors[0]!.message.split("\n")[0]}`)
   }
@@ -81,7 +83,24 @@ export const frontMatter = (markdown: string): Either.Either<Skill.FrontMatter |
     )
   }
   if (!isMapping(data)) return Either.left("the front matter is not a YAML mapping")
-  return Either.right({ data, body: lines.slice(end + 1).join("\n") })
+  let indirect = false
+  Yaml.visit(document, {
+    Alias: () => {
+      indirect = true
+      return Yaml.visit.BREAK
+    },
+    Node: (_, node) => {
+      if (node.anchor === undefined) return undefined
+      indirect = true
+      return Yaml.visit.BREAK
+    },
+    Pair: (_, pair) => {
+      if (!(Yaml.isScalar(pair.key) && pair.key.value === "<<")) return undefined
+      indirect = true
+      return Yaml.visit.BREAK
+    }
+  })
+  return Either.right({ data, body: lines.slice(end + 1).join("\n"), indirect })
 }
 
 /**

@@ -11,18 +11,42 @@ import * as Either from "effect/Either"
 /**
  * Front-matter keys that grant the CLI what the host decides: Claude Code runs a skill's
  * `allowed-tools` without asking the host's approvals, registers its `hooks` (commands run on the
- * CLI's events) and starts its `mcpServers` / `lspServers`. A projected skill leaves them out;
- * `read_skill` serves the skill as written.
+ * CLI's events) and starts its `mcpServers` / `lspServers`; and it takes a skill folder whose
+ * SKILL.md carries a plugin manifest's fields (Claude Code 2.1's list, `mcpServers` to
+ * `experimental`) for a plugin of its own, whose hooks, monitors, MCP servers and settings then
+ * apply unasked. A projected skill leaves them out; `read_skill` serves the skill as written.
  */
-const granting = ["allowed-tools", "hooks", "mcpServers", "lspServers"]
+const granting = [
+  "allowed-tools",
+  "hooks",
+  "mcpServers",
+  "lspServers",
+  "agents",
+  "outputStyles",
+  "themes",
+  "workflows",
+  "channels",
+  "monitors",
+  "settings",
+  "userConfig",
+  "experimental"
+]
+
+/**
+ * A skill folder holding `.claude-plugin` (its manifest directory, or anything of that name) is
+ * loaded by Claude Code as a plugin (`<name>@skills-dir`) whose `hooks/`, monitors and `.mcp.json`
+ * run unasked: the projection leaves it out (`read_skill` still serves every file).
+ */
+const pluginManifest = (path: string): boolean => path === ".claude-plugin" || path.startsWith(".claude-plugin/")
 
 /**
  * `SKILL.md` as the CLIs load it: YAML frontmatter with `name` and `description` (the CLIs skip
  * a skill without them). Present keys are kept as written; missing ones are added from the
  * skill's name and description (JSON strings are valid YAML scalars) as lines under the opening
- * `---`. A mapping that cannot take such lines (flow style, indented), or that holds a key which
- * grants tools (`granting`), is written anew instead, one key a line, its values as JSON (valid
- * YAML), without those keys.
+ * `---`. A mapping that cannot take such lines (flow style, indented), that holds a key which
+ * grants tools (`granting`), or that uses anchors, aliases or merge keys (a reader resolving them
+ * otherwise could see another key than core does) is written anew instead, one key a line, its
+ * values as JSON (valid YAML), without those keys and without a key named `<<`.
  *
  * @internal
  */
@@ -32,7 +56,7 @@ export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): strin
   // Core refused an invalid front matter when the skill was loaded: nothing to add to one.
   if (Either.isLeft(read)) return markdown
   const found = read.right
-  const grants = found !== undefined && granting.some((key) => Object.hasOwn(found.data, key))
+  const rewrite = found !== undefined && (found.indirect || granting.some((key) => Object.hasOwn(found.data, key)))
   const missing = [
     ...(found !== undefined && Object.hasOwn(found.data, "name") ? [] : [`name: ${JSON.stringify(skill.name)}`]),
     ...(found !== undefined && Object.hasOwn(found.data, "description")
@@ -40,8 +64,8 @@ export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): strin
       : [`description: ${JSON.stringify(description)}`])
   ]
   if (found === undefined) return ["---", ...missing, "---", "", markdown].join("\n")
-  if (missing.length === 0 && !grants) return markdown
-  if (!grants) {
+  if (missing.length === 0 && !rewrite) return markdown
+  if (!rewrite) {
     // Lines inserted under the opening `---` keep the file as written (comments, block scalars),
     // but only a block mapping at column 0 takes them.
     const lines = markdown.split(/\r?\n/)
@@ -54,14 +78,14 @@ export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): strin
   }
   const present: Array<string> = []
   for (const [key, value] of Object.entries(found.data)) {
-    if (granting.includes(key)) continue
+    if (granting.includes(key) || key === "<<") continue
     let written: string | undefined
     try {
       written = JSON.stringify(value)
     } catch {
       // A value an alias made cyclic has no JSON form: written without it (never the file as
       // written, which may grant tools).
-      if (grants) continue
+      if (rewrite) continue
       return markdown
     }
     if (written !== undefined) present.push(`${JSON.stringify(key)}: ${written}`)
@@ -79,7 +103,7 @@ export const project = (
   root: string
 ): ReadonlyArray<Driver.MaterializedFile> =>
   skills.flatMap((skill) =>
-    skill.files.map((file) => ({
+    skill.files.filter((file) => !pluginManifest(file.path)).map((file) => ({
       path: `${root}/${skill.name}/${file.path}`,
       content: file.path === "SKILL.md" ? skillMarkdown(skill, file.content) : file.content,
       mode: 0o600
