@@ -7,7 +7,10 @@
  *
  * Nothing is lost silently: a commit that replaces a record of another session, fingerprint or
  * provider (a restarted thread) keeps the replaced record in the key's `history` until the host
- * removes it with `prune` or `delete`.
+ * removes it with `prune` or `delete`. (The SQL store's history holds one record per session and
+ * commit time: a commit that would move there a record of the same session and `updatedAt` as one
+ * it holds fails with `ThreadStoreError` and replaces nothing.) Turn ids, like keys, are kept
+ * exactly.
  *
  * Stores: `layerMemory` here (the default), and the SQL store at its own entry point,
  * `@tether/core/SqlThreadStore` (SQLite, PostgreSQL), which needs the optional `@effect/sql`.

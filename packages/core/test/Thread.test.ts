@@ -87,6 +87,23 @@ for (const [name, storeLayer] of stores) {
           expect(third.turn).toBeUndefined()
         })))
 
+    it.live("a turn id cut through an emoji (not well-formed UTF-16) commits, and the turn delivered again is not run", () =>
+      withThreads(storeLayer, ({ agent, control, sandbox }) =>
+        Effect.gen(function*() {
+          const id = "order-😀".slice(0, 7) // "order-\ud83d"
+          const thread = yield* agent.thread("k")
+          yield* thread.run({ input: text("one"), id })
+          const committed = yield* record(thread)
+          expect(committed).toMatchObject({ turns: 1, turn: id })
+          // The committed session stays in the session store.
+          expect(Threads.storedTranscript(Threads.sessionsOf(sandbox), committed.session)).not.toBe("")
+          const spawned = control.prepared.length
+          const again = yield* Effect.flip(thread.run({ input: text("one again"), id }))
+          expect(again).toMatchObject({ _tag: "TurnAlreadyCommitted", key: "k", turn: id })
+          expect(control.prepared.length).toBe(spawned)
+          expect(yield* record(thread)).toEqual(committed)
+        })))
+
     it.live("keys are opaque strings: Unicode and NUL keys are stored and compared as given", () =>
       withThreads(storeLayer, ({ agent }) =>
         Effect.gen(function*() {

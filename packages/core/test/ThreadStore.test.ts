@@ -229,6 +229,112 @@ for (const [name, makeLayer] of stores) {
         })
       ))
 
+    it.effect("a replaced record is never dropped: kept, or (SQL: its session and time already kept) not replaced", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const at = (session: string, fingerprint: string, updatedAt: number) =>
+            new ThreadStore.ThreadRecord({ ...record("k", session), fingerprint, updatedAt })
+          const lease = yield* store.acquire("k", "1 minute")
+          // s1 under fp1, then s1 under fp2 (another conversation), both committed at 1 s.
+          yield* store.commit(lease, at("s1", "fp1", 1_000), "upsert")
+          yield* TestClock.adjust("1 second")
+          yield* store.commit(lease, at("s1", "fp2", 1_000), "upsert")
+          yield* TestClock.adjust("1 second")
+          const third = yield* Effect.either(store.commit(lease, at("s2", "fp2", 3_000), "upsert"))
+          const entries = Effect.map(
+            store.history("k"),
+            (history) => history.map((entry) => [entry.record.session, entry.record.fingerprint, entry.supersededAt])
+          )
+          if (name === "memory") {
+            expect(Either.isRight(third)).toBe(true)
+            expect(yield* entries).toEqual([["s1", "fp2", 2_000], ["s1", "fp1", 1_000]])
+          } else {
+            // The SQL history holds one record per session and commit time (the key hosts of earlier
+            // versions write under): the commit fails, and the record it would have dropped stays.
+            expect(Either.isLeft(third) && third.left._tag).toBe("ThreadStoreError")
+            expect(Option.getOrThrow(yield* store.get("k")).fingerprint).toBe("fp2")
+            expect(yield* entries).toEqual([["s1", "fp1", 1_000]])
+          }
+        })
+      ))
+
+    it.effect("records replaced within one millisecond are listed most recently replaced first (history, delete)", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          // The clock does not move: three restarts of one key within the same millisecond.
+          const lease = yield* store.acquire("k", "1 minute")
+          for (const session of ["a-first", "b-second", "c-third", "d-current"]) {
+            yield* store.commit(lease, record("k", session), "upsert")
+          }
+          expect((yield* store.history("k")).map((entry) => entry.record.session)).toEqual([
+            "c-third",
+            "b-second",
+            "a-first"
+          ])
+          expect((yield* store.delete(lease)).map((r) => r.session)).toEqual([
+            "d-current",
+            "c-third",
+            "b-second",
+            "a-first"
+          ])
+        })
+      ))
+
+    it.effect("a turn id is kept exactly, whatever the string (half an emoji, NUL): every commit succeeds and reads back", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          // "order-😀" cut to 7 code units, and its neighbour: both are "order-\ufffd" in UTF-8.
+          const ids = ["😀", "a\u0000b", "\udc00", "", "order-\ud83e", "order-\ud83d"]
+          for (const [i, turn] of ids.entries()) {
+            const committed = new ThreadStore.ThreadRecord({ ...record("k", "s1", i + 1), turn })
+            const exit = yield* Effect.either(store.commit(lease, committed, "upsert"))
+            expect(Either.isRight(exit) ? "committed" : exit.left._tag).toBe("committed")
+            expect(Option.getOrThrow(yield* store.get("k"))).toStrictEqual(committed)
+          }
+          // Replaced, it keeps its id in the history.
+          yield* store.commit(lease, record("k", "s2", 7), "upsert")
+          expect((yield* store.history("k")).map((entry) => entry.record.turn)).toEqual(["order-\ud83d"])
+        })
+      ))
+
+    it.effect("prune takes any bound as the memory store does: -Infinity (olderThan: Duration.infinity) and NaN remove nothing, a fractional one is exact", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const lease = yield* store.acquire("k", "1 minute")
+          for (const [i, session] of ["s1", "s2", "s3"].entries()) {
+            yield* TestClock.adjust("1 second")
+            yield* store.commit(lease, record("k", session, i + 1), "upsert")
+          }
+          // s1 superseded at 2 s, s2 at 3 s.
+          const prune = (options: ThreadStore.PruneOptions) =>
+            Effect.map(store.prune(options), (removed) => removed.map((entry) => entry.record.session))
+          expect(yield* prune({ key: "k", supersededBefore: -Infinity })).toEqual([])
+          expect(yield* prune({ supersededBefore: -Infinity })).toEqual([])
+          expect(yield* prune({ key: "k", supersededBefore: Number.NaN })).toEqual([])
+          expect(yield* prune({ key: "k", supersededBefore: 1_999.5 })).toEqual([])
+          expect(yield* prune({ key: "k", supersededBefore: 2_000.5 })).toEqual(["s1"])
+          expect((yield* store.history("k")).map((entry) => entry.record.session)).toEqual(["s2"])
+          expect(yield* prune({ supersededBefore: Infinity })).toEqual(["s2"])
+          expect(yield* store.history("k")).toEqual([])
+        })
+      ))
+
+    it.effect("the empty key and a 200,000-character key are kept, superseded, pruned and deleted", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          for (const key of ["", "x".repeat(200_000)]) {
+            const lease = yield* store.acquire(key, "1 minute")
+            yield* store.commit(lease, record(key, "s1", 1), "upsert")
+            yield* store.commit(lease, record(key, "s2", 2), "upsert")
+            expect(Option.getOrThrow(yield* store.get(key)).key).toBe(key)
+            expect((yield* store.history(key)).map((entry) => entry.record.key)).toEqual([key])
+            expect((yield* store.prune({ key })).length).toBe(1)
+            expect((yield* store.delete(lease)).map((r) => r.session)).toEqual(["s2"])
+          }
+        })
+      ))
+
     it.effect("keys of thousands of characters (past PostgreSQL's index limit) are kept and told apart exactly", () =>
       withStore((store) =>
         Effect.gen(function*() {
@@ -340,6 +446,87 @@ for (const [name, sqlLayer] of sqlDialects) {
       const lease = yield* store.acquire("k", "1 minute")
       yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "s2", 4), turn: "t4" }), "upsert")
       expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("t4")
+    }).pipe(Effect.provide(sqlLayer())))
+}
+
+// A database of the version before migration 6 (the history's sequence, the turn ids' exact form).
+for (const [name, sqlLayer] of sqlDialects) {
+  /** Migrations 1 to 5 as that version left them: a record and a history under "k", one under "o". */
+  const fifthVersion = Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE tether_migrations (migration_id integer PRIMARY KEY NOT NULL, created_at TEXT, name TEXT)`
+    for (
+      const [id, migration] of [
+        [1, "tether_threads"],
+        [2, "tether_thread_history"],
+        [3, "tether_thread_turn"],
+        [4, "tether_long_keys"],
+        [5, "tether_history_turn"]
+      ] as const
+    ) {
+      yield* sql`INSERT INTO tether_migrations (migration_id, created_at, name) VALUES (${id}, '2026-01-01', ${migration})`
+    }
+    yield* sql`CREATE TABLE tether_threads (key_hex TEXT PRIMARY KEY, provider TEXT NOT NULL, session TEXT NOT NULL,
+      fingerprint TEXT NOT NULL, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL, components TEXT, turn_id TEXT,
+      key_long TEXT)`
+    yield* sql`CREATE TABLE tether_thread_leases (key_hex TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)`
+    yield* sql`CREATE TABLE tether_thread_history (key_hex TEXT NOT NULL, provider TEXT NOT NULL, session TEXT NOT NULL,
+      fingerprint TEXT NOT NULL, components TEXT, turns INTEGER NOT NULL, updated_at BIGINT NOT NULL,
+      superseded_at BIGINT NOT NULL, key_long TEXT, turn_id TEXT, PRIMARY KEY (key_hex, session, updated_at))`
+    // The current record: session h3 resumed under another fingerprint.
+    yield* sql`INSERT INTO tether_threads (key_hex, provider, session, fingerprint, turns, updated_at, turn_id)
+      VALUES ('006b', 'reference', 'h3', 'fp2', 4, 4, 't4')`
+    // Superseded at 10, 20 and 20 (in one millisecond: listed by their commit time).
+    for (const [session, at, superseded] of [["h1", 1, 10], ["h3", 3, 20], ["h2", 2, 20]] as const) {
+      yield* sql`INSERT INTO tether_thread_history
+          (key_hex, provider, session, fingerprint, turns, updated_at, superseded_at, turn_id)
+        VALUES ('006b', 'reference', ${session}, 'fp', ${at}, ${at}, ${superseded}, ${`t${at}`})`
+    }
+    yield* sql`INSERT INTO tether_thread_history (key_hex, provider, session, fingerprint, turns, updated_at, superseded_at)
+      VALUES ('006f', 'reference', 'o1', 'fp', 1, 1, 5)`
+    return sql
+  })
+  const openStore = (sql: SqlClient.SqlClient) =>
+    Effect.provide(
+      ThreadStore.ThreadStore,
+      SqlThreadStore.layer.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql)))
+    )
+
+  it.live(`ThreadStore (${name}): a history written before migration 6 keeps its rows and order, and loses no later record`, () =>
+    Effect.gen(function*() {
+      const sql = yield* fifthVersion
+      const store = yield* openStore(sql)
+      const entries = (key: string) =>
+        Effect.map(
+          store.history(key),
+          (history) => history.map((entry) => [entry.record.session, entry.record.fingerprint, entry.record.turn])
+        )
+      expect(Option.getOrThrow(yield* store.get("k"))).toMatchObject({ session: "h3", fingerprint: "fp2", turn: "t4" })
+      expect(yield* entries("k")).toEqual([["h3", "fp", "t3"], ["h2", "fp", "t2"], ["h1", "fp", "t1"]])
+      expect(yield* entries("o")).toEqual([["o1", "fp", undefined]])
+      // A restart replaces h3 under fp2: it is kept before the rows the earlier version kept.
+      const lease = yield* store.acquire("k", "1 minute")
+      const turn = "order-\ud83d"
+      yield* store.commit(lease, new ThreadStore.ThreadRecord({ ...record("k", "new", 4), turn }), "upsert")
+      expect(Option.getOrThrow(yield* store.get("k")).turn).toBe(turn)
+      expect(yield* entries("k")).toEqual([
+        ["h3", "fp2", "t4"],
+        ["h3", "fp", "t3"],
+        ["h2", "fp", "t2"],
+        ["h1", "fp", "t1"]
+      ])
+      // A host of the version before keeps working on the migrated tables: its history copy
+      // (exactly its statement, no turn_hex, no seq) and its upsert (turn_id only) are read.
+      yield* sql`INSERT INTO tether_thread_history
+          (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, superseded_at)
+        SELECT key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, ${Date.now()}
+        FROM tether_threads
+        WHERE key_hex = '006b' AND (session <> 'older' OR fingerprint <> 'fp' OR provider <> 'reference')
+        ON CONFLICT (key_hex, session, updated_at) DO NOTHING`
+      yield* sql`UPDATE tether_threads SET turn_id = 'older-host', session = 'older' WHERE key_hex = '006b'`
+      expect(Option.getOrThrow(yield* store.get("k")).turn).toBe("older-host")
+      expect((yield* entries("k"))[0]).toEqual(["new", "fp", "order-\ufffd"])
+      expect((yield* store.delete(lease)).map((r) => r.session)).toEqual(["older", "new", "h3", "h3", "h2", "h1"])
     }).pipe(Effect.provide(sqlLayer())))
 }
 

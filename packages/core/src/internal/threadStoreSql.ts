@@ -52,6 +52,12 @@ export const decodeKey = (hex: string): string => {
   return out
 }
 
+/**
+ * What a text column holds of a string written to it: drivers send UTF-8, where a lone surrogate
+ * becomes U+FFFD, and PostgreSQL refuses NUL, so NUL is written as U+FFFD too.
+ */
+const textForm = (value: string): string => Buffer.from(value, "utf8").toString("utf8").replaceAll("\u0000", "\ufffd")
+
 const migrationRecord = {
   "1_tether_threads": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -110,6 +116,16 @@ const migrationRecord = {
   "5_tether_history_turn": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`ALTER TABLE tether_thread_history ADD COLUMN turn_id TEXT`
+  }),
+  // Turn ids are kept exactly (`turn_hex`, the hex of their UTF-16 code units, as keys are;
+  // `turn_id` keeps their text form), and `seq` numbers a key's superseded records in the order
+  // they were replaced (records replaced within one millisecond had no order). Columns only: a host
+  // of an earlier version keeps working on the migrated tables (it writes neither).
+  "6_tether_turn_hex_history_seq": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`ALTER TABLE tether_threads ADD COLUMN turn_hex TEXT`
+    yield* sql`ALTER TABLE tether_thread_history ADD COLUMN turn_hex TEXT`
+    yield* sql`ALTER TABLE tether_thread_history ADD COLUMN seq BIGINT`
   })
 }
 const migrations = Migrator.fromRecord(migrationRecord)
@@ -126,6 +142,7 @@ interface RecordRow {
   readonly turns: number | bigint
   readonly updated_at: number | bigint
   readonly turn_id: string | null
+  readonly turn_hex: string | null
 }
 
 interface HistoryRow extends RecordRow {
@@ -141,9 +158,22 @@ interface LeaseRow {
   readonly expires_at: number | bigint
 }
 
+/**
+ * The turn id of a row: its exact form, unless the row has none (written before migration 6) or
+ * one its `turn_id` does not match (a writer that set `turn_id` only).
+ */
+const turnOf = (row: RecordRow): string | undefined => {
+  if (row.turn_hex !== null) {
+    const turn = decodeKey(row.turn_hex)
+    if (textForm(turn) === row.turn_id) return turn
+  }
+  return row.turn_id ?? undefined
+}
+
 // A row this store wrote decodes; anything else is a store failure (caught where it is called).
-const toRecord = (row: RecordRow) =>
-  new ThreadRecord({
+const toRecord = (row: RecordRow) => {
+  const turn = turnOf(row)
+  return new ThreadRecord({
     key: decodeKey(row.key_long ?? row.key_hex),
     provider: row.provider,
     session: row.session,
@@ -151,11 +181,26 @@ const toRecord = (row: RecordRow) =>
     ...(row.components === null ? {} : { components: decodeComponents(row.components) }),
     turns: Number(row.turns),
     updatedAt: Number(row.updated_at),
-    ...(row.turn_id === null ? {} : { turn: row.turn_id })
+    ...(turn === undefined ? {} : { turn })
   })
+}
 
 const toSuperseded = (row: HistoryRow) =>
   new SupersededRecord({ record: toRecord(row), supersededAt: Number(row.superseded_at) })
+
+/**
+ * `supersededBefore` as a BIGINT bound (PostgreSQL refuses a fractional or infinite one):
+ * `superseded_at` holds a commit's epoch milliseconds, an integer a JavaScript number holds
+ * exactly, so `superseded_at < b` is `superseded_at < ceil(b)`. A bound above every such integer
+ * removes them all (`"all"`, no condition); one below them all, or NaN (`x < NaN` is false in the
+ * memory store), removes none (`"none"`: `Duration.infinity`'s `olderThan`).
+ */
+const supersededBound = (bound: number | undefined): number | "all" | "none" =>
+  bound === undefined || bound > Number.MAX_SAFE_INTEGER
+    ? "all"
+    : bound >= Number.MIN_SAFE_INTEGER
+    ? Math.ceil(bound)
+    : "none"
 
 const decodeRows = <R, A>(operation: string, rows: ReadonlyArray<R>, f: (row: R) => A) =>
   Effect.try({ try: () => rows.map(f), catch: (cause) => new ThreadStoreError({ operation, cause }) })
@@ -192,6 +237,9 @@ export const makeSql = Effect.gen(function*() {
     }),
     Effect.mapError((cause) => new ThreadStoreError({ operation: "migrate", cause }))
   )
+  // Most recently replaced first: `seq` orders records replaced within one millisecond (a row a
+  // host of an earlier version wrote has none, and sorts as 0 on every dialect).
+  const historyOrder = sql.unsafe("superseded_at DESC, COALESCE(seq, 0) DESC, updated_at DESC")
   const storeError = (operation: string) => (cause: unknown) => new ThreadStoreError({ operation, cause })
   // @effect/sql dies when a transaction's COMMIT or ROLLBACK fails (a connection lost inside the
   // transaction): that is the store failing, a `ThreadStoreError` like any other SQL error.
@@ -283,34 +331,57 @@ export const makeSql = Effect.gen(function*() {
         // statements below could otherwise leave half of them done.
         if (!(yield* lock(keyHex, lease, now))) return "lost" as const
         const components = record.components === undefined ? null : encodeComponents(record.components)
+        const turnId = record.turn === undefined ? null : textForm(record.turn)
+        const turnHex = record.turn === undefined ? null : encodeKey(record.turn)
         const values =
-          sql`${keyHex}, ${keyLong}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${components}, ${record.turns}, ${record.updatedAt}, ${
-            record.turn ?? null
-          }`
+          sql`${keyHex}, ${keyLong}, ${record.provider}, ${record.session}, ${record.fingerprint}, ${components}, ${record.turns}, ${record.updatedAt}, ${turnId}, ${turnHex}`
         // Every write is guarded by the lease in the same statement as well: a lost lease writes nothing.
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         if (mode === "insert") {
           yield* sql`INSERT INTO tether_threads
-              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id)
+              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, turn_hex)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO NOTHING`
         } else {
-          // A record of another conversation is kept in the history before it is replaced.
-          yield* sql`INSERT INTO tether_thread_history
-              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, superseded_at)
-            SELECT key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, ${now}
-            FROM tether_threads
+          // A record of another conversation is kept in the history before it is replaced, numbered
+          // after the key's others: the lease row locked above keeps every other commit of the
+          // key out until this transaction ends.
+          const replaced = yield* sql<{ readonly session: string; readonly updated_at: number | bigint }>`
+            SELECT session, updated_at FROM tether_threads
             WHERE key_hex = ${keyHex} AND ${guard}
               AND (session <> ${record.session} OR fingerprint <> ${record.fingerprint}
-                OR provider <> ${record.provider})
-            ON CONFLICT (key_hex, session, updated_at) DO NOTHING`
+                OR provider <> ${record.provider})`
+          if (replaced.length > 0) {
+            const kept = yield* sql<{ readonly key_hex: string }>`INSERT INTO tether_thread_history
+                (key_hex, seq, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id,
+                turn_hex, superseded_at)
+              SELECT key_hex,
+                (SELECT COALESCE(MAX(seq), 0) + 1 FROM tether_thread_history WHERE key_hex = ${keyHex}),
+                key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, turn_hex, ${now}
+              FROM tether_threads
+              WHERE key_hex = ${keyHex} AND ${guard}
+              ON CONFLICT (key_hex, session, updated_at) DO NOTHING
+              RETURNING key_hex`
+            // The history keeps one record per session and commit time (the key hosts of earlier
+            // versions write under): one it already holds leaves no room for this one, which is
+            // then not replaced (the transaction is rolled back) rather than lost.
+            if (kept.length === 0) {
+              return yield* Effect.fail(
+                new Error(
+                  `the history already holds a record of session ${JSON.stringify(replaced[0]!.session)} committed at ${
+                    Number(replaced[0]!.updated_at)
+                  }: the record of that session and time cannot be replaced`
+                )
+              )
+            }
+          }
           yield* sql`INSERT INTO tether_threads
-              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id)
+              (key_hex, key_long, provider, session, fingerprint, components, turns, updated_at, turn_id, turn_hex)
             SELECT ${values} WHERE ${guard}
             ON CONFLICT (key_hex) DO UPDATE SET provider = excluded.provider, session = excluded.session,
               fingerprint = excluded.fingerprint, components = excluded.components, turns = excluded.turns,
-              updated_at = excluded.updated_at, turn_id = excluded.turn_id`
+              updated_at = excluded.updated_at, turn_id = excluded.turn_id, turn_hex = excluded.turn_hex`
         }
         if (!(yield* held(lease, now))) return "lost" as const
         const rows = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
@@ -318,7 +389,7 @@ export const makeSql = Effect.gen(function*() {
         const written = row !== undefined && row.session === record.session &&
           row.fingerprint === record.fingerprint && Number(row.updated_at) === record.updatedAt &&
           Number(row.turns) === record.turns && row.provider === record.provider &&
-          row.turn_id === (record.turn ?? null)
+          row.turn_hex === turnHex && turnOf(row) === record.turn
         return written ? "ok" as const : "exists" as const
       }).pipe(
         transaction,
@@ -333,21 +404,24 @@ export const makeSql = Effect.gen(function*() {
       ),
     history: (key) =>
       sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${indexedKey(encodeKey(key))}
-        ORDER BY superseded_at DESC, updated_at DESC`.pipe(
+        ORDER BY ${historyOrder}`.pipe(
         Effect.mapError(storeError("history")),
         Effect.flatMap((rows) => decodeRows("history", rows, toSuperseded))
       ),
     prune: (options) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
+        const before = supersededBound(options.supersededBefore)
         const where = sql.and([
           ...(options.key === undefined ? [] : [sql`key_hex = ${indexedKey(encodeKey(options.key))}`]),
-          ...(options.supersededBefore === undefined ? [] : [sql`superseded_at < ${options.supersededBefore}`])
+          ...(typeof before === "number" ? [sql`superseded_at < ${before}`] : [])
         ])
         // One statement, so what it returns is exactly what it removed: under READ COMMITTED
         // (PostgreSQL's default) a SELECT then a DELETE each see their own snapshot, and a row
         // another host committed between them was removed unreported (its session never dropped).
-        const rows = yield* sql<HistoryRow>`DELETE FROM tether_thread_history WHERE ${where} RETURNING *`
+        const rows = before === "none"
+          ? []
+          : yield* sql<HistoryRow>`DELETE FROM tether_thread_history WHERE ${where} RETURNING *`
         yield* sql`DELETE FROM tether_thread_leases WHERE expires_at <= ${now}`
         return rows
       }).pipe(
@@ -364,7 +438,7 @@ export const makeSql = Effect.gen(function*() {
         if (!(yield* lock(keyHex, lease, now))) return undefined
         const current = yield* sql<RecordRow>`SELECT * FROM tether_threads WHERE key_hex = ${keyHex}`
         const history = yield* sql<HistoryRow>`SELECT * FROM tether_thread_history WHERE key_hex = ${keyHex}
-          ORDER BY superseded_at DESC, updated_at DESC`
+          ORDER BY ${historyOrder}`
         const guard = sql`EXISTS (SELECT 1 FROM tether_thread_leases
           WHERE key_hex = ${keyHex} AND holder = ${lease.holder} AND expires_at > ${now})`
         yield* sql`DELETE FROM tether_threads WHERE key_hex = ${keyHex} AND ${guard}`
