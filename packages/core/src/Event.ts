@@ -66,7 +66,8 @@ export class SessionStarted extends Schema.TaggedClass<SessionStarted>()("Sessio
  * A piece of the model's answer text as it streams. Droppable under backpressure (counted by
  * `Dropped`); the complete text is in the `Message` and the `Result`. The pieces are not always
  * the CLI's own: where one ends with what could be the start of a live credential, that end is
- * held back and begins the next piece (their text joined is the same; docs/security.md).
+ * held back and begins the next piece (their text joined is the same, but for a live token's
+ * characters, which go out as the redaction marker's; docs/security.md says exactly what holds).
  *
  * @since 0.1.0
  * @category events

@@ -217,6 +217,124 @@ describe("Redaction of live tokens", () => {
       )
     ))
 
+  it.live("a token cut by the edge of a Notice's bounded quote of a line (its message, a string raw) is replaced", () => {
+    let captured = ""
+    return runWith(
+      shell([
+        `printf '%s' "$TOKEN" > "$PWD/captured"`,
+        `echo '{"_tag":"SessionStarted","sessionId":"s-1","model":"m"}'`,
+        // A line that is not the protocol: the reference driver quotes its first 200 characters,
+        // the token's first 20 among them.
+        `printf '%s%s and more\\n' "$(printf '%180s' '' | tr ' ' '.')" "$TOKEN"`,
+        // A driver's own quote of a line cut at 4096 characters (Claude's, Codex's `raw`), the
+        // token's first 42 kept; and one cut by its start, the token's last 30 kept.
+        `HEAD=$(printf '%s' "$TOKEN" | cut -c1-42); TAIL=$(printf '%s' "$TOKEN" | cut -c14-)`,
+        `printf '{"_tag":"Notice","level":"warning","kind":"malformed","message":"not JSON","raw":"%s%s"}\\n' "$(printf '%4054s' '' | tr ' ' '.')" "$HEAD"`,
+        `printf '{"_tag":"Notice","level":"warning","kind":"cut","message":"%s rest"}\\n' "$TAIL"`,
+        `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}'`
+      ].join("\n")),
+      (agent, sandbox) =>
+        Effect.gen(function*() {
+          const events: Array<Event.Event> = []
+          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+          captured = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
+          return events
+        })
+    ).pipe(
+      Effect.tap(({ value: events }) =>
+        Effect.sync(() => {
+          expect(captured).toMatch(/^[A-Za-z0-9_-]{43}$/)
+          expect(events.at(-1)?._tag).toBe("RunFinished")
+          const notices = events.filter((e): e is Event.Notice => e._tag === "Notice")
+          expect(notices.map((n) => n.kind)).toEqual(["malformed", "malformed", "cut"])
+          expect(notices[0]!.message).toBe(`${".".repeat(180)}${marker}`)
+          expect(notices[1]!.raw).toBe(`${".".repeat(4054)}${marker}`)
+          expect(notices[2]!.message).toBe(`${marker} rest`)
+          // No piece of the token of 8 characters in any of them (the process printed the pieces
+          // themselves on stdout: its one-shot credential is dead once the turn is over).
+          const quoted = JSON.stringify(notices)
+          for (let at = 0; at + 8 <= 43; at++) expect(quoted.includes(captured.slice(at, at + 8))).toBe(false)
+        })
+      )
+    )
+  })
+
+  const deltasAround = (between: string, cut: number) =>
+    runWith(
+      shell([
+        `printf '%s' "$TOKEN" > "$PWD/captured"`,
+        `A=$(printf '%s' "$TOKEN" | cut -c1-${cut}); B=$(printf '%s' "$TOKEN" | cut -c${cut + 1}-)`,
+        `echo '{"_tag":"SessionStarted","sessionId":"s-1","model":"m"}'`,
+        `printf '{"_tag":"TextDelta","text":"key=%s"}\\n' "$A"`,
+        `printf '%s\\n' '${between}'`,
+        `printf '{"_tag":"TextDelta","text":"%s;"}\\n' "$B"`,
+        `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}'`
+      ].join("\n")),
+      (agent, sandbox) =>
+        Effect.gen(function*() {
+          const events: Array<Event.Event> = []
+          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+          const token = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
+          expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+          expect(events.at(-1)?._tag).toBe("RunFinished")
+          // The event between the two deltas comes between them.
+          const tags = events.map((e) => e._tag).filter((t) => t !== "RunStarted" && t !== "SessionStarted")
+          expect(tags.indexOf("TextDelta")).toBeLessThan(tags.indexOf(JSON.parse(between)._tag))
+          expect(tags.lastIndexOf("TextDelta")).toBeGreaterThan(tags.indexOf(JSON.parse(between)._tag))
+          return { token, text: events.flatMap((e) => e._tag === "TextDelta" ? [e.text] : []).join("") }
+        })
+    ).pipe(Effect.map(({ value }) => value))
+
+  it.live("a token split across two text deltas with another event between them: its rest goes out as the marker's rest", () =>
+    Effect.gen(function*() {
+      const toolCall = `{"_tag":"ToolCall","phase":"start","callId":"c","name":"env","source":"builtin","input":{}}`
+      const notice = `{"_tag":"Notice","level":"info","kind":"k","message":"m"}`
+      // Its first 20 characters released as the marker's first 20 by the event between, the rest as the rest.
+      const long = yield* deltasAround(notice, 20)
+      expect(long.text).toBe(`key=${marker};`)
+      const longCall = yield* deltasAround(toolCall, 20)
+      expect(longCall.text).toBe(`key=${marker};`)
+      // Below 8 characters the first piece goes out as written (it could be any text); the rest is replaced.
+      const short = yield* deltasAround(toolCall, 7)
+      expect(short.text).toBe(`key=${short.token.slice(0, 7)}${marker.slice(7)};`)
+      expect(short.text.includes(short.token.slice(7, 15))).toBe(false)
+    }))
+
+  it.live("a token split across text deltas with reasoning between: at most its first 7 characters go out as written", () => {
+    let captured = ""
+    return runWith(
+      shell([
+        `printf '%s' "$TOKEN" > "$PWD/captured"`,
+        `A=$(printf '%s' "$TOKEN" | cut -c1-5); B=$(printf '%s' "$TOKEN" | cut -c6-12); C=$(printf '%s' "$TOKEN" | cut -c13-)`,
+        `printf '{"_tag":"TextDelta","text":"key=%s"}\\n' "$A"`,
+        `printf '{"_tag":"ReasoningDelta","text":"hm"}\\n'`,
+        `printf '{"_tag":"TextDelta","text":"%s"}\\n' "$B"`,
+        `printf '{"_tag":"Usage","usage":{"inputTokens":1}}\\n'`,
+        `printf '{"_tag":"TextDelta","text":"%s;"}\\n' "$C"`,
+        `printf '{"_tag":"ReasoningDelta","text":"%s%s"}\\n' "$A" "$B"`,
+        `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}'`
+      ].join("\n")),
+      (agent, sandbox) =>
+        Effect.gen(function*() {
+          const events: Array<Event.Event> = []
+          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+          captured = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
+          return events
+        })
+    ).pipe(
+      Effect.tap(({ value: events }) =>
+        Effect.sync(() => {
+          expect(captured).toMatch(/^[A-Za-z0-9_-]{43}$/)
+          const of = (tag: string) => events.flatMap((e) => e._tag === tag && "text" in e ? [e.text] : []).join("")
+          // 5 characters as written, then 7 held past the usage record: the marker's from the 8th on.
+          expect(of("TextDelta")).toBe(`key=${captured.slice(0, 5)}${marker.slice(5)};`)
+          // The turn's end (its terminal record): a piece of 12 characters becomes the whole marker.
+          expect(of("ReasoningDelta")).toBe(`hm${marker}`)
+        })
+      )
+    )
+  })
+
   it.live("a token printed by the process is dead (401) as soon as the run returns, while the agent stays registered", () =>
     runWith(
       shell([

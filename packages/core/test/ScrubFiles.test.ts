@@ -1,5 +1,8 @@
+import { SqliteClient } from "@effect/sql-sqlite-node"
 import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as NodePath from "node:path"
@@ -191,6 +194,59 @@ describe("ScrubFiles", () => {
         expect(after.includes(tokenBytes)).toBe(false)
         expect(after.toString("latin1").split(marker).length - 1).toBe(at.length)
       })
+    ))
+
+  it.live("rewrites a SQLite database in place (it still opens, whole), never its write-ahead log nor a journal", () =>
+    withDir((dir) =>
+      Effect.gen(function*() {
+        // A CLI's database in the clone (Codex's `state_5.sqlite`): a token in rows, in an indexed
+        // column, in a row spilling over pages, and in a deleted row's freed space.
+        const filename = NodePath.join(dir, "state_5.sqlite")
+        const open = Effect.map(
+          Layer.build(SqliteClient.layer({ filename })),
+          (context) => Context.get(context, SqliteClient.SqliteClient)
+        )
+        yield* Effect.scoped(Effect.gen(function*() {
+          const sql = yield* open
+          yield* sql.unsafe(`CREATE TABLE logs (id INTEGER PRIMARY KEY, ts INTEGER, body TEXT, tag TEXT)`)
+          yield* sql.unsafe(`CREATE INDEX logs_tag ON logs (tag)`)
+          for (let i = 0; i < 200; i++) {
+            const body = i === 100 ? `${"x".repeat(4080)}${token}${"y".repeat(9000)}` : `line ${i} env=${token};`
+            yield* sql`INSERT INTO logs (id, ts, body, tag) VALUES (${i}, ${i * 10}, ${body}, ${`t${i}-${token}`})`
+          }
+          yield* sql`DELETE FROM logs WHERE id >= 190`
+        }))
+        // Closed: everything is in the database file.
+        expect(Fs.readFileSync(filename).includes(tokenBytes)).toBe(true)
+        const size = Fs.statSync(filename).size
+        // A write-ahead log and a journal left by a killed process: checksummed, never rewritten.
+        const wal = `${filename}-wal`
+        const journal = NodePath.join(dir, "logs_1.sqlite-journal")
+        const walHeader = Buffer.alloc(32)
+        walHeader.writeUInt32BE(0x377f0682, 0)
+        const stray = NodePath.join(dir, "frames.bin")
+        Fs.writeFileSync(wal, Buffer.concat([walHeader, Buffer.from(`frame ${token}`, "latin1")]))
+        Fs.writeFileSync(stray, Buffer.concat([walHeader, Buffer.from(`frame ${token}`, "latin1")]))
+        Fs.writeFileSync(journal, `page ${token}`)
+        const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact })
+        expect(changed).toEqual([filename])
+        for (const file of [wal, journal, stray]) expect(Fs.readFileSync(file).includes(tokenBytes)).toBe(true)
+        const after = Fs.readFileSync(filename)
+        expect(after.length).toBe(size)
+        expect(after.includes(tokenBytes)).toBe(false)
+        Fs.rmSync(wal)
+        Fs.rmSync(journal)
+        yield* Effect.scoped(Effect.gen(function*() {
+          const sql = yield* open
+          expect(yield* sql<{ integrity_check: string }>`PRAGMA integrity_check`).toEqual([{ integrity_check: "ok" }])
+          const rows = yield* sql<{ id: number; body: string; tag: string }>`SELECT id, body, tag FROM logs ORDER BY id`
+          expect(rows.length).toBe(190)
+          expect(rows[7]).toEqual({ id: 7, body: `line 7 env=${marker};`, tag: `t7-${marker}` })
+          expect(rows[100]!.body).toBe(`${"x".repeat(4080)}${marker}${"y".repeat(9000)}`)
+          // Through the index.
+          expect(yield* sql`SELECT id FROM logs WHERE tag = ${`t42-${marker}`}`).toEqual([{ id: 42 }])
+        }))
+      }).pipe(Effect.orDie)
     ))
 
   it.live("removes the files it is told to discard, with their claimed parents once empty", () =>

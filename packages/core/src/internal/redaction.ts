@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import type * as Gateway from "@tether/gateway/Gateway"
+import * as Gateway from "@tether/gateway/Gateway"
 import type * as Driver from "../Driver.js"
 import type * as Process from "./process.js"
 
@@ -17,68 +17,131 @@ export interface OutputScrubber {
   readonly flush: (sink: (output: Driver.Output) => void) => void
 }
 
+const marker = Gateway.redactionMarker
+
+/**
+ * The end of one kind's deltas (text or reasoning) that could be the start of a token: `raw`, as
+ * the CLI wrote it (with any token in it already replaced), of which the first `sent` characters
+ * went out already. It is kept after a flush released it, so that the next delta of the kind is
+ * read after it.
+ */
+interface Pending {
+  raw: string
+  sent: number
+}
+
 /**
  * `onToken` is called whenever an output carried a live token (whole or a long enough piece of
  * one, in a value or across deltas): the raw output the outputs were parsed from holds it too,
  * possibly in pieces no window finds (see `rawOf` in run.ts). Checked by identity: the redactor
  * returns what it was given when it replaced nothing, so a clean output costs nothing more.
  *
+ * Deltas: each kind's deltas are read as one stream. A delta ending with what could be a token's
+ * start holds that end back until the next delta of its kind. Another event (or a delta of the
+ * other kind) releases it: as it is below 8 characters (the redactor's window rule), else as as
+ * many of the marker's first characters (the whole marker at the turn's terminal record or the
+ * run's end). The released end is still read before the kind's next delta, so the rest of a token
+ * it began goes out as the rest of the marker. A token's characters all go out as the marker's,
+ * except at most its first 7 when an event came between its start and its eighth character.
+ * `Notice`: a driver quotes a line cut to a bounded length (and a third-party driver may quote
+ * anything cut anywhere) in its `message` and a string `raw`: both are read as windows, a token
+ * cut by either edge replaced from 8 characters on.
+ *
  * @internal
  */
 export const makeOutputScrubber = (redactor: Gateway.Redactor, onToken: () => void = () => {}): OutputScrubber => {
-  let text = ""
-  let reasoning = ""
+  const text: Pending = { raw: "", sent: 0 }
+  const reasoning: Pending = { raw: "", sent: 0 }
   const windowed = (input: string): string => {
     const out = redactor.window(input)
     if (out !== input) onToken()
     return out
   }
   const delta = (
-    held: string,
+    pending: Pending,
     output: { readonly _tag: "TextDelta" | "ReasoningDelta"; readonly text: string },
     sink: (output: Driver.Output) => void
-  ): string => {
-    const joined = held === "" ? output.text : held + output.text
+  ): void => {
+    const joined = pending.raw === "" ? output.text : pending.raw + output.text
     const all = redactor.text(joined)
     if (all !== joined) onToken()
     const hold = redactor.heldBack(all)
-    const out = hold === 0 ? all : all.slice(0, all.length - hold)
-    if (out !== "") sink(out === output.text ? output : { _tag: output._tag, text: out })
-    return hold === 0 ? "" : all.slice(all.length - hold)
+    const keep = all.length - hold
+    if (keep > pending.sent) {
+      const out = pending.sent === 0 && hold === 0 ? all : all.slice(pending.sent, keep)
+      sink(out === output.text ? output : { _tag: output._tag, text: out })
+    }
+    pending.sent = Math.max(0, pending.sent - keep)
+    pending.raw = hold === 0 ? "" : all.slice(keep)
   }
-  const flush = (sink: (output: Driver.Output) => void): void => {
-    // The deltas ended inside what could be a token: a long enough piece of one is replaced.
-    if (text !== "") sink({ _tag: "TextDelta", text: windowed(text) })
-    if (reasoning !== "") sink({ _tag: "ReasoningDelta", text: windowed(reasoning) })
-    text = ""
-    reasoning = ""
+  /**
+   * Sends what `pending` holds back and has not sent yet. Its end that could be a token's start is
+   * replaced from 8 characters on (the window rule): by the marker's characters one for one (the
+   * next delta's rest of the token then goes out as the rest of the marker), or by the whole
+   * marker at the run's end (`whole`).
+   */
+  const release = (
+    pending: Pending,
+    tag: "TextDelta" | "ReasoningDelta",
+    whole: boolean,
+    sink: (output: Driver.Output) => void
+  ): void => {
+    const raw = pending.raw
+    if (pending.sent === raw.length) return
+    const start = redactor.heldBack(raw)
+    const piece = raw.slice(raw.length - start)
+    let out = raw
+    if (start > 0 && redactor.window(piece) !== piece) {
+      onToken()
+      out = raw.slice(0, raw.length - start) + (whole ? marker : marker.slice(0, start))
+    }
+    sink({ _tag: tag, text: out.slice(pending.sent) })
+    pending.sent = raw.length
+  }
+  const releaseAll = (whole: boolean, sink: (output: Driver.Output) => void): void => {
+    release(text, "TextDelta", whole, sink)
+    release(reasoning, "ReasoningDelta", whole, sink)
   }
   return {
     push: (output, sink) => {
       switch (output._tag) {
         // What the other kind holds back came first: it is released before this delta.
         case "TextDelta":
-          if (reasoning !== "") {
-            sink({ _tag: "ReasoningDelta", text: windowed(reasoning) })
-            reasoning = ""
-          }
-          text = delta(text, output, sink)
+          release(reasoning, "ReasoningDelta", false, sink)
+          delta(text, output, sink)
           return
         case "ReasoningDelta":
-          if (text !== "") {
-            sink({ _tag: "TextDelta", text: windowed(text) })
-            text = ""
-          }
-          reasoning = delta(reasoning, output, sink)
+          release(text, "TextDelta", false, sink)
+          delta(reasoning, output, sink)
           return
-        default:
-          flush(sink)
+        case "Notice": {
+          releaseAll(false, sink)
+          const message = windowed(output.message)
+          const raw = typeof output.raw === "string" ? windowed(output.raw) : output.raw
+          const cut = message === output.message && raw === output.raw ? output : { ...output, message, raw }
+          // Whole tokens anywhere else in it.
+          const scrubbed = redactor.value(cut)
+          if (scrubbed !== cut) onToken()
+          sink(scrubbed)
+          return
+        }
+        default: {
+          // The turn's end: nothing is expected to continue what is held back.
+          releaseAll(output._tag === "Terminal", sink)
           const scrubbed = redactor.value(output)
           if (scrubbed !== output) onToken()
           sink(scrubbed)
+        }
       }
     },
-    flush
+    flush: (sink) => {
+      // The deltas ended inside what could be a token: a long enough piece of one is replaced.
+      releaseAll(true, sink)
+      text.raw = ""
+      text.sent = 0
+      reasoning.raw = ""
+      reasoning.sent = 0
+    }
   }
 }
 
