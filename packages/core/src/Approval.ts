@@ -80,7 +80,8 @@ export class Allow extends Schema.TaggedClass<Allow>("@tether/core/Approval/Allo
 
 /**
  * Allow this call and, where the provider supports it, the same kind of call for the rest of the
- * provider session (a provider without that notion allows this call only).
+ * provider session (a provider without that notion allows this call only, and so does a driver
+ * whose CLI would grant more than the same kind of call: docs/approvals.md has each CLI's rule).
  *
  * @since 0.3.0
  * @category models

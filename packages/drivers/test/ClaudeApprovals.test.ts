@@ -298,7 +298,7 @@ const processesOf = (events: ReadonlyArray<Event.Event>) =>
 
 describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdio)", () => {
   it.live(
-    "handler mode: allowed commands and writes run, denied ones are the model's error result, allowForSession is not asked again; one warm process",
+    "handler mode: allowed commands and writes run, denied ones are the model's error result, allowForSession is not asked again (a write: this once); one warm process",
     () =>
       withSandbox((sandbox) =>
         Effect.gen(function*() {
@@ -351,19 +351,27 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
           expect(Fs.existsSync(`${sandbox.workspace}/session-two/.git`)).toBe(true)
           expect(asked).toHaveLength(asks)
           expect(approvalsOf(again.transcript)).toEqual([])
-          // For a file write the suggestion is the session's `acceptEdits` mode: written, and the
-          // next write is not asked.
+          // For a file write the CLI's one suggestion is the session's `acceptEdits` mode, which
+          // also runs rm, mv, cp, sed, touch, mkdir and rmdir unasked: the write is allowed this once,
+          // and neither a later `rm` nor the next write goes unasked.
           const sessionWrite = `${sandbox.workspace}/live-session-write.txt`
           const wrote = yield* thread.run(`WRITE: ${sessionWrite}`)
           expect(Fs.readFileSync(sessionWrite, "utf8")).toBe("hello")
           expect(approvalsOf(wrote.transcript).map((a) => [a.request.kind, a.decision])).toEqual([
             ["fileChange", Approval.allowForSession]
           ])
-          const unasked = `${sandbox.workspace}/live-unasked-write.txt`
-          yield* thread.run(`WRITE: ${unasked}`)
-          expect(Fs.readFileSync(unasked, "utf8")).toBe("hello")
+          const precious = `${sandbox.workspace}/precious.txt`
+          Fs.writeFileSync(precious, "keep me")
+          const removed = yield* thread.run(`RUN: rm ${precious}`)
+          expect(Fs.existsSync(precious)).toBe(true)
+          expect(removed.text).toBe("TOOL ERROR: Not live.")
+          const asksAgain = `${sandbox.workspace}/live-asked-write.txt`
+          yield* thread.run(`WRITE: ${asksAgain}`)
+          expect(Fs.existsSync(asksAgain)).toBe(false)
           expect(asked.map((r) => [r.toolName, r.kind])).toEqual([
             ["Bash", "command"],
+            ["Bash", "command"],
+            ["Write", "fileChange"],
             ["Bash", "command"],
             ["Write", "fileChange"],
             ["Bash", "command"],

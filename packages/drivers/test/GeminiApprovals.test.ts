@@ -17,7 +17,8 @@ import * as Fs from "node:fs"
 
 /**
  * The model runs the command after `RUN: ` with run_shell_command (or writes `hello` to the file
- * after `WRITE: ` with write_file), then reports the tool's output.
+ * after `WRITE: ` with write_file, or fetches the URL after `FETCH: ` with web_fetch), then reports
+ * the tool's output.
  */
 const modelOf = () =>
   GeminiServer.make({
@@ -25,6 +26,8 @@ const modelOf = () =>
       const prompt = GeminiServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
       const write = /WRITE: (.*)$/m.exec(prompt)?.[1]
       if (write !== undefined) return GeminiServer.callTool("write_file", { file_path: write, content: "hello" })
+      const fetch = /FETCH: (.*)$/m.exec(prompt)?.[1]
+      if (fetch !== undefined) return GeminiServer.callTool("web_fetch", { prompt: `Summarize ${fetch}` })
       const command = /RUN: (.*)$/m.exec(prompt)?.[1]
       return command === undefined
         ? GeminiServer.reply("No command.")
@@ -75,7 +78,9 @@ describe("Gemini approvals, live thread (real CLI)", () => {
                   request.command?.includes(word) === true || request.paths?.some((p) => p.includes(word)) === true
                 return Effect.sync(() => asked.push(request)).pipe(
                   Effect.zipRight(
-                    named("handled-allow")
+                    request.toolName === "web_fetch"
+                      ? Effect.succeed(Approval.deny("No fetches."))
+                      : named("handled-allow")
                       ? Effect.succeed(Approval.allow)
                       : named("handled-deny")
                       ? Effect.succeed(Approval.deny("No."))
@@ -116,20 +121,23 @@ describe("Gemini approvals, live thread (real CLI)", () => {
           const deniedWrite = `${sandbox.workspace}/handled-deny-write.txt`
           yield* thread.run(`WRITE: ${deniedWrite}`)
           expect(Fs.existsSync(deniedWrite)).toBe(false)
-          // Allowed for the session (Gemini's `allow_always`): written, and the next write is not asked.
+          // Allowed for the session: written this once. Gemini's `allow_always` on a write would turn
+          // on its session's autoEdit mode, under which writes, edits and web fetches run unasked
+          // (ahead of the run's ask_user rules): a later fetch and the next write are still asked.
           const sessionWrite = `${sandbox.workspace}/handled-session-write.txt`
           yield* thread.run(`WRITE: ${sessionWrite}`)
           expect(Fs.readFileSync(sessionWrite, "utf8")).toBe("hello")
-          const asks = asked.length
-          const unasked = `${sandbox.workspace}/unasked-write.txt`
-          const quiet = yield* thread.run(`WRITE: ${unasked}`)
-          expect(Fs.readFileSync(unasked, "utf8")).toBe("hello")
-          expect(asked).toHaveLength(asks)
-          expect(approvalsOf(quiet.transcript)).toEqual([])
+          const fetched = yield* thread.run("FETCH: https://example.invalid/page")
+          expect(fetched.text).toMatch(/cancel/i)
+          const askedWrite = `${sandbox.workspace}/handled-deny-again-write.txt`
+          yield* thread.run(`WRITE: ${askedWrite}`)
+          expect(Fs.existsSync(askedWrite)).toBe(false)
+          expect(asked.slice(-3).map((r) => r.toolName)).toEqual(["write_file", "web_fetch", "write_file"])
           const writes = asked.filter((request) => request.kind === "fileChange")
           expect(writes.map((r) => [r.toolName, r.paths])).toEqual([
             ["write_file", [deniedWrite]],
-            ["write_file", [sessionWrite]]
+            ["write_file", [sessionWrite]],
+            ["write_file", [askedWrite]]
           ])
           expect(writes[1]!.diff).toContain("hello")
 

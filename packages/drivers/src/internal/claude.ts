@@ -470,10 +470,15 @@ export const approverTool: Driver.ApproverTool = {
       }
 }
 
-/** The CLI's suggestions of a permission request, each scoped to the running session. */
+/**
+ * The CLI's suggestions of a permission request, each scoped to the running session, but never a
+ * mode: the one Claude Code suggests for a file write, `acceptEdits`, also runs filesystem
+ * commands (`rm`, `mv`, `cp`, `sed`, `touch`, `mkdir`, `rmdir`) unasked (Claude Code 2.1), which
+ * the host decided nothing about. A write allowed for the session is then allowed this once.
+ */
 const sessionPermissions = (raw: unknown) => {
   const suggestions = isRecord(raw) && Array.isArray(raw["permission_suggestions"])
-    ? raw["permission_suggestions"].filter(isRecord)
+    ? raw["permission_suggestions"].filter((suggestion) => isRecord(suggestion) && suggestion["type"] !== "setMode")
     : []
   return suggestions.length === 0
     ? {}
