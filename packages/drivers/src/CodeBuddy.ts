@@ -124,7 +124,9 @@ export interface Config {
  * {@link maxInstructionsBytes} and visible in the process's argv); resume and fork use the
  * CLI's `--resume` / `--fork-session`. No sandbox level maps faithfully onto CodeBuddy Code's
  * permission modes, so every sandbox request is refused. Skills are also projected natively into
- * the clone's `skills/<name>/` (the CLI lists them in its Skill tool), beside `read_skill`.
+ * the clone's `skills/<name>/` (the CLI lists them in its Skill tool), beside `read_skill`, but
+ * for a skill whose SKILL.md (or one in a sub-folder) holds "!`command`": the CLI runs those
+ * through its shell when the model loads the skill, asking no permission; `read_skill` serves it.
  *
  * @since 0.1.0
  * @category constants

@@ -124,4 +124,18 @@ describe("native skills projection", () => {
       "skills/triage/docs/.claude-plugin/plugin.json"
     ])
   })
+
+  it("for a CLI that runs a loaded skill's !`command`s unasked, projects no skill holding one (nested too)", () => {
+    const plain = { ...skill([{ path: "SKILL.md", content: "Run `ls` yourself; ! is fine." }]), name: "plain" }
+    const shell = { ...skill([{ path: "SKILL.md", content: "State: !`git status`" }]), name: "shell" }
+    const nested = {
+      ...skill([{ path: "SKILL.md", content: "Top." }, { path: "extra/SKILL.md", content: "!`id`" }]),
+      name: "nested"
+    }
+    const names = (files: ReadonlyArray<{ readonly path: string }>) => [
+      ...new Set(files.map((file) => file.path.split("/")[1]))
+    ]
+    expect(names(Skills.project([plain, shell, nested], "skills", { runsInlineShell: true }))).toEqual(["plain"])
+    expect(names(Skills.project([plain, shell, nested], "skills"))).toEqual(["plain", "shell", "nested"])
+  })
 })

@@ -192,7 +192,7 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       files: [
         { path: mcpConfigFile, content: claude.renderMcpConfig(request), mode: 0o600 },
         // The CLI lists `skills/<name>/SKILL.md` of its configuration directory in its Skill tool.
-        ...Skills.project(request.skills, "skills"),
+        ...Skills.project(request.skills, "skills", { runsInlineShell: true }),
         // Like Claude Code, the CLI applies a settings file's `env` over its environment.
         ...yield* claude.copiedSettings(request, env, {
           configured: [...Object.keys(config.env ?? {}), ...Object.keys(endpointEnv(config))],

@@ -40,6 +40,16 @@ const granting = [
 const pluginManifest = (path: string): boolean => path === ".claude-plugin" || path.startsWith(".claude-plugin/")
 
 /**
+ * Whether a SKILL.md of the skill (its own or one in a sub-folder, which CodeBuddy Code loads as a
+ * skill of its own) holds "!`command`": CodeBuddy Code 2.117 runs each such command through its
+ * shell when the model loads the skill, asking no permission (even with no shell tool offered).
+ */
+const inlineShell = (skill: Driver.SkillFiles): boolean =>
+  skill.files.some((file) =>
+    (file.path === "SKILL.md" || file.path.endsWith("/SKILL.md")) && /!`[^`]+`/.test(file.content)
+  )
+
+/**
  * `SKILL.md` as the CLIs load it: YAML frontmatter with `name` and `description` (the CLIs skip
  * a skill without them). Present keys are kept as written; missing ones are added from the
  * skill's name and description (JSON strings are valid YAML scalars) as lines under the opening
@@ -95,14 +105,17 @@ export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): strin
 
 /**
  * The files that project every skill under `root` (relative to the clone), one folder per skill.
+ * `inlineShell`: a CLI that runs a loaded skill's "!`command`"s unasked (CodeBuddy Code) gets no
+ * copy of a skill holding one; `read_skill` serves it as for any CLI.
  *
  * @internal
  */
 export const project = (
   skills: ReadonlyArray<Driver.SkillFiles>,
-  root: string
+  root: string,
+  options: { readonly runsInlineShell?: boolean } = {}
 ): ReadonlyArray<Driver.MaterializedFile> =>
-  skills.flatMap((skill) =>
+  (options.runsInlineShell === true ? skills.filter((skill) => !inlineShell(skill)) : skills).flatMap((skill) =>
     skill.files.filter((file) => !pluginManifest(file.path)).map((file) => ({
       path: `${root}/${skill.name}/${file.path}`,
       content: file.path === "SKILL.md" ? skillMarkdown(skill, file.content) : file.content,
