@@ -20,13 +20,24 @@ import * as Fs from "node:fs"
 
 /**
  * The model runs the command after `RUN: ` in the prompt with Bash (or writes `hello` to the file
- * after `WRITE: ` with Write), then reports the tool result.
+ * after `WRITE: ` with Write, or hands `RUN: <the command after DELEGATE: >` to a subagent, which
+ * the same model then plays), then reports the tool result.
  */
 const bashModel = () =>
   AnthropicServer.make({
     respond: AnthropicServer.roundTrip(
       (request) => {
         const prompt = AnthropicServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
+        const delegate = /DELEGATE: (.*)$/m.exec(prompt)?.[1]
+        if (delegate !== undefined) {
+          // The subagent tool is `Agent` in recent CLIs, `Task` before.
+          const tool = request.tools?.some((t) => t.name === "Agent") === true ? "Agent" : "Task"
+          return AnthropicServer.callTool(tool, {
+            description: "Run a command",
+            prompt: `RUN: ${delegate}`,
+            subagent_type: "general-purpose"
+          })
+        }
         const write = /WRITE: (.*)$/m.exec(prompt)?.[1]
         if (write !== undefined) return AnthropicServer.callTool("Write", { file_path: write, content: "hello" })
         const command = /RUN: (.*)$/m.exec(prompt)?.[1]
@@ -62,6 +73,34 @@ const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, 
     return value
   }).pipe(Effect.scoped)
 
+/** An agent of no tools on the scripted model, in the sandbox, with these approvals. */
+const agentFor = <R = never>(
+  server: AnthropicServer.AnthropicServer,
+  sandbox: Harness.Sandbox,
+  approvals: Approval.Options<R>
+) =>
+  Agent.make({
+    driver: driverFor(server),
+    definition: { instructions: "", tools: Toolkit.empty },
+    workspace: sandbox.workspace,
+    profile: sandbox.selection,
+    approvals
+  })
+
+/** An agent whose approvals handler records each request and answers `decide`. */
+const recordingAgent = (
+  server: AnthropicServer.AnthropicServer,
+  sandbox: Harness.Sandbox,
+  decide: (request: Approval.ApprovalRequest) => Approval.Decision
+) =>
+  Effect.gen(function*() {
+    const asked: Array<Approval.ApprovalRequest> = []
+    const agent = yield* agentFor(server, sandbox, {
+      handler: (request) => Effect.sync(() => (asked.push(request), decide(request)))
+    })
+    return { agent, asked }
+  })
+
 const approvalsOf = (transcript: ReadonlyArray<Result.TranscriptEntry>) =>
   transcript.filter((entry): entry is Result.TranscriptApproval => entry._tag === "Approval")
 
@@ -76,13 +115,9 @@ describe("Claude approvals, one-shot (real CLI)", () => {
         Effect.gen(function*() {
           const server = yield* bashModel()
           const asked: Array<Approval.ApprovalRequest> = []
-          const agent = yield* Agent.make({
-            driver: driverFor(server),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            // The handler's requirement (HostPolicy) comes from the layers around Agent.make.
-            approvals: { handler: (request) => Effect.flatMap(HostPolicy, (policy) => policy.decide(request)) }
+          // The handler's requirement (HostPolicy) comes from the layers around Agent.make.
+          const agent = yield* agentFor(server, sandbox, {
+            handler: (request) => Effect.flatMap(HostPolicy, (policy) => policy.decide(request))
           }).pipe(
             Effect.provideService(HostPolicy, {
               decide: (request) =>
@@ -167,13 +202,7 @@ describe("Claude approvals, one-shot (real CLI)", () => {
       withSandbox((sandbox) =>
         Effect.gen(function*() {
           const server = yield* bashModel()
-          const agent = yield* Agent.make({
-            driver: driverFor(server),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: { deadline: "2 seconds" }
-          })
+          const agent = yield* agentFor(server, sandbox, { deadline: "2 seconds" })
           const hostFile = `${sandbox.workspace}/host.txt`
           const seconds: Array<Either.Either<void, unknown>> = []
           const events = yield* collect(
@@ -220,13 +249,7 @@ describe("Claude approvals, one-shot (real CLI)", () => {
       withSandbox((sandbox) =>
         Effect.gen(function*() {
           const server = yield* bashModel()
-          const agent = yield* Agent.make({
-            driver: driverFor(server),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: { deadline: "1 minute" }
-          })
+          const agent = yield* agentFor(server, sandbox, { deadline: "1 minute" })
           const file = `${sandbox.workspace}/closed.txt`
           const events: Array<Event.Event> = []
           const exit = yield* agent.stream(`RUN: touch ${file}`).pipe(
@@ -262,15 +285,8 @@ describe("Claude approvals, one-shot (real CLI)", () => {
       withSandbox((sandbox) =>
         Effect.gen(function*() {
           const server = yield* bashModel()
-          const asked: Array<Approval.ApprovalRequest> = []
-          const agent = yield* Agent.make({
-            driver: driverFor(server),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            // Everything asked would be allowed: only the policy can keep Bash from running.
-            approvals: { handler: (request) => Effect.sync(() => (asked.push(request), Approval.allow)) }
-          })
+          // Everything asked would be allowed: only the policy can keep Bash from running.
+          const { agent, asked } = yield* recordingAgent(server, sandbox, () => Approval.allow)
           const file = `${sandbox.workspace}/denied-builtin.txt`
           const denied = yield* agent.run({ input: `RUN: touch ${file}`, builtinTools: { deny: ["Bash"] } })
           expect(Fs.existsSync(file)).toBe(false)
@@ -291,6 +307,49 @@ describe("Claude approvals, one-shot (real CLI)", () => {
       ),
     120_000
   )
+
+  it.live(
+    "a subagent's (Task/Agent) Bash call is asked of the host, and a denial keeps it from running",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          const server = yield* bashModel()
+          const { agent, asked } = yield* recordingAgent(
+            server,
+            sandbox,
+            (request) => request.kind === "command" ? Approval.deny("No commands.") : Approval.allow
+          )
+          const file = `${sandbox.workspace}/subagent.txt`
+          yield* agent.run(`DELEGATE: touch ${file}`)
+          expect(Fs.existsSync(file)).toBe(false)
+          expect(asked.map((r) => [r.toolName, r.kind, r.command])).toContainEqual(["Bash", "command", `touch ${file}`])
+        })
+      ),
+    120_000
+  )
+
+  it.live(
+    "a workspace .claude/settings.json allowing Bash does not answer in the host's place",
+    () =>
+      withSandbox((sandbox) =>
+        Effect.gen(function*() {
+          // A checked-out repository's own project settings.
+          Fs.mkdirSync(`${sandbox.workspace}/.claude`)
+          Fs.writeFileSync(
+            `${sandbox.workspace}/.claude/settings.json`,
+            JSON.stringify({ permissions: { allow: ["Bash"] } })
+          )
+          const server = yield* bashModel()
+          const { agent, asked } = yield* recordingAgent(server, sandbox, () => Approval.deny("Not on this host."))
+          const file = `${sandbox.workspace}/project-allowed.txt`
+          const result = yield* agent.run(`RUN: touch ${file}`)
+          expect(Fs.existsSync(file)).toBe(false)
+          expect(result.text).toBe("TOOL ERROR: Not on this host.")
+          expect(asked.map((r) => [r.toolName, r.kind])).toEqual([["Bash", "command"]])
+        })
+      ),
+    120_000
+  )
 })
 
 const processesOf = (events: ReadonlyArray<Event.Event>) =>
@@ -303,25 +362,14 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
       withSandbox((sandbox) =>
         Effect.gen(function*() {
           const server = yield* bashModel()
-          const asked: Array<Approval.ApprovalRequest> = []
-          const agent = yield* Agent.make({
-            driver: driverFor(server),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: {
-              handler: (request) =>
-                Effect.sync(() => {
-                  asked.push(request)
-                  const named = (word: string) =>
-                    request.command?.includes(word) === true || request.paths?.some((p) => p.includes(word)) === true
-                  return named("allowed")
-                    ? Approval.allow
-                    : named("session")
-                    ? Approval.allowForSession
-                    : Approval.deny("Not live.")
-                })
-            }
+          const { agent, asked } = yield* recordingAgent(server, sandbox, (request) => {
+            const named = (word: string) =>
+              request.command?.includes(word) === true || request.paths?.some((p) => p.includes(word)) === true
+            return named("allowed")
+              ? Approval.allow
+              : named("session")
+              ? Approval.allowForSession
+              : Approval.deny("Not live.")
           })
           const thread = yield* agent.thread("live-approvals")
           const allowedFile = `${sandbox.workspace}/live-allowed.txt`
@@ -400,13 +448,7 @@ describe("Claude approvals, live thread (real CLI, --permission-prompt-tool stdi
       withSandbox((sandbox) =>
         Effect.gen(function*() {
           const server = yield* bashModel()
-          const agent = yield* Agent.make({
-            driver: driverFor(server),
-            definition: { instructions: "", tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: { deadline: "3 seconds" }
-          })
+          const agent = yield* agentFor(server, sandbox, { deadline: "3 seconds" })
           const thread = yield* agent.thread("live-events")
           const hostFile = `${sandbox.workspace}/live-host.txt`
           const seconds: Array<unknown> = []
