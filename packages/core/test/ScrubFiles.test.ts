@@ -196,11 +196,12 @@ describe("ScrubFiles", () => {
       })
     ))
 
-  it.live("rewrites a SQLite database in place (it still opens, whole), never its write-ahead log nor a journal", () =>
+  it.live("never rewrites a SQLite database, its write-ahead log nor a journal; a plain file beside is scrubbed", () =>
     withDir((dir) =>
       Effect.gen(function*() {
-        // A CLI's database in the clone (Codex's `state_5.sqlite`): a token in rows, in an indexed
-        // column, in a row spilling over pages, and in a deleted row's freed space.
+        // A CLI's database in the clone (Codex's `state_5.sqlite`), the token in a UNIQUE column:
+        // its index entry sits where the token sorts, where the marker ("[") does not, so a
+        // rewritten index would miss the row.
         const filename = NodePath.join(dir, "state_5.sqlite")
         const open = Effect.map(
           Layer.build(SqliteClient.layer({ filename })),
@@ -208,18 +209,15 @@ describe("ScrubFiles", () => {
         )
         yield* Effect.scoped(Effect.gen(function*() {
           const sql = yield* open
-          yield* sql.unsafe(`CREATE TABLE logs (id INTEGER PRIMARY KEY, ts INTEGER, body TEXT, tag TEXT)`)
-          yield* sql.unsafe(`CREATE INDEX logs_tag ON logs (tag)`)
-          for (let i = 0; i < 200; i++) {
-            const body = i === 100 ? `${"x".repeat(4080)}${token}${"y".repeat(9000)}` : `line ${i} env=${token};`
-            yield* sql`INSERT INTO logs (id, ts, body, tag) VALUES (${i}, ${i * 10}, ${body}, ${`t${i}-${token}`})`
+          yield* sql.unsafe(`CREATE TABLE env (id INTEGER PRIMARY KEY, value TEXT UNIQUE)`)
+          let id = 0
+          for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") {
+            yield* sql`INSERT INTO env (id, value) VALUES (${id++}, ${`${c}-plain`})`
           }
-          yield* sql`DELETE FROM logs WHERE id >= 190`
+          yield* sql`INSERT INTO env (id, value) VALUES (${100}, ${`q${token}`})`
         }))
-        // Closed: everything is in the database file.
         expect(Fs.readFileSync(filename).includes(tokenBytes)).toBe(true)
-        const size = Fs.statSync(filename).size
-        // A write-ahead log and a journal left by a killed process: checksummed, never rewritten.
+        // A write-ahead log and a journal left by a killed process, and a log under another name.
         const wal = `${filename}-wal`
         const journal = NodePath.join(dir, "logs_1.sqlite-journal")
         const walHeader = Buffer.alloc(32)
@@ -228,23 +226,19 @@ describe("ScrubFiles", () => {
         Fs.writeFileSync(wal, Buffer.concat([walHeader, Buffer.from(`frame ${token}`, "latin1")]))
         Fs.writeFileSync(stray, Buffer.concat([walHeader, Buffer.from(`frame ${token}`, "latin1")]))
         Fs.writeFileSync(journal, `page ${token}`)
+        const plain = NodePath.join(dir, "history.log")
+        Fs.writeFileSync(plain, `env=${token}\n`)
         const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact })
-        expect(changed).toEqual([filename])
-        for (const file of [wal, journal, stray]) expect(Fs.readFileSync(file).includes(tokenBytes)).toBe(true)
-        const after = Fs.readFileSync(filename)
-        expect(after.length).toBe(size)
-        expect(after.includes(tokenBytes)).toBe(false)
+        expect(changed).toEqual([plain])
+        for (const file of [filename, wal, journal, stray]) {
+          expect(Fs.readFileSync(file).includes(tokenBytes)).toBe(true)
+        }
         Fs.rmSync(wal)
         Fs.rmSync(journal)
         yield* Effect.scoped(Effect.gen(function*() {
           const sql = yield* open
           expect(yield* sql<{ integrity_check: string }>`PRAGMA integrity_check`).toEqual([{ integrity_check: "ok" }])
-          const rows = yield* sql<{ id: number; body: string; tag: string }>`SELECT id, body, tag FROM logs ORDER BY id`
-          expect(rows.length).toBe(190)
-          expect(rows[7]).toEqual({ id: 7, body: `line 7 env=${marker};`, tag: `t7-${marker}` })
-          expect(rows[100]!.body).toBe(`${"x".repeat(4080)}${marker}${"y".repeat(9000)}`)
-          // Through the index.
-          expect(yield* sql`SELECT id FROM logs WHERE tag = ${`t42-${marker}`}`).toEqual([{ id: 42 }])
+          expect(yield* sql`SELECT id FROM env WHERE value = ${`q${token}`}`).toEqual([{ id: 100 }])
         }))
       }).pipe(Effect.orDie)
     ))

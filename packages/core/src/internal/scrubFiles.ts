@@ -1,9 +1,9 @@
 /**
  * Scrubbing token values out of the files a provider process wrote into its execution clone
- * (transcripts, tool output, logs, its SQLite databases), in place: the marker has the token's
- * length, so only the token's bytes are overwritten, a process of another run appending to the
- * same file loses nothing and a database's pages stay valid. A SQLite write-ahead log, its index
- * and a rollback journal are left as they are (see `isJournal`).
+ * (transcripts, tool output, logs), in place: the marker has the token's length, so only the
+ * token's bytes are overwritten and a process of another run appending to the same file loses
+ * nothing. SQLite databases, their write-ahead logs, log indexes and journals are left as they are
+ * (see `isDatabase`).
  *
  * @internal
  */
@@ -51,19 +51,20 @@ const coarseSlack = 2000
 const modifiedSince = (mtimeMs: number, since: number): boolean =>
   mtimeMs >= since - (mtimeMs % 1000 === 0 ? coarseSlack : fineSlack)
 
+const sqliteHeader = Buffer.from("SQLite format 3\0", "latin1")
 const journalHeader = Buffer.from([0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7])
 
 /**
- * A SQLite write-ahead log, its index or a rollback journal (by its name beside the database, or
- * a log's or journal's magic number): never rewritten. A write-ahead log checksums each frame
- * together with every frame before it, and its index (`-shm`) keeps the last checksum, so even a
- * length-preserving rewrite would make SQLite drop the frames from the first one changed on; a
- * journal is copied back over the database when it is hot. The database file itself is scrubbed
- * as any other file: SQLite checksums none of its pages, and the marker has the token's length,
- * so every record, cell and page keeps its size and place.
+ * A SQLite database, its write-ahead log, the log's index or a rollback journal (by its name
+ * beside the database, or by its header or magic number): never rewritten. A log checksums each
+ * frame together with every frame before it (and its index keeps the last checksum), so even a
+ * length-preserving rewrite makes SQLite drop the frames from the first one changed on; a journal
+ * is copied back over the database when it is hot; and in the database itself an index entry (or
+ * a `WITHOUT ROWID` table's row) holding a token sits where the token sorts, where the marker does
+ * not: a lookup through that index would miss the row, and a later write could corrupt the tree.
  */
-const isJournal = (name: string, head: Buffer): boolean =>
-  /-(wal|shm|journal)$/.test(name) ||
+const isDatabase = (name: string, head: Buffer): boolean =>
+  /-(wal|shm|journal)$/.test(name) || head.subarray(0, sqliteHeader.length).equals(sqliteHeader) ||
   (head.length >= 4 && (head.readUInt32BE(0) & 0xfffffffe) === 0x377f0682) ||
   head.subarray(0, journalHeader.length).equals(journalHeader)
 
@@ -133,7 +134,7 @@ export const scrubFile = async (
       const bytesRead = await io.read(buffer, 0, buffer.length, position)
       if (bytesRead === 0) break
       const window = buffer.subarray(0, bytesRead)
-      if (first && isJournal(name, window)) return 0
+      if (first && isDatabase(name, window)) return 0
       first = false
       const redacted = redact(window)
       if (redacted !== window) {
