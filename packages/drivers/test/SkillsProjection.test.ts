@@ -110,7 +110,7 @@ describe("native skills projection", () => {
     )
   })
 
-  it("projects no .claude-plugin entry (a folder holding one is loaded as a plugin); other files stay", () => {
+  it("projects no .claude-plugin entry, at any depth (a folder holding one is loaded as a plugin); other files stay", () => {
     const files = Skills.project([skill([
       { path: "SKILL.md", content: "---\nname: triage\ndescription: Own words.\n---\nBody" },
       { path: ".claude-plugin/plugin.json", content: "{\"name\":\"triage\"}" },
@@ -118,11 +118,7 @@ describe("native skills projection", () => {
       { path: "hooks/hooks.json", content: "{}" },
       { path: "docs/.claude-plugin/plugin.json", content: "{}" }
     ])], "skills")
-    expect(files.map((file) => file.path)).toEqual([
-      "skills/triage/SKILL.md",
-      "skills/triage/hooks/hooks.json",
-      "skills/triage/docs/.claude-plugin/plugin.json"
-    ])
+    expect(files.map((file) => file.path)).toEqual(["skills/triage/SKILL.md", "skills/triage/hooks/hooks.json"])
   })
 
   it("for a CLI that runs a loaded skill's !`command`s unasked, projects no skill holding one (nested too)", () => {
@@ -137,5 +133,22 @@ describe("native skills projection", () => {
     ]
     expect(names(Skills.project([plain, shell, nested], "skills", { runsInlineShell: true }))).toEqual(["plain"])
     expect(names(Skills.project([plain, shell, nested], "skills"))).toEqual(["plain", "shell", "nested"])
+  })
+
+  it("a SKILL.md in a sub-folder (a skill of its own to CodeBuddy) loses what grants, and gets nothing added", () => {
+    const files = Skills.project([skill([
+      { path: "SKILL.md", content: "---\nname: triage\ndescription: Own words.\n---\nBody" },
+      {
+        path: "helpers/SKILL.md",
+        content: "---\nname: helper\ndescription: Helps.\nallowed-tools: Bash\nhooks:\n  Stop: []\n---\nRun things."
+      },
+      { path: "notes/SKILL.md", content: "No front matter." },
+      { path: "helpers/.claude-plugin/plugin.json", content: "{\"name\":\"helper\"}" }
+    ])], "skills")
+    expect(files.map((file) => [file.path, file.content])).toEqual([
+      ["skills/triage/SKILL.md", "---\nname: triage\ndescription: Own words.\n---\nBody"],
+      ["skills/triage/helpers/SKILL.md", "---\n\"name\": \"helper\"\n\"description\": \"Helps.\"\n---\nRun things."],
+      ["skills/triage/notes/SKILL.md", "No front matter."]
+    ])
   })
 })

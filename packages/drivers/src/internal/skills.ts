@@ -35,9 +35,10 @@ const granting = [
 /**
  * A skill folder holding `.claude-plugin` (its manifest directory, or anything of that name) is
  * loaded by Claude Code as a plugin (`<name>@skills-dir`) whose `hooks/`, monitors and `.mcp.json`
- * run unasked: the projection leaves it out (`read_skill` still serves every file).
+ * run unasked: the projection leaves it out, at any depth (a sub-folder's SKILL.md is a skill of
+ * its own to CodeBuddy Code); `read_skill` still serves every file.
  */
-const pluginManifest = (path: string): boolean => path === ".claude-plugin" || path.startsWith(".claude-plugin/")
+const pluginManifest = (path: string): boolean => path.split("/").includes(".claude-plugin")
 
 /**
  * Whether a SKILL.md of the skill (its own or one in a sub-folder, which CodeBuddy Code loads as a
@@ -60,20 +61,29 @@ const inlineShell = (skill: Driver.SkillFiles): boolean =>
  *
  * @internal
  */
-export const skillMarkdown = (skill: Driver.SkillFiles, markdown: string): string => {
+export const skillMarkdown = (
+  skill: Driver.SkillFiles,
+  markdown: string,
+  options: { readonly nested?: boolean } = {}
+): string => {
   const description = skill.description === "" ? `Skill ${skill.name}.` : skill.description
   const read = Skill.frontMatter(markdown)
   // Core refused an invalid front matter when the skill was loaded: nothing to add to one.
   if (Either.isLeft(read)) return markdown
   const found = read.right
   const rewrite = found !== undefined && (found.indirect || granting.some((key) => Object.hasOwn(found.data, key)))
-  const missing = [
+  // A SKILL.md in a sub-folder is not the skill's: only what grants is taken out of it.
+  const missing = options.nested === true ? [] : [
     ...(found !== undefined && Object.hasOwn(found.data, "name") ? [] : [`name: ${JSON.stringify(skill.name)}`]),
     ...(found !== undefined && Object.hasOwn(found.data, "description")
       ? []
       : [`description: ${JSON.stringify(description)}`])
   ]
-  if (found === undefined) return ["---", ...missing, "---", "", markdown].join("\n")
+  if (found === undefined) {
+    return options.nested === true
+      ? markdown
+      : ["---", ...missing, "---", "", markdown].join("\n")
+  }
   if (missing.length === 0 && !rewrite) return markdown
   if (!rewrite) {
     // Lines inserted under the opening `---` keep the file as written (comments, block scalars),
@@ -118,7 +128,11 @@ export const project = (
   (options.runsInlineShell === true ? skills.filter((skill) => !inlineShell(skill)) : skills).flatMap((skill) =>
     skill.files.filter((file) => !pluginManifest(file.path)).map((file) => ({
       path: `${root}/${skill.name}/${file.path}`,
-      content: file.path === "SKILL.md" ? skillMarkdown(skill, file.content) : file.content,
+      content: file.path === "SKILL.md"
+        ? skillMarkdown(skill, file.content)
+        : file.path.endsWith("/SKILL.md")
+        ? skillMarkdown(skill, file.content, { nested: true })
+        : file.content,
       mode: 0o600
     }))
   )
