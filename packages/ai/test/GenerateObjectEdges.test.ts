@@ -95,6 +95,28 @@ describe("TetherLanguageModel generateObject edges", () => {
     }).pipe(Effect.provide(modelLayer(() => said("{\"count\":\"3\"}")))))
 })
 
+// A Schema whose encoded side is `Unknown` (JSON Schema `{}`): its value encodes to a bigint,
+// which JSON has no text for.
+const Big = Schema.Struct({
+  n: Schema.transform(Schema.Unknown, Schema.BigIntFromSelf, {
+    strict: true,
+    decode: (u) => BigInt(String(u)),
+    encode: (b) => b
+  })
+})
+
+describe("TetherLanguageModel generateObject, a value with no JSON text", () => {
+  it.live("fails with MalformedOutput, never a defect", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(LanguageModel.generateObject({ prompt: "Count.", schema: Big }))
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(false)
+      const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) as AiError.AiError : undefined
+      expect(error?._tag).toBe("MalformedOutput")
+      expect((error as AiError.MalformedOutput).description).toContain("encodes to no JSON")
+      expect(yield* agentProcesses).toEqual([])
+    }).pipe(Effect.provide(modelLayer(() => said("{\"n\":5}"), { resume: true }))))
+})
+
 class Forecast extends Schema.Class<Forecast>("Forecast")({ city: Schema.String, celsius: Schema.Number }) {}
 const Shape = Schema.Union(
   Schema.TaggedStruct("circle", { radius: Schema.Number }),

@@ -79,9 +79,28 @@ const objectParts = <A, I>(state: Parts.State, schema: Schema.Schema<A, I>) => {
             `the decoded value does not encode with the Schema, to be handed to @effect/ai: ${error.message}`,
           cause: error
         }))
-      return Effect.map(encoded, (encoded) => [
+      // An encoded side the Schema does not check (`Unknown`) may hold what JSON has no text for
+      // (a bigint throws, `undefined` gives none).
+      const text = Effect.flatMap(encoded, (value) =>
+        Effect.try({
+          try: () => {
+            const json: unknown = JSON.stringify(value)
+            if (typeof json !== "string") throw new TypeError("the encoded value has no JSON text")
+            return json
+          },
+          catch: (cause) =>
+            new AiError.MalformedOutput({
+              module: moduleName,
+              method: "generateObject",
+              description: `the decoded value encodes to no JSON, to be handed to @effect/ai: ${
+                cause instanceof Error ? cause.message : String(cause)
+              }`,
+              cause
+            })
+        }))
+      return Effect.map(text, (json) => [
         { type: "text-start", id },
-        { type: "text-delta", id, delta: JSON.stringify(encoded) },
+        { type: "text-delta", id, delta: json },
         { type: "text-end", id },
         ...finish
       ])
