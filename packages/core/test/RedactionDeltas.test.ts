@@ -26,9 +26,6 @@ const liveTokens = (n: number) =>
   })
 
 type Kind = "TextDelta" | "ReasoningDelta"
-type Step =
-  | { readonly _tag: "delta"; readonly kind: Kind }
-  | { readonly _tag: "event"; readonly which: "ToolCall" | "Notice" | "Usage" | "Terminal" }
 
 const segment = (tokens: ReadonlyArray<string>) =>
   FastCheck.oneof(
