@@ -50,8 +50,9 @@
  *   (`run`: the id of its running turn, for a client that reconnects after a reload).
  * - `POST /agui`: the AG-UI protocol (`RunAgentInput` in, AG-UI events out as SSE, encoded
  *   with `@ag-ui/encoder`); `threadId` is the thread key, the last message (the user's) is the
- *   turn's input (the thread holds the earlier ones; `state`, `context` and `forwardedProps` are
- *   not used). A run that offers the client's own `tools` is refused (`400
+ *   turn's input, its text or text parts (one with an image, audio or other part is refused, `400
+ *   invalid_request`, rather than run without it; the thread holds the earlier ones; `state`,
+ *   `context` and `forwardedProps` are not used). A run that offers the client's own `tools` is refused (`400
  *   client_tools_unsupported`): the agent's tools are the host's. See `AgUi` for the mapping.
  *
  * The turns of a thread key run on one thread handle the router keeps open while the key is in

@@ -142,6 +142,20 @@ describe("AgUi.fromEvents", () => {
     instructions: ""
   })
 
+  it.effect("a client conversation nested past the call stack is not restated, and the stream never fails", () =>
+    Effect.gen(function*() {
+      const depth = 200_000
+      const deep: unknown = JSON.parse("[".repeat(depth) + "]".repeat(depth))
+      const messages = [{ id: "m0", role: "user", content: "hi", extra: deep }] as unknown as ReadonlyArray<Message>
+      const types = (given: ReadonlyArray<Message>) =>
+        Effect.map(
+          Stream.runCollect(AgUi.fromEvents({ threadId: "t", runId: "r" }, { messages: given })(Stream.empty)),
+          (events) => Chunk.toReadonlyArray(events).map((event) => event.type)
+        )
+      // As for a plain conversation: the source's end without a result, told in AG-UI.
+      expect(yield* types(messages)).toEqual(yield* types([{ id: "m0", role: "user", content: "hi" }]))
+    }))
+
   it.effect("a message that arrives whole, and a retried run, make one well-formed AG-UI run", () =>
     Effect.gen(function*() {
       const tether = [

@@ -55,6 +55,19 @@ const text = (value: unknown): string => {
 }
 
 /**
+ * The client's conversation copied for `makeConversation`, or `undefined` when it cannot be (a
+ * value nested past the call stack, which `structuredClone` throws on): a text to correct then
+ * follows as a new message, as when the client sent no conversation.
+ */
+const conversationOf = (input: ReadonlyArray<Message>): ReturnType<typeof makeConversation> | undefined => {
+  try {
+    return makeConversation(input)
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * The conversation as an AG-UI client assembles it from the events it is sent (as
  * `@ag-ui/client`'s `defaultApplyEvents` does for the events a mapper sends): what a
  * `MESSAGES_SNAPSHOT` must restate, since a client drops the messages a snapshot leaves out.
@@ -148,7 +161,7 @@ export const makeMapper = (
   let message: { readonly id: string; text: string } | undefined
   let finished: Event.RunFinished | undefined
   const calls = new Set<string>()
-  const conversation = input === undefined ? undefined : makeConversation(input)
+  const conversation = input === undefined ? undefined : conversationOf(input)
   // A client applies tool calls by id, and holds the earlier turns' calls: a CLI that numbers its
   // calls per process (`codex exec --json`: `item_1` again on every turn) would have its call
   // appended to an old one's arguments. A call whose id the client holds gets a fresh AG-UI id.

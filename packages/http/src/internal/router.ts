@@ -97,6 +97,8 @@ const startFailure = (error: unknown): HttpFailure | undefined => {
 const contentText = (content: unknown): string | undefined => {
   if (typeof content === "string") return content
   if (!Array.isArray(content)) return undefined
+  // A part a turn cannot carry (an image, audio, a document) is refused, never dropped.
+  if (content.some((part: unknown) => (part as { readonly type?: unknown } | null)?.type !== "text")) return undefined
   const parts = content.flatMap((part: unknown) =>
     typeof part === "object" && part !== null && (part as { readonly type?: unknown }).type === "text" &&
       typeof (part as { readonly text?: unknown }).text === "string"
@@ -476,8 +478,9 @@ export const make = <Principal, R>(
       const last = body.messages[body.messages.length - 1]
       const input = last?.role === "user" ? contentText(last.content) : undefined
       if (input === undefined) return yield* Failure.invalidRequest
-      const { entry, reservation } = yield* start(access, body.threadId, input, false, undefined)
+      // Made before the turn starts: nothing read of the request may fail once it runs.
       const mapper = AgUi.makeMapper({ threadId: body.threadId, runId: body.runId }, conversationOf(json))
+      const { entry, reservation } = yield* start(access, body.threadId, input, false, undefined)
       const agUi = new EventEncoder(
         request.headers["accept"] === undefined ? {} : { accept: request.headers["accept"] }
       )
