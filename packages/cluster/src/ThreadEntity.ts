@@ -2,10 +2,14 @@
  * Threads as `@effect/cluster` entities: one entity per thread key, sharded across the runner
  * processes of a fleet (see `Runner` for the transports).
  *
- * - The entity is the thread's single writer: one turn at a time (a second concurrent turn fails
- *   fast with `ThreadBusy`), run by an agent the entity builds on its runner from the layer's
- *   `Agent.Options` and closes when it stops (idle, shard moved, `close`). Each runner owns its
- *   gateway, clones and CLIs; nothing of them crosses runners.
+ * - The entity is the thread's single writer: one turn at a time, run by an agent the entity
+ *   builds on its runner from the layer's `Agent.Options` and closes when it stops (idle, shard
+ *   moved, `close`). A turn (or `Delete`) sent while another turn runs fails fast with
+ *   `ThreadBusy`; sent while that turn has not started yet (its agent or thread still opening, or
+ *   waiting out a previous runner's lease) it waits for it, up to `takeover.timeout`: it is
+ *   admitted if that turn ends first (its caller's timeout or interrupt), fails with `ThreadBusy`
+ *   once it starts, with `ThreadClosed` on a `Close`. Each runner owns its gateway, clones and
+ *   CLIs; nothing of them crosses runners.
  * - Turns stay fenced by the `ThreadStore` lease and guarded commit, because a turn is delivered
  *   at least once: a turn in flight on a runner that dies is delivered again to the survivor
  *   that takes the thread over. The survivor waits out the dead runner's lease (up to

@@ -18,6 +18,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
 import * as Fixture from "./fixtures/agent.js"
 import {
   fleetState,
@@ -69,6 +70,13 @@ const startFleet = (
       )
     ),
     { concurrency: "unbounded" }
+  )
+
+/** A failure shows what the runners said. */
+const showingOutput = (runners: ReadonlyArray<RunnerProcess>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.tapErrorCause(
+    effect,
+    () => Effect.sync(() => runners.forEach((runner) => console.log(`--- ${runner.name}:\n${runner.output()}`)))
   )
 
 type Reserved = Effect.Effect.Success<ReturnType<typeof reserve>>
@@ -283,13 +291,70 @@ describe("a fleet of runner processes on PostgreSQL", () => {
           }
         }).pipe(
           Effect.provide(member(db.url)),
-          // A failure shows what the runners said.
-          Effect.tapErrorCause(() =>
-            Effect.sync(() => runners.forEach((runner) => console.log(`--- ${runner.name}:\n${runner.output()}`)))
-          )
+          showingOutput(runners)
         )
       }).pipe(Effect.scoped),
     300_000
+  )
+
+  it.live(
+    "a turn whose caller timed out on a runner then SIGKILLed: the calls fail with ThreadCallTimeout in time," +
+      " nothing of it commits, and the thread's next turn runs on the survivor (no ThreadBusy)",
+    () =>
+      Effect.gen(function*() {
+        const dirs = yield* sandbox
+        const db = yield* Postgres.database
+        const [p1, p2] = [yield* reserve(), yield* reserve()]
+        const [r1, r2] = yield* startFleet(dirs, db.url, [{ name: "r1", port: p1 }, { name: "r2", port: p2 }])
+        yield* Effect.gen(function*() {
+          yield* waitForShares(yield* SqlClient.SqlClient)
+          yield* Effect.sleep("2 seconds")
+          const owner = ownerOf([p1.port, p2.port])
+          const onFirst = (prefix: string) => {
+            for (let i = 0;; i++) if (owner(`${prefix}-${i}`) === p1.port) return `${prefix}-${i}`
+          }
+          const threads = yield* ThreadEntity.client({ turnTimeout: "60 seconds" })
+          const thread = threads.thread(onFirst("k"))
+          const idle = threads.thread(onFirst("idle"))
+          expect(Fixture.runnerOf(yield* thread.run({ input: Fixture.turn("warm"), id: "warm" }))).toBe("r1")
+          yield* idle.run({ input: Fixture.turn("idle"), id: "idle" })
+          const failure = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+            Effect.map(Effect.flip(effect), (error) => error._tag)
+
+          const slow = yield* Effect.fork(
+            failure(thread.run({ input: Fixture.turn("slow", 6_000), id: "slow" }, { timeout: "3 seconds" }))
+          )
+          yield* waitUntil("the slow turn to run on r1", Effect.sync(() => markedBy(r1!.pid).length > 0))
+          process.kill(r1!.pid, "SIGKILL")
+          const killedAt = Date.now()
+          // Calls to the dead runner's threads end at their timeouts, before the failover.
+          const timeout: ThreadEntity.RunOptions = { timeout: "1 second" }
+          expect(yield* failure(idle.run({ input: Fixture.turn("x"), id: "x" }, timeout))).toBe("ThreadCallTimeout")
+          expect(yield* failure(Stream.runDrain(idle.stream({ input: Fixture.turn("y"), id: "y" }, timeout)))).toBe(
+            "ThreadCallTimeout"
+          )
+          expect(Date.now() - killedAt).toBeLessThan(3_500)
+          expect(yield* Fiber.join(slow)).toBe("ThreadCallTimeout")
+
+          // The survivor takes the thread over with the stored `slow` delivery, which holds the
+          // entity while it waits out r1's lease until its caller's interrupt reaches it: the
+          // host's next turn waits for it instead of failing with ThreadBusy, and runs.
+          const after = yield* thread.run({ input: Fixture.turn("after"), id: "after" })
+          console.log(
+            `a turn after a timed-out one on a SIGKILLed runner: answered ${Date.now() - killedAt} ms after the kill`
+          )
+          expect(Fixture.runnerOf(after)).toBe("r2")
+          expect(Option.getOrThrow(yield* thread.snapshot)).toMatchObject({ turns: 2, turn: "after" })
+          yield* waitUntil(
+            "the survivor to reap the dead runner's processes",
+            Effect.sync(() => markedBy(r1!.pid).length === 0)
+          )
+        }).pipe(
+          Effect.provide(member(db.url)),
+          showingOutput([r1!, r2!])
+        )
+      }).pipe(Effect.scoped),
+    90_000
   )
 })
 
@@ -381,9 +446,7 @@ describe("a fleet running the real Claude Code CLI", () => {
               Layer.provideMerge(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 4 }).pipe(Layer.orDie))
             )
           ),
-          Effect.tapErrorCause(() =>
-            Effect.sync(() => runners.forEach((runner) => console.log(`--- ${runner.name}:\n${runner.output()}`)))
-          )
+          showingOutput(runners)
         )
       }).pipe(Effect.scoped),
     180_000

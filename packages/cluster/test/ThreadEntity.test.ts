@@ -12,7 +12,9 @@ import { ThreadStore } from "@tether/core"
 import * as SqlThreadStore from "@tether/core/SqlThreadStore"
 import { FakeCli, Harness } from "@tether/testing"
 import * as Cause from "effect/Cause"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
@@ -198,6 +200,37 @@ describe("ThreadEntity on one runner", () => {
         expect(yield* record(threads, "k")).toMatchObject({ turns: 1 })
       })
     ))
+
+  it.live(
+    "a turn sent while another waits out a previous runner's lease waits for it: it runs once that one is gone" +
+      " (its caller gave up), fails with ThreadBusy once that one runs, with ThreadClosed on a close",
+    () =>
+      withRunner(({ store, threads }) =>
+        Effect.gen(function*() {
+          // Runners that died mid-turn left their leases on three threads behind.
+          yield* Effect.forEach(["gone", "runs", "closed"], (key) => store.acquire(key, "1500 millis"))
+          const send = (key: string, id: string, timeout: Duration.DurationInput = "10 seconds") =>
+            Effect.fork(Effect.either(threads.thread(key).run({ input: Fixture.turn(id), id }, { timeout })))
+          const outcome = (fiber: Effect.Effect.Success<ReturnType<typeof send>>) =>
+            Effect.map(Fiber.join(fiber), Either.match({ onLeft: (error) => error._tag, onRight: (r) => r.text }))
+          const holders = [yield* send("gone", "abandoned", "800 millis"), yield* send("runs", "first")]
+          holders.push(yield* send("closed", "closed-1"))
+          yield* Effect.sleep("300 millis")
+          const waiters = [
+            yield* send("gone", "next"),
+            yield* send("runs", "second"),
+            yield* send("closed", "closed-2")
+          ]
+          yield* Effect.sleep("300 millis")
+          yield* threads.thread("closed").close
+          expect(yield* Effect.forEach(holders, outcome)).toEqual(["ThreadCallTimeout", "first", "ThreadClosed"])
+          expect(yield* Effect.forEach(waiters, outcome)).toEqual(["next", "ThreadBusy", "ThreadClosed"])
+          expect(yield* record(threads, "gone")).toMatchObject({ turns: 1, turn: "next" })
+          expect(yield* record(threads, "runs")).toMatchObject({ turns: 1, turn: "first" })
+          expect(Option.isNone(yield* Effect.orDie(threads.thread("closed").snapshot))).toBe(true)
+        })
+      )
+  )
 
   it.live("a lease that outlives takeover.timeout fails the turn with ThreadBusy; nothing ran", () =>
     withRunner(

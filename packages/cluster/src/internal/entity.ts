@@ -63,6 +63,7 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
     Schedule.whileInput((error: { readonly _tag: string }) => error._tag === "ThreadBusy"),
     Schedule.upTo(takeoverTimeout)
   )
+  const opening = Schedule.spaced("50 millis").pipe(Schedule.upTo(takeoverTimeout))
   const makeAgent = Agent.make(agentOptions)
 
   const handlers = Effect.gen(function*() {
@@ -83,8 +84,12 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
       | { readonly thread: Thread.Thread; readonly runId: string; readonly cancel: Deferred.Deferred<void> }
       | undefined
     let busy = false
-    // How many Close messages this entity took: a turn admitted before one is canceled by it, also
-    // while it waits out another runner's lease (each retry would otherwise build a new agent).
+    // Whether what holds `busy` runs: a turn past its opening (its agent, its thread, a previous
+    // runner's lease), or a delete.
+    let started = false
+    // How many Close messages this entity took: a turn that arrived before one is canceled by it,
+    // also while it waits to be admitted or out another runner's lease (each retry would otherwise
+    // build a new agent).
     let closes = 0
 
     // The thread's agent on this runner, built at its first turn; a failed build is tried again
@@ -108,12 +113,25 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
         ? Effect.void
         : Effect.dieMessage(`a message for thread ${JSON.stringify(key)} reached entity ${address.entityId}`)
 
-    // The entity is the thread's single writer: one turn at a time.
-    const admit = (key: string) =>
-      Effect.acquireRelease(
-        Effect.suspend(() => busy ? Effect.fail(new ThreadBusy({ key })) : Effect.sync(() => void (busy = true))),
-        () => Effect.sync(() => void (busy = false))
-      )
+    // The entity is the thread's single writer: one turn (or delete) at a time. One that arrives
+    // while the holder is still opening waits for it, up to `takeover.timeout`: a delivery taken
+    // over from a dead runner may hold the entity through the lease wait only to be interrupted
+    // then (its caller gave up). Once the holder runs, it fails with ThreadBusy; a Close that
+    // comes meanwhile ends the wait with ThreadClosed.
+    const admit = (key: string, arrivedAt: number, runsAtOnce: boolean) =>
+      Effect.suspend((): Effect.Effect<void, ThreadBusy | ThreadClosed, Scope.Scope> =>
+        closes !== arrivedAt
+          ? Effect.fail(new ThreadClosed({ key }))
+          : busy
+          ? Effect.fail(new ThreadBusy({ key }))
+          : Effect.acquireRelease(
+            Effect.sync(() => {
+              busy = true
+              started = runsAtOnce
+            }),
+            () => Effect.sync(() => void (busy = started = false))
+          )
+      ).pipe(Effect.retry({ schedule: opening, while: (error) => error._tag === "ThreadBusy" && !started }))
 
     // The turn's events. Its answer is saved with its commit (same uninterruptible step, while the
     // turn holds the lease), so whoever takes the lease next finds it. Only the opening and the
@@ -121,14 +139,14 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
     const events = (request: Request): Stream.Stream<Event.Event, ThreadEntity.TurnFailure> =>
       Stream.unwrapScoped(Effect.gen(function*() {
         yield* check(request.key)
-        yield* admit(request.key)
-        const admittedAt = closes
+        const arrivedAt = closes
+        yield* admit(request.key, arrivedAt, false)
         const cancel = yield* Deferred.make<void>()
         // The runs of this turn that have ended (a rejected resume retried fresh is a second run).
         const ended = new Set<string>()
         yield* Effect.addFinalizer(() => Effect.sync(() => void (running = active = undefined)))
         const first = yield* Effect.suspend(() =>
-          closes === admittedAt ? Effect.void : Effect.fail(new ThreadClosed({ key: request.key }))
+          closes === arrivedAt ? Effect.void : Effect.fail(new ThreadClosed({ key: request.key }))
         ).pipe(
           Effect.zipRight(agent),
           Effect.flatMap((made) =>
@@ -179,7 +197,8 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
               )
             )
           ),
-          Effect.retry(takeover)
+          Effect.retry(takeover),
+          Effect.tap(() => Effect.sync(() => void (started = true)))
         )
         const rest = Stream.repeatEffectChunkOption(first.pull)
         return Option.match(first.chunk, {
@@ -254,9 +273,10 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
           )
         ),
       Snapshot: ({ payload }) => Effect.zipRight(check(payload.key), store.get(payload.key)),
-      // Admitted as a turn is: a turn sent meanwhile is ThreadBusy, as the delete is during one.
+      // Admitted as a turn is (after a turn still opening), but it runs at once: a turn sent
+      // meanwhile is ThreadBusy, as the delete is during a running turn.
       Delete: ({ payload }) =>
-        Effect.zipRight(check(payload.key), admit(payload.key)).pipe(
+        Effect.zipRight(check(payload.key), admit(payload.key, closes, true)).pipe(
           Effect.zipRight(agent),
           Effect.flatMap((made) =>
             Effect.acquireUseRelease(
