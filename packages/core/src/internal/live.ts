@@ -451,14 +451,10 @@ export const makePool = (options: {
           const warm = warms.get(key)
           if (warm === undefined) return undefined
           const alive = Option.isNone(yield* warm.running.poll)
-          // The process carries what the turn would open: the committed session with its turns, or,
-          // for a thread with nothing committed yet (its first turn was canceled or failed), its own
-          // fresh session, which no record refers to (the commit takes the session the process
-          // reports). A fork never runs on it.
-          const carries = session._tag === "Resume"
-            ? session.id === warm.sessionId && turns === warm.turns
-            : session._tag === "New" && warm.sessionId === undefined && turns === undefined
-          if (alive && !warm.retired && !warm.busy && warm.reuse === reuse && carries) {
+          if (
+            alive && !warm.retired && !warm.busy && warm.reuse === reuse && session._tag === "Resume" &&
+            session.id === warm.sessionId && turns === warm.turns
+          ) {
             warm.busy = true
             yield* FiberMap.remove(timers, key)
             yield* taken(warm)
