@@ -68,8 +68,15 @@ export const skillMarkdown = (
 ): string => {
   const description = skill.description === "" ? `Skill ${skill.name}.` : skill.description
   const read = Skill.frontMatter(markdown)
-  // Core refused an invalid front matter when the skill was loaded: nothing to add to one.
-  if (Either.isLeft(read)) return markdown
+  // Core refused an invalid front matter when the skill was loaded: nothing to add to one. A nested
+  // SKILL.md was never read by core: one whose front matter it cannot read (a repeated key, which
+  // another reader may take) goes without it.
+  if (Either.isLeft(read)) {
+    if (options.nested !== true) return markdown
+    const lines = markdown.replace(/^\uFEFF/, "").split(/\r?\n/)
+    const end = lines.findIndex((line, i) => i > 0 && (line.trimEnd() === "---" || line.trimEnd() === "..."))
+    return lines.slice(end + 1).join("\n")
+  }
   const found = read.right
   const rewrite = found !== undefined && (found.indirect || granting.some((key) => Object.hasOwn(found.data, key)))
   // A SKILL.md in a sub-folder is not the skill's: only what grants is taken out of it.
