@@ -119,18 +119,16 @@ export const layer = <Tools extends Toolkit.Any>(options: ThreadEntity.LayerOpti
     // then (its caller gave up). Once the holder runs, it fails with ThreadBusy; a Close that
     // comes meanwhile ends the wait with ThreadClosed.
     const admit = (key: string, arrivedAt: number, runsAtOnce: boolean) =>
-      Effect.suspend((): Effect.Effect<void, ThreadBusy | ThreadClosed, Scope.Scope> =>
-        closes !== arrivedAt
-          ? Effect.fail(new ThreadClosed({ key }))
-          : busy
-          ? Effect.fail(new ThreadBusy({ key }))
-          : Effect.acquireRelease(
-            Effect.sync(() => {
-              busy = true
-              started = runsAtOnce
-            }),
-            () => Effect.sync(() => void (busy = started = false))
-          )
+      Effect.acquireRelease(
+        // The check and the taking in one step: no other fiber runs between them.
+        Effect.suspend((): Effect.Effect<void, ThreadBusy | ThreadClosed> => {
+          if (closes !== arrivedAt) return Effect.fail(new ThreadClosed({ key }))
+          if (busy) return Effect.fail(new ThreadBusy({ key }))
+          busy = true
+          started = runsAtOnce
+          return Effect.void
+        }),
+        () => Effect.sync(() => void (busy = started = false))
       ).pipe(Effect.retry({ schedule: opening, while: (error) => error._tag === "ThreadBusy" && !started }))
 
     // The turn's events. Its answer is saved with its commit (same uninterruptible step, while the
