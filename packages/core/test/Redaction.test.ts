@@ -72,6 +72,15 @@ const runWith = <A>(
 
 const marker = Gateway.redactionMarker
 
+/** A run's events, after which `keep` gets the token the shell CLI wrote to `captured`. */
+const streamed = (agent: Agent.Agent, sandbox: Harness.Sandbox, keep: (token: string) => void) =>
+  Effect.gen(function*() {
+    const events: Array<Event.Event> = []
+    yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+    keep(Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8"))
+    return events
+  })
+
 describe("Redaction of live tokens", () => {
   it.live("events, deltas split inside the token, Result and raw output carry the marker, never the token", () => {
     let captured = ""
@@ -93,13 +102,7 @@ describe("Redaction of live tokens", () => {
           `printf '{"_tag":"Terminal","ok":true,"text":"env=%s;","model":"m","session":"s-1","raw":{"t":"%s"}}\\n' "$TOKEN" "$TOKEN"`
         ].join("\n")
       ),
-      (agent, sandbox) =>
-        Effect.gen(function*() {
-          const events: Array<Event.Event> = []
-          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
-          captured = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
-          return events
-        })
+      (agent, sandbox) => streamed(agent, sandbox, (token) => (captured = token))
     ).pipe(
       Effect.tap(({ value: events, observed }) =>
         Effect.gen(function*() {
@@ -233,13 +236,7 @@ describe("Redaction of live tokens", () => {
         `printf '{"_tag":"Notice","level":"warning","kind":"cut","message":"%s rest"}\\n' "$TAIL"`,
         `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}'`
       ].join("\n")),
-      (agent, sandbox) =>
-        Effect.gen(function*() {
-          const events: Array<Event.Event> = []
-          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
-          captured = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
-          return events
-        })
+      (agent, sandbox) => streamed(agent, sandbox, (token) => (captured = token))
     ).pipe(
       Effect.tap(({ value: events }) =>
         Effect.sync(() => {
@@ -314,13 +311,7 @@ describe("Redaction of live tokens", () => {
         `printf '{"_tag":"ReasoningDelta","text":"%s%s"}\\n' "$A" "$B"`,
         `echo '{"_tag":"Terminal","ok":true,"text":"done","model":"m","session":"s-1","raw":{}}'`
       ].join("\n")),
-      (agent, sandbox) =>
-        Effect.gen(function*() {
-          const events: Array<Event.Event> = []
-          yield* agent.stream("go").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
-          captured = Fs.readFileSync(Path.join(sandbox.workspace, "captured"), "utf8")
-          return events
-        })
+      (agent, sandbox) => streamed(agent, sandbox, (token) => (captured = token))
     ).pipe(
       Effect.tap(({ value: events }) =>
         Effect.sync(() => {
