@@ -135,6 +135,20 @@ describe("runAs with an instruction driver", () => {
         .toEqual(["Invalid", [["values", 0]]])
     }))
 
+  it.live("an own __proto__ key (which the decoder would make the record's prototype) is invalid: repaired", () =>
+    Effect.gen(function*() {
+      const Counts = Schema.Record({ key: Schema.String, value: Schema.Number })
+      const { driver, seen } = scripted([
+        { text: "{\"a\":1,\"__proto__\":{\"polluted\":1}}" },
+        { text: "{\"a\":1}" }
+      ])
+      const decoded = yield* withAgent(driver, (agent) => agent.runAs(Counts, "Count."))
+      expect(decoded.value).toEqual({ a: 1 })
+      expect(Object.getPrototypeOf(decoded.value)).toBe(Object.prototype)
+      expect(decoded.attempts).toBe(2)
+      expect(seen.prompts[1]).toContain("- __proto__: is unexpected (an own __proto__ key)")
+    }))
+
   it.live("an answer still invalid after the repairs fails with StructuredOutputError: text and issues", () =>
     Effect.gen(function*() {
       const { driver, seen } = scripted([

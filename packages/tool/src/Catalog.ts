@@ -9,6 +9,7 @@ import type * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import type * as Schema from "effect/Schema"
 import * as internal from "./internal/catalog.js"
+import * as internalJson from "./internal/json.js"
 import * as internalJsonSchema from "./internal/jsonSchema.js"
 
 /**
@@ -176,3 +177,16 @@ export interface Executor {
   readonly catalog: Catalog
   readonly execute: (name: string, input: unknown, options?: ExecuteOptions) => Effect.Effect<Outcome>
 }
+
+/**
+ * The path of the first value in a parsed JSON value that no tool's input may hold, depth first in
+ * key order, or `undefined`: a number that is not finite (JSON has none, yet `1e309` parses to
+ * `Infinity`, which `Schema.Number` accepts and `JSON.stringify` writes back as `null`), or an own
+ * key `__proto__` (which `JSON.parse` makes as data, and which Effect's decoder writes back as the
+ * decoded record's prototype). `Executor.execute` refuses such input; core refuses such a
+ * structured-output value the same way. Walks any depth (its own stack) and each object once.
+ *
+ * @since 0.4.0
+ * @category validation
+ */
+export const firstRefused: (value: unknown) => ReadonlyArray<PropertyKey> | undefined = internalJson.firstRefused

@@ -177,45 +177,9 @@ const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
- * Where the value holds a number that is not finite, or `undefined`. JSON has none, but
- * `JSON.parse` reads `1e999` as `Infinity`, which `Schema.Number` accepts and `JSON.stringify`
- * writes back as `null`: such an answer is invalid (a repair turn can mend it), as the gateway
- * refuses it in a tool's input. A walk with its own stack: a parsed value can be nested deeper
- * than the call stack goes.
- */
-const nonFinite = (value: unknown): ReadonlyArray<string | number> | undefined => {
-  // Each entry knows its parent and its key there: the path is built only for the one found.
-  interface Entry {
-    readonly value: unknown
-    readonly parent: Entry | undefined
-    readonly key: string | number
-  }
-  const stack: Array<Entry> = [{ value, parent: undefined, key: 0 }]
-  for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
-    const current = entry.value
-    if (typeof current === "number") {
-      if (Number.isFinite(current)) continue
-      const path: Array<string | number> = []
-      for (let at: Entry = entry; at.parent !== undefined; at = at.parent) path.push(at.key)
-      return path.reverse()
-    }
-    if (Array.isArray(current)) {
-      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], parent: entry, key: i })
-    } else if (typeof current === "object" && current !== null) {
-      const keys = Object.keys(current)
-      for (let i = keys.length - 1; i >= 0; i--) {
-        const key = keys[i]!
-        stack.push({ value: (current as { readonly [key: string]: unknown })[key], parent: entry, key })
-      }
-    }
-  }
-  return undefined
-}
-
-/**
  * Decodes a JSON value of the published schema (unwrapping the `{ result }` envelope); excess
- * properties are an error, as the published schema says; a number that is not finite is one too
- * (`nonFinite`). @internal
+ * properties are an error, as the published schema says; so is what `Catalog.firstRefused`
+ * finds. @internal
  */
 export const decode = <A, I>(
   schema: Schema.Schema<A, I>,
@@ -232,11 +196,22 @@ export const decode = <A, I>(
       }
       value = value["result"]
     }
-    const notFinite = nonFinite(value)
-    if (notFinite !== undefined) {
+    // What no tool's input may hold either (the gateway's rule): a number JSON cannot hold (`1e999`
+    // parses to Infinity, which `Schema.Number` accepts), or an own `__proto__` key (which Effect's
+    // decoder would write back as the decoded record's prototype).
+    const refused = Catalog.firstRefused(value)
+    if (refused !== undefined) {
+      const path = refused.map((key) => typeof key === "number" ? key : String(key))
       return Either.left({
         reason: "Invalid",
-        issues: [new Issue({ path: notFinite, message: "Expected a finite number (JSON has no other)" })]
+        issues: [
+          new Issue({
+            path,
+            message: path.at(-1) === "__proto__"
+              ? "is unexpected (an own __proto__ key)"
+              : "Expected a finite number (JSON has no other)"
+          })
+        ]
       })
     }
     return Either.mapLeft(decoder(value), (error) => ({ reason: "Invalid" as const, issues: issuesOf(error) }))
