@@ -223,14 +223,18 @@ describe("ScrubFiles", () => {
         const walHeader = Buffer.alloc(32)
         walHeader.writeUInt32BE(0x377f0682, 0)
         const stray = NodePath.join(dir, "frames.bin")
+        // A rollback journal under another name: found by its magic number.
+        const strayJournal = NodePath.join(dir, "pages.bin")
+        const journalMagic = Buffer.from([0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7])
         Fs.writeFileSync(wal, Buffer.concat([walHeader, Buffer.from(`frame ${token}`, "latin1")]))
         Fs.writeFileSync(stray, Buffer.concat([walHeader, Buffer.from(`frame ${token}`, "latin1")]))
+        Fs.writeFileSync(strayJournal, Buffer.concat([journalMagic, Buffer.from(`page ${token}`, "latin1")]))
         Fs.writeFileSync(journal, `page ${token}`)
         const plain = NodePath.join(dir, "history.log")
         Fs.writeFileSync(plain, `env=${token}\n`)
         const changed = yield* ScrubFiles.scrub({ roots: [dir], since: 0, skip: new Set(), redact })
         expect(changed).toEqual([plain])
-        for (const file of [filename, wal, journal, stray]) {
+        for (const file of [filename, wal, journal, stray, strayJournal]) {
           expect(Fs.readFileSync(file).includes(tokenBytes)).toBe(true)
         }
         Fs.rmSync(wal)

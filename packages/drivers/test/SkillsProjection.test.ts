@@ -170,4 +170,28 @@ describe("native skills projection", () => {
     ])], ".codebuddy/skills")
     expect(files.find((file) => file.path.endsWith("/sub/SKILL.md"))?.content).toBe("Body")
   })
+
+  it("leaves out each key that grants, one at a time (docs/skills-and-mcp.md lists them)", () => {
+    const keys = [
+      "allowed-tools",
+      "hooks",
+      "mcpServers",
+      "lspServers",
+      "agents",
+      "outputStyles",
+      "themes",
+      "workflows",
+      "channels",
+      "monitors",
+      "settings",
+      "userConfig",
+      "experimental"
+    ]
+    for (const key of keys) {
+      const markdown = `---\nname: triage\ndescription: Own words.\n${key}: x\n---\nBody`
+      expect(Skills.skillMarkdown(skill([]), markdown)).toBe(
+        "---\n\"name\": \"triage\"\n\"description\": \"Own words.\"\n---\nBody"
+      )
+    }
+  })
 })
