@@ -10,6 +10,7 @@ import * as Approval from "@tether/core/Approval"
 import type * as Driver from "@tether/core/Driver"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as FastCheck from "effect/FastCheck"
 import * as Stream from "effect/Stream"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -17,6 +18,7 @@ import * as AcpApproval from "../src/internal/acpApproval.js"
 import * as AcpDriver from "../src/internal/acpDriver.js"
 import * as AcpMap from "../src/internal/acpMap.js"
 import { claudeAgentDriver, codexAgentDriver } from "./AcpHarness.js"
+import * as OneEdit from "./OneEdit.js"
 
 const options = (...pairs: ReadonlyArray<readonly [string, AcpSdk.PermissionOptionKind]>) =>
   pairs.map(([optionId, kind]) => ({ optionId, kind, name: optionId }))
@@ -366,6 +368,72 @@ describe("ACP one-shot parse", () => {
       reason: "ResumeRejected"
     })
     expect(classify("just noise")).toBeUndefined()
+  })
+})
+
+describe("ACP reads a plain message chunk without JSON.parse, as JSON.parse reads it", () => {
+  const created = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { sessionId: "s" } })
+  const chunk = (sessionId: string, text: string) =>
+    JSON.stringify({
+      jsonrpc: "2.0",
+      method: "session/update",
+      params: { sessionId, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } }
+    })
+  const isRecord = (u: unknown): u is { readonly [key: string]: unknown } =>
+    typeof u === "object" && u !== null && !Array.isArray(u)
+  /**
+   * What `JSON.parse` makes of a line that may be a message chunk of session "s" (`undefined`:
+   * another message, or an update of another kind).
+   */
+  const expected = (line: string): ReadonlyArray<Driver.Output> | "non_json" | undefined => {
+    const r = OneEdit.parsedRecord(line)
+    if (r === "non_json" || r === undefined) return r
+    if (r["method"] !== "session/update" || "id" in r) return undefined
+    const params = r["params"]
+    if (!isRecord(params) || !isRecord(params["update"])) return undefined
+    if (params["sessionId"] !== "s") return []
+    const update = params["update"]
+    if (update["sessionUpdate"] !== "agent_message_chunk") return undefined
+    const content = update["content"]
+    if (!isRecord(content) || content["type"] !== "text" || typeof content["text"] !== "string") return undefined
+    return content["text"] === "" ? [] : [{ _tag: "TextDelta", text: content["text"] }]
+  }
+  /** The outputs of `line` in a started session, before the turn's end. */
+  const read = (line: string) => parseAll([created, line], { _tag: "New", id: "ours" }).slice(1)
+
+  it.effect.prop(
+    "any text, and any line one or two edits away from a chunk, gives what JSON.parse reads",
+    [FastCheck.string({ unit: "binary" }), FastCheck.constantFrom("s", "t", ""), OneEdit.edits],
+    ([text, sessionId, edits]) =>
+      Effect.sync(() => {
+        const line = OneEdit.edited(chunk(sessionId, text), edits)
+        const want = expected(line)
+        if (want === undefined) return
+        const out = read(line)
+        if (want === "non_json") expect(out).toMatchObject([{ _tag: "Notice", kind: "acp.non_json" }])
+        else expect(out).toEqual(want)
+      }),
+    { fastCheck: { numRuns: 300 } }
+  )
+
+  it("lines a pattern could misread: a repeated key, escapes, an id, another session, a chunk before the session", () => {
+    const head = `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":`
+    const text = (body: string) => `${head}"agent_message_chunk","content":{"type":"text","text":${body}}}}}`
+    expect(read(text(`"a","text":"b"`))).toEqual([{ _tag: "TextDelta", text: "b" }])
+    expect(read(text(`"a\\"b"`))).toEqual([{ _tag: "TextDelta", text: `a"b` }])
+    expect(read(`${text(`"a"`)} `)).toEqual([{ _tag: "TextDelta", text: "a" }])
+    expect(read(`${text(`"a"`)}}`)).toMatchObject([{ _tag: "Notice", kind: "acp.non_json" }])
+    // A request with this method is not a notification: the SDK's, not the mapper's.
+    expect(read(`{"jsonrpc":"2.0","id":9,${text(`"a"`).slice(17)}`)).toEqual([])
+    expect(read(chunk("t", "a"))).toEqual([])
+    expect(parseAll([chunk("s", "early"), created, chunk("s", "late")], { _tag: "New", id: "ours" })).toEqual([
+      { _tag: "SessionStarted", sessionId: "s", model: undefined },
+      { _tag: "TextDelta", text: "late" }
+    ])
+    // The chunks are the turn's final text.
+    const done = JSON.stringify({ jsonrpc: "2.0", id: 2, result: { stopReason: "end_turn" } })
+    const turn = parseAll([created, chunk("s", "Hel"), chunk("s", "lo"), done], { _tag: "New", id: "ours" })
+    expect(turn.at(-1)).toMatchObject({ _tag: "Terminal", ok: true, text: "Hello" })
   })
 })
 

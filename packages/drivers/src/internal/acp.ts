@@ -173,6 +173,10 @@ export const attach = (
     const on: AcpMap.LineHandlers<void> = {
       blank: () => undefined,
       foreign: deliver,
+      chunk: (sessionId, text) => {
+        lastUpdate = Date.now()
+        deliver(mapper.messageChunk(sessionId, text))
+      },
       update: (params) => {
         lastUpdate = Date.now()
         deliver(mapper.update(params))
