@@ -17,8 +17,10 @@ const project = (
     testTimeout: options.timeout ?? 30_000,
     hookTimeout: 60_000,
     // `alone`: the project's files run in one process, one after the other, after every other
-    // project's files (Vitest runs a pool's single-fork files once its parallel ones are done).
-    ...(options.alone === true ? { poolOptions: { forks: { singleFork: true } } } : {})
+    // project's files (Vitest runs a pool's single-fork files once its parallel ones are done), each
+    // with its modules loaded afresh (`isolate`; the other projects' files share loaded modules,
+    // see vitest.config.ts).
+    ...(options.alone === true ? { poolOptions: { forks: { singleFork: true, isolate: true } } } : {})
   }
 })
 
