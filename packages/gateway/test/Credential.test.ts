@@ -16,7 +16,7 @@ import * as Scope from "effect/Scope"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { makeExecutor } from "./fixtures/executors.js"
-import { captured, logLayer, portOf, remember } from "./fixtures/harness.js"
+import { captured, connect, logLayer, portOf, remember, settle } from "./fixtures/harness.js"
 import { callBody, rawRequest } from "./fixtures/raw.js"
 
 const headersFor = (url: string, token: string): ReadonlyArray<readonly [string, string]> => [
@@ -81,6 +81,50 @@ describe("Credentials", () => {
         expect((yield* post(registration.url, other, callBody("echo"))).json).toMatchObject({ id: 2, result: {} })
       }).pipe(Effect.scoped, Effect.provide(logLayer)))
   }
+
+  it.live(
+    "a narrowed credential lists only its tools and refuses every alias of the others (case, spaces, NUL, full-width, prototype names)",
+    () =>
+      Effect.gen(function*() {
+        const gateway = yield* Gateway.make()
+        const { executor, recorder } = yield* makeExecutor("a")
+        const registration = yield* gateway.register(executor)
+        const narrowed = yield* registration.credential({ tools: ["echo", "nope"] })
+        expect(narrowed.tools).toEqual(["echo"])
+        const client = yield* connect(registration.url, narrowed.token)
+        const listed = yield* Effect.promise(() => client.listTools())
+        expect(listed.tools.map((t) => t.name)).toEqual(["echo"])
+        const aliases = [
+          "reject",
+          "Reject",
+          "REJECT",
+          " reject",
+          "reject ",
+          "reject\u0000",
+          "ｒｅｊｅｃｔ",
+          "mcp__tether__reject",
+          "__proto__",
+          "constructor",
+          "hasOwnProperty",
+          "toString",
+          "Echo",
+          "echo "
+        ]
+        const answers = yield* Effect.forEach(
+          aliases,
+          (name) => settle(() => client.callTool({ name, arguments: { text: "x" } })),
+          { concurrency: 4 }
+        )
+        for (const answer of answers) {
+          expect(answer.ok).toBe(false)
+          expect(String((answer as { error: unknown }).error)).toContain("Unknown tool")
+        }
+        expect(recorder.calls.map((c) => c.name)).toEqual([])
+        const ok = yield* Effect.promise(() => client.callTool({ name: "echo", arguments: { text: "x" } }))
+        expect(ok.isError).toBeFalsy()
+      }).pipe(Effect.scoped, Effect.provide(logLayer)),
+    20_000
+  )
 
   it.live("credentials minted past one draw of tokens are each new, 43 base64url characters, and each its own", () =>
     Effect.gen(function*() {

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Gateway } from "@tether/gateway"
+import type * as Catalog from "@tether/tool/Catalog"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -79,6 +80,55 @@ describe("Listener shutdown", () => {
       expect(yield* connectionRefused(port)).toBe(true)
       yield* Scope.close(registrationScope, Exit.void)
     }).pipe(Effect.provide(logLayer)))
+
+  for (const closed of ["the layer", "the registration"] as const) {
+    it.live(
+      `closing ${closed} is bounded by closeTimeout when a handler ignores interruption`,
+      () =>
+        Effect.gen(function*() {
+          const started = yield* Deferred.make<void>()
+          // Released at the end, so nothing stays suspended in the worker.
+          const release = yield* Deferred.make<void>()
+          const { executor } = yield* makeExecutor("a")
+          const stubborn: Catalog.Executor = {
+            ...executor,
+            execute: () =>
+              Deferred.succeed(started, undefined).pipe(
+                Effect.zipRight(Deferred.await(release)),
+                Effect.uninterruptible,
+                Effect.as<Catalog.Outcome>({ _tag: "Success", text: "late" })
+              )
+          }
+          const layerScope = yield* Scope.make()
+          const registrationScope = yield* Scope.make()
+          const gateway = yield* Gateway.make({ closeTimeout: "300 millis" }).pipe(Scope.extend(layerScope))
+          const registration = yield* gateway.register(stubborn).pipe(Scope.extend(registrationScope))
+          const token = remember(registration.token)
+          const port = portOf(registration.url)
+          const pending = yield* Effect.fork(
+            rawRequest(port, { headers: authHeaders(registration.url, token), body: callBody("echo") })
+          )
+          yield* Deferred.await(started)
+          // Either way the listener stops: the layer's close, or the last registration's.
+          const closing = yield* Effect.fork(
+            Scope.close(closed === "the layer" ? layerScope : registrationScope, Exit.void)
+          )
+          const ended = yield* Fiber.await(closing).pipe(Effect.timeoutOption("3 seconds"))
+          const answer = yield* Fiber.join(pending).pipe(Effect.timeoutOption("1 second"))
+          const refused = yield* connectionRefused(port)
+          yield* Deferred.succeed(release, undefined)
+          yield* Fiber.await(closing)
+          yield* Scope.close(registrationScope, Exit.void)
+          yield* Scope.close(layerScope, Exit.void)
+          expect({
+            ended: ended._tag,
+            answer: answer._tag === "Some" ? JSON.parse(answer.value.body).error.message : "none",
+            refused
+          }).toEqual({ ended: "Some", answer: "MCP error -32603: canceled", refused: true })
+        }).pipe(Effect.provide(logLayer)),
+      15_000
+    )
+  }
 
   it.live("closing a registration revokes the turn credentials it minted", () =>
     live(Effect.gen(function*() {

@@ -504,7 +504,16 @@ export const make = (options: Options = {}): Effect.Effect<
       Effect.gen(function*() {
         tokens.clear()
         known.clear()
-        for (const abort of [...live]) yield* abort
+        // Every registration still open answers its pending calls at once; the wait for their
+        // handlers is bounded as a registration's own close bounds it (a handler may ignore
+        // interruption: an acquire that hangs), so the listener below always stops.
+        yield* Effect.forEach([...live], (abort) => abort, { concurrency: "unbounded", discard: true }).pipe(
+          Effect.disconnect,
+          // A finalizer runs uninterruptibly: without this the timeout could not cut the wait.
+          Effect.interruptible,
+          Effect.timeout(limits.closeTimeout),
+          Effect.ignore
+        )
         const listener = state.listener
         state.listener = undefined
         if (listener !== undefined) yield* stop(listener)
@@ -552,7 +561,13 @@ export const make = (options: Options = {}): Effect.Effect<
             owner.open = false
             live.delete(abort)
             cancelPending()
-            return interruptCalls.pipe(Effect.disconnect, Effect.timeout(limits.closeTimeout), Effect.ignore)
+            // A finalizer runs uninterruptibly: `interruptible` lets the timeout cut the wait.
+            return interruptCalls.pipe(
+              Effect.disconnect,
+              Effect.interruptible,
+              Effect.timeout(limits.closeTimeout),
+              Effect.ignore
+            )
           })
         )
         live.add(abort)
