@@ -78,6 +78,22 @@ describe("ACP permission decisions", () => {
     const twoAlways = options(["always_a", "allow_always"], ["always_b", "allow_always"], ["once", "allow_once"])
     expect(selected(session, twoAlways)).toBe("once")
     expect(selected(session, options(["all_a", "allow_always"], ["server_b", "allow_always"]))).toBe("cancelled")
+    // One offered alone that names a wider reach: this call only.
+    expect(selected(session, options(["all_tools", "allow_always"], ["once", "allow_once"]))).toBe("once")
+  })
+
+  it("allowForSession never picks an option that outlives the session", () => {
+    const session = { _tag: "AllowForSession" } as const
+    // codex-acp 0.16 for a command: its one "always" writes an allow rule into Codex's rules/.
+    expect(selected(session, offered.codex)).toBe("approved")
+    // codex-acp 0.16 for a file change (provider-samples/live): the session's, not "don't ask again".
+    const codexFileChange: ReadonlyArray<AcpSdk.PermissionOption> = [
+      { optionId: "approved", name: "Allow", kind: "allow_once" },
+      { optionId: "approved-for-session", name: "Allow for this session", kind: "allow_always" },
+      { optionId: "approved-always", name: "Allow and don't ask again", kind: "allow_always" },
+      { optionId: "cancel", name: "Cancel", kind: "reject_once" }
+    ]
+    expect(selected(session, codexFileChange)).toBe("approved-for-session")
   })
 
   it("the request reads as an approval: kind, input, the diff and paths, the options", () => {

@@ -231,9 +231,9 @@ export const attach = (
       if (identity.source === "host" || (identity.source === "mcp" && declared(identity.name))) {
         return Effect.succeed(AcpApproval.allowHosted)
       }
-      return approve === undefined
-        ? options.permission(params)
-        : approve({ ...AcpApproval.askOf(params), toolName: identity.name })
+      if (approve === undefined) return options.permission(params)
+      const ask = { ...AcpApproval.askOf(params), toolName: identity.name }
+      return ask.kind === "fileChange" ? Effect.map(approve(ask), AcpApproval.onceForFileChange) : approve(ask)
     }
     const connection = Acp.client({ name: "tether" })
       .onRequest("session/request_permission", ({ params }) =>

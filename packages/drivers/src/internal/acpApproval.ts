@@ -87,9 +87,11 @@ export const askOf = (request: Acp.RequestPermissionRequest): Ask => {
  *
  * An agent may offer several `allow_always` options of different reach, and ACP does not say
  * which is narrower: Gemini CLI offers, for an MCP tool, "Allow all server tools for this session"
- * (`proceed_always_server`) before "Allow tool for this session" (`proceed_always_tool`). Of
- * several, the one whose id and label name neither a server nor "all" is taken when it is the only
- * such; otherwise `allow_once`.
+ * (`proceed_always_server`) before "Allow tool for this session" (`proceed_always_tool`), and an
+ * option may reach past the session (codex-acp's execpolicy amendment writes a rule every later
+ * session reads). The `allow_always` option whose id and label name no wider reach (a server,
+ * "all", an amendment, "don't ask again", …) is taken when it is the only such, one offered alone
+ * included; otherwise `allow_once`.
  *
  * @internal
  */
@@ -109,16 +111,37 @@ export const outcomeOf = (
   return { outcome: { outcome: "cancelled" } }
 }
 
-/** Words of an option that widen it past the call asked about (`proceed_always_server`, "Allow all …"). */
-const wide = /(?:^|[^a-z])(?:all|server|servers)(?:[^a-z]|$)/i
+/**
+ * Words of an option that widen it past the call asked about (`proceed_always_server`, "Allow all
+ * …"), or past the session: codex-acp's `approved-execpolicy-amendment` ("Yes, and don't ask
+ * again for commands that start with …") writes an `allow` rule into Codex's `rules/`, which every
+ * later session of the agent's profile reads; its "Allow and don't ask again" for a file change is
+ * offered beside "Allow for this session".
+ */
+const wide =
+  /(?:^|[^a-z])(?:all|server|servers|execpolicy|amendment|future|save|saved|permanently|forever)(?:[^a-z]|$)|\bdon'?t ask again\b|\bdo not ask again\b/i
 
-/** The one `allow_always` option, or of several the only one that names no wider reach (see `outcomeOf`). */
+/**
+ * The only `allow_always` option that names no wider reach (see `outcomeOf`), also when it is the
+ * only one offered.
+ */
 const narrowestAlways = (options: ReadonlyArray<Acp.PermissionOption>): Acp.PermissionOption | undefined => {
-  const always = options.filter((o) => o.kind === "allow_always")
-  if (always.length <= 1) return always[0]
-  const narrow = always.filter((o) => !wide.test(o.optionId) && !wide.test(o.name))
+  const narrow = options.filter((o) => o.kind === "allow_always" && !wide.test(o.optionId) && !wide.test(o.name))
   return narrow.length === 1 ? narrow[0] : undefined
 }
+
+/**
+ * The host's decision on a file change as the agent is answered: `allowForSession` is allowed this
+ * once. An agent's "always" for a write may be a mode that runs other tools unasked: Gemini CLI
+ * (0.61) turns it into its session's autoEdit mode, under which `write_file`, `replace` and
+ * `web_fetch` run ahead of every policy rule; claude-agent-acp (0.23) into Claude Code's
+ * `acceptEdits`, which also runs `rm`, `mv`, `cp`, `sed`, `touch`, `mkdir` and `rmdir`: calls the
+ * host decided nothing about.
+ *
+ * @internal
+ */
+export const onceForFileChange = (decision: Decision): Decision =>
+  decision._tag === "AllowForSession" ? Approval.allow : decision
 
 /** The approver tool's input: an {@link Ask}, as the turn runner read it from the agent's request. */
 const AskInput = Schema.Struct({

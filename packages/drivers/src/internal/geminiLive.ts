@@ -8,7 +8,6 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
-import * as Approval from "@tether/core/Approval"
 import * as Driver from "@tether/core/Driver"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -52,20 +51,6 @@ export const namingWith =
 
 /** {@link namingWith} for a process without renamed hosted tools. @internal */
 export const naming: AcpMap.Naming = namingWith(new Map())
-
-/**
- * The host's decisions as the session sends them: `allowForSession` on a file change is allowed
- * this once. Gemini CLI turns `proceed_always` on a write or an edit into its session's autoEdit
- * mode (0.61), under which `write_file`, `replace` and `web_fetch` then run unasked, ahead of every
- * policy rule (the run's `ask_user` ones included): calls the host decided nothing about.
- */
-const onceForFileChanges = (
-  approve: (ask: Driver.ApprovalAsk) => Effect.Effect<Approval.Decision>
-) =>
-(ask: Driver.ApprovalAsk): Effect.Effect<Approval.Decision> =>
-  ask.kind === "fileChange"
-    ? Effect.map(approve(ask), (decision) => decision._tag === "AllowForSession" ? Approval.allow : decision)
-    : approve(ask)
 
 /** The UTC minute as Gemini CLI writes it into a chat file's name (`2026-12-01T08-36`). @internal */
 export const minuteOf = (millis: number): string => new Date(millis).toISOString().slice(0, 16).replace(/:/g, "-")
@@ -169,7 +154,7 @@ export const live = (
       Acp.attach(
         { ...options, naming: namingWith(renamedOf(context.request), context.request.hosted.tools) },
         channel,
-        context.approve === undefined ? context : { ...context, approve: onceForFileChanges(context.approve) }
+        context
       )
   }
 }
