@@ -8,6 +8,9 @@
  *   requests Tether does not implement (`fs/read_text_file`, `terminal/create`), and a permission
  *   request whose options have no reject kind; then the turn ends `end_turn`.
  * - anything else: "ok" and `end_turn`.
+ *
+ * Started with an argument, it answers `initialize` (`init-null`) or `session/new` (`new-null`,
+ * `new-empty`) with a well-formed response whose result is garbage.
  */
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
@@ -16,6 +19,7 @@ import type * as Driver from "@tether/core/Driver"
 import { Acp, Claude } from "@tether/drivers"
 import { Harness, LiveChannel } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -37,9 +41,11 @@ import * as acp from ${JSON.stringify(sdk)}
 import { Readable, Writable } from "node:stream"
 const raw = (value) => process.stdout.write((typeof value === "string" ? value : JSON.stringify(value)) + "\\n")
 const never = () => new Promise(() => {})
+const mode = process.argv[2]
 acp.agent({ name: "hostile-agent" })
-  .onRequest("initialize", () => ({ protocolVersion: 1, agentCapabilities: {} }))
-  .onRequest("session/new", () => ({ sessionId: "hostile-session" }))
+  .onRequest("initialize", () => mode === "init-null" ? null : { protocolVersion: 1, agentCapabilities: {} })
+  .onRequest("session/new", () =>
+    mode === "new-null" ? null : mode === "new-empty" ? {} : { sessionId: "hostile-session" })
   .onNotification("session/cancel", () => undefined)
   .onRequest("session/prompt", async ({ params, client }) => {
     const text = params.prompt.map((block) => block.text ?? "").join("")
@@ -90,19 +96,19 @@ const agentScript = Effect.acquireRelease(
   ({ dir }) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
 )
 
-const driverOf = (file: string) =>
+const driverOf = (file: string, mode?: string) =>
   Acp.driver({
     name: "hostile-acp",
     command: process.execPath,
-    args: [file],
+    args: mode === undefined ? [file] : [file, mode],
     layout: Claude.layout,
     live: { cancelTimeout: "6 seconds" }
   })
 
 /** An agent on the hostile script, short grace periods. */
-const hostileAgent = (file: string, sandbox: Harness.Sandbox) =>
+const hostileAgent = (file: string, sandbox: Harness.Sandbox, mode?: string) =>
   Agent.make({
-    driver: driverOf(file),
+    driver: driverOf(file, mode),
     definition: { instructions: "", skills: [], tools: Toolkit.empty },
     workspace: sandbox.workspace,
     profile: sandbox.selection,
@@ -165,6 +171,46 @@ describe("the ACP driver against a hostile agent", () => {
       }).pipe(Effect.scoped)
       expect(yield* Harness.markedProcesses(marker)).toEqual([])
     }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory])), 30_000)
+
+  for (
+    const [mode, answer] of [
+      ["init-null", "initialize answered with a null result"],
+      ["new-null", "session/new answered with a null result"],
+      ["new-empty", "session/new answered without a session id"]
+    ] as const
+  ) {
+    it.live(
+      `${answer}: the turn fails typed (the provider's error), no defect, no process left`,
+      () =>
+        Effect.gen(function*() {
+          const { file } = yield* agentScript
+          const sandbox = yield* Harness.sandbox
+          const marker = yield* Effect.gen(function*() {
+            const agent = yield* hostileAgent(file, sandbox, mode)
+            const thread = yield* agent.thread(mode)
+            const exit = yield* Effect.exit(thread.run("hello"))
+            expect(Exit.isFailure(exit) && Cause.isDie(exit.cause) ? Cause.pretty(exit.cause) : "no defect").toBe(
+              "no defect"
+            )
+            expect(Exit.isFailure(exit) && Cause.failureOption(exit.cause)).toMatchObject({
+              value: { _tag: "RunError", reason: "ProtocolError" }
+            })
+            const said = mode === "init-null"
+              ? "initialize without a result object"
+              : "session/new without a session id"
+            expect(Exit.isFailure(exit) && Cause.pretty(exit.cause)).toContain(
+              `ProviderError: the agent answered ${said}`
+            )
+            return agent.marker
+          }).pipe(Effect.scoped)
+          for (let i = 0; i < 60 && (yield* Harness.markedProcesses(marker)).length > 0; i++) {
+            yield* Effect.sleep("50 millis")
+          }
+          expect(yield* Harness.markedProcesses(marker)).toEqual([])
+        }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory])),
+      30_000
+    )
+  }
 
   it.live(
     "garbage, unknown ids and kinds, unimplemented methods, a permission without reject kinds",

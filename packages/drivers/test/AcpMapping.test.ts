@@ -365,6 +365,13 @@ describe("ACP one-shot parse", () => {
     expect(outputs.at(-1)).toMatchObject({ ok: true, text: "new", session: "s" })
   })
 
+  it("a resume whose session/load is answered null (the SDK reads it as {}) starts there too", () => {
+    const loaded = JSON.stringify({ jsonrpc: "2.0", id: 1, result: null })
+    const outputs = parseAll([initialized, loaded, marker, answer, done], { _tag: "Resume", id: "s" })
+    expect(outputs.map((o) => o._tag)).toEqual(["SessionStarted", "TextDelta", "Message", "Terminal"])
+    expect(outputs.at(-1)).toMatchObject({ ok: true, text: "new", session: "s" })
+  })
+
   it("a new session starts at session/new's result, with the agent's own id", () => {
     const created = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { sessionId: "s" } })
     const outputs = parseAll([initialized, created, answer, done], { _tag: "New", id: "ours" })

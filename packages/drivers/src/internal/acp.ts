@@ -311,6 +311,10 @@ export const attach = (
           protocolVersion: Acp.PROTOCOL_VERSION,
           clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false }
         }))
+      // The SDK does not check an answer's shape: a `null` result would be read as an object.
+      if (typeof init !== "object" || init === null) {
+        return yield* Effect.fail(providerError("the agent answered initialize without a result object"))
+      }
       if (init.protocolVersion !== Acp.PROTOCOL_VERSION) {
         return yield* Effect.fail(providerError(`the agent speaks ACP version ${init.protocolVersion}, not 1`))
       }
@@ -344,6 +348,9 @@ export const attach = (
             "session/new",
             () => connection.agent.request("session/new", { cwd: request.workspace, mcpServers })
           )
+          if (typeof created !== "object" || created === null || typeof created.sessionId !== "string") {
+            return yield* Effect.fail(providerError("the agent answered session/new without a session id"))
+          }
           return { sessionId: created.sessionId, result: created as unknown }
         }
         case "Resume": {

@@ -540,6 +540,8 @@ export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
     // A resumed session's turn starts at the runner's `replayedMarker`: an agent may replay the
     // loaded history after its answer to the load (Gemini CLI does).
     let replayed = resumed === undefined
+    /** Whether `initialize`'s answer was seen (the load's comes after it). */
+    let initialized = false
     const on: LineHandlers<Driver.LineOutputs> = {
       blank: () => none,
       foreign: (output) => output,
@@ -553,7 +555,13 @@ export const parseWith = (naming: Naming): Driver.Driver["parse"] =>
           return none
         }
         if ("method" in message) return none
-        const result = message["result"]
+        // The SDK reads a `null` answer to `session/load` as `{}` (a live session accepts it): so
+        // does the replay, for the first answer after `initialize`'s of a resume.
+        const result = message["result"] === null && resumed !== undefined && mapper.session === undefined &&
+            initialized
+          ? {}
+          : message["result"]
+        if (isRecord(result) && result["protocolVersion"] !== undefined) initialized = true
         if (isRecord(result)) {
           const sessionId = str(result["sessionId"])
           if (sessionId !== undefined && mapper.session === undefined) {
