@@ -10,6 +10,7 @@ import { Tool, Toolkit } from "@tether/tool"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -284,4 +285,98 @@ describe("Agent close", () => {
         expect(Exit.isFailure(run) && Cause.isDie(run.cause)).toBe(true)
       })
     ))
+})
+
+const hangOrAnswer = (prompt: string): ReadonlyArray<Reference.Step> =>
+  prompt.includes("hang")
+    ? [
+      { _tag: "SessionStarted", sessionId: "s-1", model: "reference-model" },
+      { _tag: "TextDelta", text: "a" },
+      { _tag: "TextDelta", text: "b" },
+      { _tag: "TextDelta", text: "c" },
+      { _tag: "$sleep", ms: 60_000 }
+    ]
+    : Reference.answer(prompt)
+
+const closeFromConsumer = (live: boolean, where: "stream" | "events") =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const observed: Array<Harness.Observed> = []
+    const outcome = yield* Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        driver: Reference.driver({ live, respond: hangOrAnswer }),
+        definition: { instructions: "", tools: Toolkit.empty },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        events: { buffer: 1, blocking: true },
+        processes: { killGrace: "500 millis" },
+        closeTimeout: "20 seconds"
+      })
+      const seen: Array<Event.Event> = []
+      let closedIn = -1
+      const closeOnce = Effect.suspend(() => {
+        if (closedIn !== -1) return Effect.void
+        closedIn = 0
+        const started = Date.now()
+        return Effect.map(Effect.either(agent.close()), (r) => {
+          closedIn = Date.now() - started
+          expect(Either.isRight(r), String(Either.isLeft(r) ? r.left : "")).toBe(true)
+        })
+      })
+      let stream: Stream.Stream<Event.Event, unknown>
+      if (live) {
+        const thread = yield* agent.thread("k")
+        if (where === "events") {
+          const watcher = yield* thread.events.pipe(
+            Stream.runForEach((e) => e._tag === "TextDelta" ? closeOnce : Effect.void),
+            Effect.fork
+          )
+          yield* Effect.sleep("50 millis")
+          const turn = yield* Effect.either(
+            Stream.runForEach(thread.stream("hang"), (e) => Effect.sync(() => seen.push(e)))
+          )
+          yield* Fiber.join(watcher).pipe(Effect.timeout("20 seconds"))
+          return { turn, closedIn, seen, marker: agent.marker }
+        }
+        stream = thread.stream("hang")
+      } else {
+        stream = agent.stream("hang")
+      }
+      const turn = yield* Effect.either(
+        Stream.runForEach(stream, (e) =>
+          Effect.zipRight(
+            Effect.sync(() => seen.push(e)),
+            e._tag === "TextDelta" ? closeOnce : Effect.void
+          ))
+      ).pipe(Effect.timeout("25 seconds"))
+      return { turn, closedIn, seen, marker: agent.marker }
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(Layer.mergeAll(Harness.recordingLayer(observed), ThreadStore.layerMemory))
+    )
+    expect(outcome.closedIn).toBeGreaterThanOrEqual(0)
+    expect(outcome.closedIn).toBeLessThan(10_000)
+    expect(Either.isLeft(outcome.turn)).toBe(true)
+    expect(Either.isLeft(outcome.turn) && (outcome.turn.left as { _tag: string })._tag).toMatch(/RunError|AgentClosed/)
+    expect(yield* Harness.markedProcesses(outcome.marker)).toEqual([])
+    expect(yield* Harness.entries(sandbox.root)).toEqual([])
+  }).pipe(Effect.scoped)
+
+// docs/concepts.md: `agent.close()` is "safe to call concurrently and from inside a stream consumer".
+describe("close from inside a consumer (blocking events, buffer 1)", () => {
+  it.live(
+    "one-shot run, close from the run's own consumer (blocking, buffer 1)",
+    () => closeFromConsumer(false, "stream"),
+    40_000
+  )
+  it.live(
+    "live thread turn, close from the turn's own consumer (blocking, buffer 1)",
+    () => closeFromConsumer(true, "stream"),
+    40_000
+  )
+  it.live(
+    "live thread turn, close from a thread.events consumer (blocking, buffer 1)",
+    () => closeFromConsumer(true, "events"),
+    40_000
+  )
 })
