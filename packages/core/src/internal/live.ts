@@ -2,9 +2,9 @@
  * Live threads (DESIGN §12): the agent's warm provider processes, one per thread at most, each
  * attached to its driver's live session. The pool decides reuse (same compatibility, same
  * session), shuts processes down when idle, over the cap (least recently used first), on a
- * change and at close, always the same way: graceful shutdown, then the group's SIGTERM and
- * SIGKILL, then the process's credentials are revoked, what it wrote is scrubbed, and its
- * credentials are released.
+ * change, when one ends on its own between turns, and at close, always the same way: graceful
+ * shutdown, then the group's SIGTERM and SIGKILL, then the process's credentials are revoked,
+ * what it wrote is scrubbed, and its credentials are released.
  *
  * @internal
  */
@@ -377,10 +377,14 @@ export interface Pool {
   ) => Effect.Effect<Warm | undefined, never, Scope.Scope>
   /**
    * Adds a freshly opened (busy) process, shutting down least recently used idle ones over the cap
-   * (waiting for them: call it uninterruptibly together with what releases the process).
+   * (waiting for them: call it uninterruptibly together with what releases the process). A
+   * process that ends on its own while idle is shut down at once (credentials revoked, group reaped).
    */
   readonly add: (warm: Warm) => Effect.Effect<void>
-  /** The turn on it ended: idle from now on (shut down after the idle timeout). */
+  /**
+   * The turn on it ended: idle from now on (shut down after the idle timeout), or shut down now
+   * when the process already ended.
+   */
   readonly release: (warm: Warm) => Effect.Effect<void>
   readonly get: (key: string) => Warm | undefined
   /** Shuts down the key's process, if any. */
@@ -426,6 +430,8 @@ export const makePool = (options: {
     const warms = new Map<string, Warm>()
     const lateSaves = new Map<string, LateSave>()
     const timers = yield* FiberMap.make<string>()
+    // One per pooled process: it notices a process that ends on its own while idle.
+    const watchers = yield* FiberSet.make<void, never>()
     const forget = (warm: Warm) => Effect.sync(() => warms.get(warm.key) === warm && warms.delete(warm.key))
     const retire = (warm: Warm) =>
       Effect.zipRight(
@@ -467,12 +473,20 @@ export const makePool = (options: {
     // Once the agent's close shut every process down, a process opened by a turn the close is
     // canceling is shut down at once.
     let closed = false
+    // A process that ends between turns (a crash, the OOM killer) is shut down at once: its
+    // credentials are revoked and what its group left running is reaped, not at the idle timeout.
+    // While a turn runs on it, that turn sees the end and shuts it down (or `release` does).
+    const watch = (warm: Warm) =>
+      warm.running.exit.pipe(
+        Effect.zipRight(Effect.suspend(() => warm.busy || warm.retired ? Effect.void : retire(warm)))
+      )
     const add = (warm: Warm) =>
       Effect.suspend(() =>
         closed ? warm.retire : Effect.zipRight(
           enforceCap(1),
-          Effect.sync(() => {
+          Effect.suspend(() => {
             warms.set(warm.key, warm)
+            return Effect.asVoid(FiberSet.run(watchers, watch(warm)))
           })
         )
       )
@@ -483,10 +497,15 @@ export const makePool = (options: {
         warm.approve = undefined
         warm.lastUsed = Date.now()
         if (warm.retired) return Effect.void
-        const idle = Effect.sleep(options.idleTimeout).pipe(
-          Effect.zipRight(Effect.suspend(() => warm.busy ? Effect.void : Effect.zipRight(forget(warm), warm.retire)))
-        )
-        return Effect.zipRight(Effect.asVoid(FiberMap.run(timers, warm.key, idle)), enforceCap(0))
+        // One that ended while the turn ran (its watcher left it to the turn) is shut down now.
+        return Effect.flatMap(warm.running.poll, (exit) => {
+          if (warm.retired) return Effect.void
+          if (Option.isSome(exit)) return retire(warm)
+          const idle = Effect.sleep(options.idleTimeout).pipe(
+            Effect.zipRight(Effect.suspend(() => warm.busy ? Effect.void : Effect.zipRight(forget(warm), warm.retire)))
+          )
+          return Effect.zipRight(Effect.asVoid(FiberMap.run(timers, warm.key, idle)), enforceCap(0))
+        })
       })
     return {
       take,
