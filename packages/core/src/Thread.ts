@@ -225,7 +225,9 @@ export type Delivery = "Injected" | "Queued"
 
 /**
  * Why `thread.send` failed: no running turn, a driver that cannot steer (checked first; nothing
- * is written), the provider's protocol refused the input, or the agent is closed.
+ * is written), the provider's protocol refused the input, or the agent is closed (also when it
+ * closes while the input is on its way and the input was not injected: the close cancels the
+ * turn and shuts the process down, so queued input is never answered).
  *
  * @since 0.3.0
  * @category models
@@ -354,6 +356,7 @@ export type DeleteFailure = AgentClosed | ThreadBusy | LeaseLost | ThreadStoreEr
  * - `history`: the checkpoints a restart replaced, most recent first, until pruned.
  * - `prune(options?)`: removes superseded checkpoints of this key (all, or those replaced more
  *   than `olderThan` ago) and their provider sessions from the session store; returns them.
+ *   `AgentClosed` (nothing removed) once the agent is closed.
  * - `delete`: removes the key's checkpoint and history and their provider sessions (waiting for
  *   nothing: `ThreadBusy` while a turn runs); returns what was removed. A later turn starts fresh.
  * - `events`: every event of every turn run through this handle while subscribed, including the
@@ -396,7 +399,9 @@ export interface Thread {
   readonly fork: (key: string, options?: Options) => Effect.Effect<Thread, OpenFailure>
   readonly snapshot: Effect.Effect<Option.Option<ThreadRecord>, ThreadStoreError>
   readonly history: Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
-  readonly prune: (options?: PruneOptions) => Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError>
+  readonly prune: (
+    options?: PruneOptions
+  ) => Effect.Effect<ReadonlyArray<SupersededRecord>, ThreadStoreError | AgentClosed>
   readonly delete: Effect.Effect<ReadonlyArray<ThreadRecord>, DeleteFailure>
   readonly events: Stream.Stream<Event.Event>
   readonly send: (input: string) => Effect.Effect<Delivery, SendFailure>

@@ -1,9 +1,15 @@
 // Retention: the checkpoints a restart replaced and the provider sessions they point at stay until
 // the host prunes them (by key, by age) or deletes the thread; nothing else is kept.
+// Once the agent is closed, `thread.prune` refuses (`AgentClosed`) before removing anything, as
+// `thread.delete` and `Agent.pruneThreads` do: it could not drop the records' provider sessions.
 import { describe, expect, it } from "@effect/vitest"
-import { FakeCli } from "@tether/testing"
+import { Agent, ThreadStore } from "@tether/core"
+import { FakeCli, Harness, Reference } from "@tether/testing"
+import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -109,3 +115,45 @@ for (const [name, storeLayer] of Threads.stores) {
         })))
   })
 }
+
+describe("Thread retention after the agent closed", () => {
+  it.live(
+    "thread.prune fails AgentClosed before removing anything, as delete and pruneThreads do",
+    () =>
+      Effect.gen(function*() {
+        const sandbox = yield* Harness.sandbox
+        const outcome = yield* Effect.gen(function*() {
+          const make = (instructions: string) =>
+            Agent.make({
+              driver: Reference.driver({ capabilities: { resume: true } }),
+              definition: { instructions, tools: Toolkit.empty },
+              workspace: sandbox.workspace,
+              profile: sandbox.selection
+            })
+          const first = yield* make("first")
+          yield* (yield* first.thread("k")).run("one")
+          yield* first.close()
+          // Another definition: its turn restarts the thread, the first record is superseded.
+          const second = yield* make("second")
+          const thread = yield* second.thread("k")
+          const result = yield* thread.run("two")
+          expect(result.thread?.mode).toBe("restarted")
+          const before = yield* thread.history
+          expect(before).toHaveLength(1)
+          yield* second.close()
+          const deleted = yield* Effect.either(thread.delete)
+          const pruned = yield* Effect.either(thread.prune())
+          const after = yield* thread.history
+          return { deleted, pruned, before: before.length, after: after.length }
+        }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Harness.layer, ThreadStore.layerMemory)))
+        expect(Either.isLeft(outcome.deleted) && outcome.deleted.left._tag).toBe("AgentClosed")
+        const pruned = outcome.pruned
+        const summary = Either.isLeft(pruned)
+          ? `failed ${pruned.left._tag} (${pruned.left.message}); history ${outcome.before} -> ${outcome.after}`
+          : `pruned ${pruned.right.length}; history ${outcome.before} -> ${outcome.after}`
+        // Refused with nothing removed (the closed agent cannot drop the records' provider sessions).
+        expect(summary).toMatch(/^failed AgentClosed .*; history 1 -> 1$/)
+      }).pipe(Effect.scoped),
+    30_000
+  )
+})

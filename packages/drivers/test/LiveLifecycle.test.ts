@@ -6,6 +6,10 @@
  * every pause, and after close no process of the agent, no clone, the agent's token revoked (401).
  * Bounded: a few sequences of a few operations (each real turn costs a CLI round trip); the many
  * cases run on the live reference driver in core's Lifecycle property.
+ *
+ * A `thread.send` still on its way when its turn ends: the agent's close cancels the turn and
+ * shuts the process down, so the send fails `AgentClosed` (Thread.ts `SendFailure`); a plain
+ * interrupt keeps the warm process, and input it reported `Queued` reaches the model.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent } from "@tether/core"
@@ -15,6 +19,7 @@ import { AnthropicServer, Conformance, Harness } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
@@ -155,5 +160,99 @@ describe("live thread lifecycle (Claude Code, real CLI)", () => {
         expect(yield* Harness.probe(observed[1]!)).toBe(401)
       }).pipe(Effect.scoped, Effect.provide([ToolsLive, Harness.recordingLayer(observed)]))
     }, 180_000)
+  )
+})
+
+describe("thread.send in flight when its turn ends (Claude Code, real CLI)", () => {
+  it.live(
+    "the agent's close: the send fails AgentClosed, the turn canceled, nothing left",
+    () =>
+      Effect.gen(function*() {
+        const sandbox = yield* Harness.sandbox
+        const outcome = yield* Effect.gen(function*() {
+          const server = yield* AnthropicServer.make({ respond })
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", skills: [], tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            processes: { killGrace: "1 second" }
+          })
+          const thread = yield* agent.thread("k")
+          const started = yield* Deferred.make<void>()
+          const turn = yield* thread.stream("SLOW 60000").pipe(
+            Stream.tap((e: Event.Event) =>
+              e._tag === "ProcessStarted" ? Deferred.succeed(started, undefined) : Effect.void
+            ),
+            Stream.runDrain,
+            Effect.either,
+            Effect.fork
+          )
+          yield* Deferred.await(started)
+          // The model request of the turn is in flight (it hangs for a minute).
+          for (let i = 0; i < 300 && (yield* server.messages).length === 0; i++) yield* Effect.sleep("50 millis")
+          expect((yield* server.messages).length).toBeGreaterThan(0)
+          const send = yield* Effect.fork(Effect.either(thread.send("one more thing")))
+          yield* Effect.sleep("1500 millis")
+          const pendingBeforeClose = (yield* Fiber.poll(send))._tag === "None"
+          yield* agent.close()
+          const sent = yield* Fiber.join(send).pipe(Effect.timeout("10 seconds"))
+          const ended = yield* Fiber.join(turn)
+          return { pendingBeforeClose, sent, ended, marker: agent.marker }
+        }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+        expect(outcome.pendingBeforeClose, "the send was still waiting for the CLI when the agent closed").toBe(true)
+        expect(Either.isLeft(outcome.ended)).toBe(true)
+        expect(yield* Harness.markedProcesses(outcome.marker)).toEqual([])
+        expect(yield* Harness.entries(sandbox.root)).toEqual([])
+        const sent = outcome.sent
+        // The turn was canceled and nothing of it committed: the input will never be answered.
+        expect(Either.isLeft(sent) ? sent.left._tag : `delivered ${String(sent.right)}`).toBe("AgentClosed")
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  it.live(
+    "an interrupt: a send reported Queued reaches the model on the warm process (the thread keeps it)",
+    () =>
+      Effect.gen(function*() {
+        const sandbox = yield* Harness.sandbox
+        const outcome = yield* Effect.gen(function*() {
+          const server = yield* AnthropicServer.make({ respond })
+          const agent = yield* Agent.make({
+            driver: driverFor(server),
+            definition: { instructions: "", skills: [], tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            processes: { killGrace: "1 second" }
+          })
+          const thread = yield* agent.thread("k")
+          const started = yield* Deferred.make<void>()
+          const turn = yield* thread.stream("SLOW 60000").pipe(
+            Stream.tap((e: Event.Event) =>
+              e._tag === "ProcessStarted" ? Deferred.succeed(started, undefined) : Effect.void
+            ),
+            Stream.runDrain,
+            Effect.either,
+            Effect.fork
+          )
+          yield* Deferred.await(started)
+          for (let i = 0; i < 300 && (yield* server.messages).length === 0; i++) yield* Effect.sleep("50 millis")
+          const send = yield* Effect.fork(Effect.either(thread.send("STEERED-INPUT-7")))
+          yield* Effect.sleep("1500 millis")
+          const pendingBeforeInterrupt = (yield* Fiber.poll(send))._tag === "None"
+          yield* Fiber.interrupt(turn)
+          const sent = yield* Fiber.join(send).pipe(Effect.timeout("15 seconds"))
+          // The next turn on the warm process: does the model ever read the input?
+          const next = yield* thread.run("hello")
+          const seen = JSON.stringify(yield* server.messages).includes("STEERED-INPUT-7")
+          return { pendingBeforeInterrupt, sent, next: next.text, seen }
+        }).pipe(Effect.scoped, Effect.provide(Harness.layer))
+        expect(outcome.pendingBeforeInterrupt).toBe(true)
+        const sent = outcome.sent
+        const report = Either.isLeft(sent) ? `failed ${sent.left._tag}` : `delivered ${String(sent.right)}`
+        // "Queued: to be answered after the turn's own answer, within the same turn" (Thread.ts).
+        expect({ report, modelReadIt: outcome.seen }).not.toEqual({ report: "delivered Queued", modelReadIt: false })
+      }).pipe(Effect.scoped),
+    90_000
   )
 })

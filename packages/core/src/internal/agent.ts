@@ -703,11 +703,17 @@ export const assemble = (
           const steer = pool.get(key)?.steer
           if (steer === undefined) return yield* new NoActiveTurn({ key })
           // The provider's turn may end before core has read its terminal: the driver says so.
-          return (yield* Effect.catchIf(
+          // The agent's close while the input was on its way cancels the turn and shuts the
+          // process down: input left queued is never answered, and one the ended process refused
+          // was refused because of the close. Either way the close is what ended the send.
+          const delivery = yield* Effect.catchIf(
             steer(input),
-            (error) => error.reason === "NoActiveTurn",
-            () => new NoActiveTurn({ key })
-          ))._tag
+            (error) => fenced || error.reason === "NoActiveTurn",
+            (): Effect.Effect<never, AgentClosed | NoActiveTurn> =>
+              fenced ? Effect.fail(closed()) : Effect.fail(new NoActiveTurn({ key }))
+          )
+          if (fenced && delivery._tag === "Queued") return yield* closed()
+          return delivery._tag
         }),
       // A handle's close (its own turns already ended) leaves a process another handle's turn runs on.
       retireLive: (key) => pool.retireIdle(key),

@@ -830,9 +830,11 @@ export const open = (
 
     const prune = (pruneOptions: Thread.PruneOptions = {}): Effect.Effect<
       ReadonlyArray<SupersededRecord>,
-      ThreadStoreError
+      ThreadStoreError | AgentClosed
     > =>
       Effect.gen(function*() {
+        // Refused before anything is removed: a closed agent cannot drop the records' sessions.
+        yield* host.admit
         const now = yield* Clock.currentTimeMillis
         const removed = yield* host.store.prune({
           key,
