@@ -71,6 +71,7 @@
  * @since 0.1.0
  */
 import type * as AiTool from "@effect/ai/Tool"
+import * as Unstable from "@tether/core/Unstable"
 import type * as Tool from "@tether/tool/Tool"
 import type * as Toolkit from "@tether/tool/Toolkit"
 import * as Context from "effect/Context"
@@ -176,7 +177,7 @@ export const merge: <const Toolkits extends ReadonlyArray<Toolkit.Any | AiToolki
   ...toolkits: ReadonlyArray<Toolkit.Any | AiToolkitAny>
 ) =>
   internal.merge(toolkits.map((toolkit, index) => ({ toolkit, owner: internal.describeOwner(toolkit, index) }))).pipe(
-    Effect.withSpan("AiToolkit.merge", { captureStackTrace: false })
+    Unstable.withSpan("AiToolkit.merge")
   ) as never
 
 /**

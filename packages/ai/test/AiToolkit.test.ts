@@ -5,7 +5,9 @@
  */
 import * as AiTool from "@effect/ai/Tool"
 import * as AiTools from "@effect/ai/Toolkit"
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { describe, expect, it } from "@effect/vitest"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { AiToolkit } from "@tether/ai"
 import { Agent } from "@tether/core"
 import { Harness, Reference } from "@tether/testing"
@@ -120,6 +122,23 @@ describe("AiToolkit definitions", () => {
       expect(error.message).toContain("toolkits[0] (a Tether toolkit)")
       expect(error.message).toContain("toolkits[1] (an @effect/ai toolkit)")
     }))
+
+  it.effect("its failed span ends with the error's tag and reason only (docs/tracing.md), not the message", () => {
+    const exporter = new InMemorySpanExporter()
+    return Effect.gen(function*() {
+      const Clash = AiTool.make("lookup_issue", { description: "Another lookup." })
+      yield* Effect.flip(AiToolkit.merge(IssueTools, AiTools.make(GetWeather, Clash)))
+      const span = exporter.getFinishedSpans().find((s) => s.name === "AiToolkit.merge")
+      expect(span?.status.message).toBe("failed: ToolDefinitionError DuplicateName")
+      // Nor in an event: the message names the tool and the toolkits.
+      expect(JSON.stringify(span?.events.map((e) => e.attributes))).not.toContain("lookup_issue")
+    }).pipe(
+      Effect.provide(NodeSdk.layer(() => ({
+        resource: { serviceName: "tether-test" },
+        spanProcessor: new SimpleSpanProcessor(exporter)
+      })))
+    )
+  })
 
   it.effect("a tool without a description and a provider-run tool fail construction, naming the tool", () =>
     Effect.gen(function*() {

@@ -8,7 +8,9 @@ import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as Prompt from "@effect/ai/Prompt"
 import * as AiTool from "@effect/ai/Tool"
 import * as AiTools from "@effect/ai/Toolkit"
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { describe, expect, it } from "@effect/vitest"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import { TetherLanguageModel } from "@tether/ai"
 import type { Driver } from "@tether/core"
 import { Harness, Reference } from "@tether/testing"
@@ -91,6 +93,36 @@ const expectMalformed = (error: AiError.AiError, reason: string) => {
   expect(cause._tag).toBe(reason === "DuplicateName" ? "ToolDefinitionError" : "UnsupportedRequest")
   expect(cause.reason).toBe(reason)
 }
+
+// docs/tracing.md: a failed span of Tether's ends with the error's tag and reason, never its message.
+it.live("a failed TetherLanguageModel.make span ends with the error's tag and reason, not its message", () => {
+  const exporter = new InMemorySpanExporter()
+  const Twin = (description: string) => Tool.make("twin_tool_7d1a", { description, input: {}, output: Schema.String })
+  return Effect.gen(function*() {
+    const failure = yield* Effect.gen(function*() {
+      const sandbox = yield* Harness.sandbox
+      return yield* TetherLanguageModel.make({
+        driver: Reference.driver({ respond: Reference.answer }),
+        definition: { instructions: "", tools: Toolkit.make(Twin("one"), Twin("two")) },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection
+      }).pipe(
+        Effect.flip,
+        Effect.provide(Toolkit.make(Twin("one")).toLayer({ twin_tool_7d1a: () => Effect.succeed("") }))
+      )
+    }).pipe(Effect.scoped)
+    expect(failure.message).toContain("twin_tool_7d1a")
+    const span = exporter.getFinishedSpans().find((s) => s.name === "TetherLanguageModel.make")
+    expect(span?.status.message).toBe("failed: ToolDefinitionError DuplicateName")
+    expect(JSON.stringify(span?.events.map((e) => e.attributes))).not.toContain("twin_tool_7d1a")
+  }).pipe(
+    Effect.provide(Harness.layer),
+    Effect.provide(NodeSdk.layer(() => ({
+      resource: { serviceName: "tether-test" },
+      spanProcessor: new SimpleSpanProcessor(exporter)
+    })))
+  )
+}, 60_000)
 
 describe("TetherLanguageModel on the reference driver", () => {
   it.live("a prompt with history is one fresh turn: earlier messages rendered as a conversation, then the last", () =>

@@ -11,6 +11,7 @@ import type * as AiTool from "@effect/ai/Tool"
 import * as Agent from "@tether/core/Agent"
 import type * as Event from "@tether/core/Event"
 import * as StructuredOutput from "@tether/core/StructuredOutput"
+import * as Unstable from "@tether/core/Unstable"
 import type * as Tool from "@tether/tool/Tool"
 import * as Toolkit from "@tether/tool/Toolkit"
 import * as Chunk from "effect/Chunk"
@@ -198,4 +199,4 @@ export const make = (options: Options<Toolkit.Any>) =>
           ),
       streamText: (providerOptions) => stream("streamText", providerOptions)
     })
-  }).pipe(Effect.withSpan("TetherLanguageModel.make", { captureStackTrace: false }))
+  }).pipe(Unstable.withSpan("TetherLanguageModel.make"))

@@ -14,10 +14,8 @@ import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import { ApprovalAlreadyResolved, ApprovalNotFound } from "../AgentError.js"
 import * as Approval from "../Approval.js"
@@ -25,6 +23,7 @@ import type * as Driver from "../Driver.js"
 import * as Event from "../Event.js"
 import { TranscriptApproval, type TranscriptEntry } from "../Result.js"
 import * as Emitter from "./emitter.js"
+import * as Tracing from "./tracing.js"
 
 /** Where a run publishes its approvals (events and transcript). @internal */
 export interface Sink {
@@ -164,7 +163,7 @@ export const make = (
         Effect.logError(`the approvals handler died on approval ${entry.request.id}`, cause).pipe(
           // Not an event of the run's span (Effect's tracer logger would record the cause's text,
           // which may quote the request's input: docs/tracing.md keeps tool arguments off spans).
-          Effect.locallyWith(FiberRef.currentContext, Context.omit(Tracer.ParentSpan)),
+          Tracing.offSpan,
           Effect.as(Approval.deny("The approval handler failed; the action was not run."))
         )
       ),

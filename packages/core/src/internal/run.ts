@@ -18,7 +18,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
-import * as FiberRef from "effect/FiberRef"
 import * as FiberSet from "effect/FiberSet"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -41,6 +40,7 @@ import * as Redaction from "./redaction.js"
 import type * as RunLogs from "./runLogs.js"
 import * as ScrubFiles from "./scrubFiles.js"
 import type * as Structured from "./structured.js"
+import * as Tracing from "./tracing.js"
 
 /** What a run needs from its agent. @internal */
 export interface Context {
@@ -1246,7 +1246,7 @@ export const execute = (
       return Effect.logError(`run ${request.runId} died of a defect`, defect).pipe(
         // Not an event of `Run.execute` (Effect's tracer logger would record the cause's text,
         // which may quote the provider's output: docs/tracing.md keeps text off spans).
-        Effect.locallyWith(FiberRef.currentContext, EffectContext.omit(Tracer.ParentSpan)),
+        Tracing.offSpan,
         Effect.zipRight(emitter.emit([
           Emitter.critical((base) =>
             new Event.RunFinished({

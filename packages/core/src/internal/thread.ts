@@ -665,7 +665,8 @@ export const open = (
                       Effect.zipRight(
                         options.onCommit === undefined ? Effect.void : options.onCommit({ record, result }).pipe(
                           Effect.catchAllCause((cause) =>
-                            Effect.logWarning("a thread's onCommit failed; the commit stands", cause)
+                            // The host's cause may quote the result (an answer its store refused).
+                            Tracing.offSpan(Effect.logWarning("a thread's onCommit failed; the commit stands", cause))
                           )
                         )
                       )

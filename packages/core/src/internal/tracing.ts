@@ -6,9 +6,11 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
@@ -141,3 +143,11 @@ export const withStreamSpan =
         (span) => Stream.provideService(self, Tracer.ParentSpan, span)
       )
     )
+
+/**
+ * `self` with no current span: what it logs is no event of the span around it. Effect's tracer
+ * logger records a log line's cause, whose text may quote a tool's arguments, a provider's output
+ * or a model's answer (docs/tracing.md keeps them off spans). @internal
+ */
+export const offSpan = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locallyWith(self, FiberRef.currentContext, Context.omit(Tracer.ParentSpan))

@@ -44,6 +44,7 @@ import {
 } from "./seed.js"
 import * as sessions from "./sessions.js"
 import { canonical, ensureRoot, inside, resolveSource, rootOf } from "./source.js"
+import { withSpan } from "./span.js"
 
 export { reclaim } from "./reclaim.js"
 export { defaultSessionsRoot } from "./sessions.js"
@@ -236,7 +237,7 @@ const materialize = (
     })
   }).pipe(
     state.lock.withPermits(1),
-    Effect.withSpan("Profile.materialize", { captureStackTrace: false })
+    withSpan("Profile.materialize")
   )
 
 const saveSessions = (
@@ -349,7 +350,7 @@ export const clone = (selection: Selection, layout: ProfileLayout, who: Owner) =
       Scope.extend(scope),
       Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
     )
-  }).pipe(Effect.withSpan("Profile.clone", { captureStackTrace: false }))
+  }).pipe(withSpan("Profile.clone"))
 
 const acquire = (selection: Selection, layout: ProfileLayout, who: Owner) =>
   Effect.gen(function*() {
@@ -472,7 +473,7 @@ const acquire = (selection: Selection, layout: ProfileLayout, who: Owner) =>
       ).pipe(
         state.lock.withPermits(1),
         Effect.provideService(Path.Path, path),
-        Effect.withSpan(name, { captureStackTrace: false })
+        withSpan(name)
       )
     return {
       root: cloneRoot,

@@ -13,6 +13,7 @@ import * as owner from "./owner.js"
 import { listClones, readText } from "./reclaim.js"
 import { walk } from "./seed.js"
 import { canonical, resolveSource, rootOf } from "./source.js"
+import { withSpan } from "./span.js"
 
 /** @internal */
 export const inspect = (selection: Selection, layout: ProfileLayout) =>
@@ -65,4 +66,4 @@ export const inspect = (selection: Selection, layout: ProfileLayout) =>
       })),
       clones
     } satisfies Inspection
-  }).pipe(Effect.withSpan("Profile.inspect", { captureStackTrace: false }))
+  }).pipe(withSpan("Profile.inspect"))

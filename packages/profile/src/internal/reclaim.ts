@@ -14,6 +14,7 @@ import * as owner from "./owner.js"
 import { removeTree } from "./removeTree.js"
 import { io, lstat, readRegular, sync } from "./seed.js"
 import { defaultRoot, inside } from "./source.js"
+import { withSpan } from "./span.js"
 
 /** Names produced by `mkdtemp(<root>/c-)`: nothing else in a root is ever removed. @internal */
 export const clonePrefix = "c-"
@@ -138,4 +139,4 @@ export const reclaim = (options?: ReclaimOptions, spare?: string) =>
       if (done) removed.push(found.dir)
     }
     return removed
-  }).pipe(Effect.withSpan("Profile.reclaim", { captureStackTrace: false }))
+  }).pipe(withSpan("Profile.reclaim"))
