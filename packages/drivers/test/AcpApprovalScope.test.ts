@@ -5,6 +5,8 @@
  * - claude-agent-acp 0.23.1 answers its `allow_always` with Claude Code's own suggestions, for a
  *   file write the session's `acceptEdits` mode, under which Claude Code also runs `rm`, `mv`, …
  *   unasked: a file change allowed for the session is allowed this once.
+ * - claude-agent-acp's "Always Allow" for a command makes Claude Code save its suggested rule to
+ *   the workspace's `.claude/settings.local.json`: past the session, so this call only.
  * - codex-acp 0.16.0 offers one `allow_always` for a command, `approved-execpolicy-amendment`
  *   ("Yes, and don't ask again for commands that start with …"), which writes an allow rule into
  *   Codex's `rules/` that every later session reads: it is never picked.
@@ -100,6 +102,52 @@ describe("ACP allowForSession stays within the call's kind and the provider sess
   it.live(
     "claude-agent-acp: allowForSession on a file write does not let a later rm run unasked",
     scenario(Approval.allowForSession),
+    120_000
+  )
+
+  it.live(
+    "claude-agent-acp: a command allowed for the session is this call only; no rule lands in the workspace",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* model()
+        const sandbox = yield* Harness.sandbox
+        const asked: Array<Approval.ApprovalRequest> = []
+        const marker = yield* Effect.gen(function*() {
+          const agent = yield* Agent.make({
+            driver: H.claudeAgentDriver(server.url),
+            definition: { instructions: "", skills: [], tools: Toolkit.empty },
+            workspace: sandbox.workspace,
+            profile: sandbox.selection,
+            approvals: {
+              deadline: "1 minute",
+              handler: (request) =>
+                Effect.sync(() => {
+                  asked.push(request)
+                  return asked.length === 1 ? Approval.allowForSession : Approval.deny("No.")
+                })
+            }
+          })
+          const target = Path.join(sandbox.workspace, "repeat.txt")
+          const first = yield* agent.thread("claude-first")
+          yield* first.run(`RUN: touch ${target}`)
+          expect(Fs.existsSync(target)).toBe(true)
+          yield* first.close
+          Fs.rmSync(target)
+          // Another thread: another claude-agent-acp process, another session.
+          const second = yield* agent.thread("claude-second")
+          yield* Effect.exit(second.run(`RUN: touch ${target}`))
+          expect({ asked: asked.map((r) => r.kind), written: Fs.existsSync(target) }).toEqual({
+            asked: ["command", "command"],
+            written: false
+          })
+          return agent.marker
+        }).pipe(Effect.scoped)
+        yield* noneLeft(marker)
+        // Claude Code saves an "Always Allow" for a command to the workspace's .claude/settings.local.json.
+        const settings = listFiles(sandbox.workspace).filter((f) => f.includes(".claude"))
+          .map((f) => `${Path.relative(sandbox.workspace, f)}: ${Fs.readFileSync(f, "utf8").replace(/\s+/g, " ")}`)
+        expect(settings).toEqual([])
+      }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory])),
     120_000
   )
 

@@ -23,15 +23,27 @@ import * as OneEdit from "./OneEdit.js"
 const options = (...pairs: ReadonlyArray<readonly [string, AcpSdk.PermissionOptionKind]>) =>
   pairs.map(([optionId, kind]) => ({ optionId, kind, name: optionId }))
 
-/** As recorded from each agent (LIVE.md and this driver's tests). */
-const offered = {
-  gemini: options(["proceed_always", "allow_always"], ["proceed_once", "allow_once"], ["cancel", "reject_once"]),
-  claude: options(["allow_always", "allow_always"], ["allow", "allow_once"], ["reject", "reject_once"]),
-  codex: options(
-    ["approved", "allow_once"],
-    ["approved-execpolicy-amendment", "allow_always"],
-    ["abort", "reject_once"]
-  )
+/** As recorded from each agent (provider-samples/live, LIVE.md and this driver's tests), labels included. */
+const offered: { readonly [agent: string]: Array<AcpSdk.PermissionOption> } = {
+  gemini: [
+    { optionId: "proceed_always", name: "Allow for this session", kind: "allow_always" },
+    { optionId: "proceed_once", name: "Allow", kind: "allow_once" },
+    { optionId: "cancel", name: "Reject", kind: "reject_once" }
+  ],
+  claude: [
+    { optionId: "allow_always", name: "Always Allow", kind: "allow_always" },
+    { optionId: "allow", name: "Allow", kind: "allow_once" },
+    { optionId: "reject", name: "Reject", kind: "reject_once" }
+  ],
+  codex: [
+    { optionId: "approved", name: "Yes, proceed", kind: "allow_once" },
+    {
+      optionId: "approved-execpolicy-amendment",
+      name: "Yes, and don't ask again for commands that start with `/bin/bash -lc echo ran > shell.txt`",
+      kind: "allow_always"
+    },
+    { optionId: "abort", name: "No, and tell Codex what to do differently", kind: "reject_once" }
+  ]
 }
 
 const selected = (decision: AcpApproval.Decision, given: ReadonlyArray<AcpSdk.PermissionOption>) => {
@@ -47,7 +59,9 @@ describe("ACP permission decisions", () => {
       "proceed_once",
       "proceed_always"
     ])
-    expect([selected(allow, offered.claude), selected(session, offered.claude)]).toEqual(["allow", "allow_always"])
+    // claude-agent-acp's "Always Allow" saves Claude Code's own suggestion, for a command to the
+    // workspace's .claude/settings.local.json: past the session, so this call only.
+    expect([selected(allow, offered.claude), selected(session, offered.claude)]).toEqual(["allow", "allow"])
     expect([selected(allow, offered.codex), selected(AcpApproval.denied, offered.codex)]).toEqual([
       "approved",
       "abort"
@@ -75,11 +89,13 @@ describe("ACP permission decisions", () => {
     expect(selected(session, geminiMcp)).toBe("proceed_always_tool")
     expect(selected(session, [...geminiMcp].reverse())).toBe("proceed_always_tool")
     // Several that cannot be told apart: this call only.
-    const twoAlways = options(["always_a", "allow_always"], ["always_b", "allow_always"], ["once", "allow_once"])
+    const twoAlways = options(["session_a", "allow_always"], ["session_b", "allow_always"], ["once", "allow_once"])
     expect(selected(session, twoAlways)).toBe("once")
-    expect(selected(session, options(["all_a", "allow_always"], ["server_b", "allow_always"]))).toBe("cancelled")
+    expect(selected(session, options(["all_session", "allow_always"], ["server_session", "allow_always"]))).toBe(
+      "cancelled"
+    )
     // One offered alone that names a wider reach: this call only.
-    expect(selected(session, options(["all_tools", "allow_always"], ["once", "allow_once"]))).toBe("once")
+    expect(selected(session, options(["all_tools_this_session", "allow_always"], ["once", "allow_once"]))).toBe("once")
   })
 
   it("allowForSession never picks an option that outlives the session", () => {

@@ -85,13 +85,14 @@ export const askOf = (request: Acp.RequestPermissionRequest): Ask => {
  * `reject_once`, else `reject_always`. When no option fits, the request is answered `cancelled`,
  * which every agent treats as a refusal: an allow never turns into a broader permission.
  *
- * An agent may offer several `allow_always` options of different reach, and ACP does not say
- * which is narrower: Gemini CLI offers, for an MCP tool, "Allow all server tools for this session"
- * (`proceed_always_server`) before "Allow tool for this session" (`proceed_always_tool`), and an
- * option may reach past the session (codex-acp's execpolicy amendment writes a rule every later
- * session reads). The `allow_always` option whose id and label name no wider reach (a server,
- * "all", an amendment, "don't ask again", …) is taken when it is the only such, one offered alone
- * included; otherwise `allow_once`.
+ * ACP does not say how far an `allow_always` option reaches, and agents differ: Gemini CLI offers,
+ * for an MCP tool, "Allow all server tools for this session" (`proceed_always_server`) before
+ * "Allow tool for this session" (`proceed_always_tool`); codex-acp's `approved-execpolicy-amendment`
+ * writes an allow rule into Codex's `rules/` that every later session reads; claude-agent-acp's
+ * "Always Allow" passes Claude Code's own suggestions on as they are, and for a command those save
+ * a rule to the workspace's `.claude/settings.local.json`. So an `allow_always` option is taken
+ * only when its id or label says it is for this session and names no wider reach (a server, "all",
+ * an amendment, "don't ask again", …), and it is the only such; otherwise `allow_once`.
  *
  * @internal
  */
@@ -121,12 +122,18 @@ export const outcomeOf = (
 const wide =
   /(?:^|[^a-z])(?:all|server|servers|execpolicy|amendment|future|save|saved|permanently|forever)(?:[^a-z]|$)|\bdon'?t ask again\b|\bdo not ask again\b/i
 
+/** Words of an option that keep it to the session ("Allow for this session", `approved-for-session`). */
+const sessionOnly = /(?:^|[^a-z])session(?:[^a-z]|$)/i
+
 /**
- * The only `allow_always` option that names no wider reach (see `outcomeOf`), also when it is the
- * only one offered.
+ * The only `allow_always` option that says it is for this session and names no wider reach (see
+ * `outcomeOf`).
  */
 const narrowestAlways = (options: ReadonlyArray<Acp.PermissionOption>): Acp.PermissionOption | undefined => {
-  const narrow = options.filter((o) => o.kind === "allow_always" && !wide.test(o.optionId) && !wide.test(o.name))
+  const narrow = options.filter((o) =>
+    o.kind === "allow_always" && (sessionOnly.test(o.optionId) || sessionOnly.test(o.name)) &&
+    !wide.test(o.optionId) && !wide.test(o.name)
+  )
   return narrow.length === 1 ? narrow[0] : undefined
 }
 
