@@ -185,4 +185,52 @@ describe("Claude runAs (real CLI, --json-schema)", () => {
       }).pipe(Effect.scoped),
     120_000
   )
+  it.live(
+    "a Schema Claude Code's validator would read otherwise (a tuple, a format, a fractional multipleOf, a minLength in UTF-16 units) is sent as one it reads alike",
+    () =>
+      Effect.gen(function*() {
+        // Claude Code's StructuredOutput validator is a default Ajv (Draft-07, strict, no formats):
+        // `prefixItems` or `format: "uuid"` left the tool out, and its exact `multipleOf` and
+        // code-point `minLength` refused 0.07 and "😀", which the Schema takes.
+        const Quote = Schema.Struct({
+          range: Schema.Tuple(Schema.Number, Schema.Number),
+          id: Schema.UUID,
+          price: Schema.Number.pipe(Schema.multipleOf(0.01)),
+          mark: Schema.String.pipe(Schema.minLength(2))
+        })
+        const value = { range: [3, 9], id: "123e4567-e89b-12d3-a456-426614174000", price: 0.07, mark: "😀" }
+        expect(Schema.decodeUnknownSync(Quote)(value)).toEqual(value)
+        const server = yield* AnthropicServer.make({
+          respond: (request) =>
+            structuredTool(request) === undefined
+              ? AnthropicServer.reply("No StructuredOutput tool was offered.")
+              : AnthropicServer.callTool("StructuredOutput", value)
+        })
+        const decoded = yield* withAgent(server, (agent) => agent.runAs(Quote, "Quote it.", { repairs: 0 }))
+        expect(decoded.value).toEqual(value)
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  it.live(
+    "a JSON Schema larger than one command-line argument is asked for by instruction, not --json-schema (E2BIG)",
+    () =>
+      Effect.gen(function*() {
+        const files = Array.from({ length: 12_000 }, (_, i) => `src/module-${i}/index.ts`)
+        const Pick = Schema.Struct({ file: Schema.Literal(...files) })
+        const server = yield* AnthropicServer.make({
+          respond: (request) =>
+            structuredTool(request) === undefined
+              ? AnthropicServer.reply(JSON.stringify({ file: "src/module-42/index.ts" }))
+              : AnthropicServer.callTool("StructuredOutput", { file: "src/module-42/index.ts" })
+        })
+        const decoded = yield* withAgent(server, (agent) => agent.runAs(Pick, "Which file?", { repairs: 0 }))
+        expect(decoded.value).toEqual({ file: "src/module-42/index.ts" })
+        // By instruction: the model was offered no StructuredOutput tool.
+        const requests = yield* server.requests
+        expect(requests.some((r) => structuredTool((r.json ?? {}) as AnthropicServer.MessagesRequest) !== undefined))
+          .toBe(false)
+      }).pipe(Effect.scoped),
+    90_000
+  )
 })

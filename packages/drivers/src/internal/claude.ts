@@ -8,6 +8,7 @@ import type { Config } from "../Claude.js"
 import * as Binary from "./binary.js"
 import * as Live from "./claudeLive.js"
 import * as parser from "./claudeParse.js"
+import * as ClaudeSchema from "./claudeSchema.js"
 import * as Env from "./env.js"
 import * as Skills from "./skills.js"
 
@@ -354,7 +355,9 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     files.push(...Skills.project(request.skills, "skills"))
     // Claude Code offers the model a `StructuredOutput` tool with this input schema, validates
     // its calls and reports the value in `result.structured_output`. Not a secret: argv is fine.
-    if (request.outputSchema !== undefined) args.push("--json-schema", JSON.stringify(request.outputSchema))
+    if (request.outputSchema !== undefined) {
+      args.push("--json-schema", JSON.stringify(ClaudeSchema.forClaude(request.outputSchema)))
+    }
     args.push(...sessionArgs(request.session))
     const env = buildEnv(config, request, home, tmp)
     files.push(
@@ -498,6 +501,7 @@ export const driver = (config: Config = {}): Driver.Driver => {
     prepare: (request) => Effect.zipRight(announce, prepareTurn(request)),
     parse: parser.parse,
     classifyExit,
+    outputSchemaRefusal: ClaudeSchema.refusal,
     approvals: { tool: approverTool, live: true },
     install: "install it with `npm install @anthropic-ai/claude-code` (its install script must run: it puts the " +
       "native binary in place)",
