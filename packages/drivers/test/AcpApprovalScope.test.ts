@@ -13,6 +13,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval, ThreadStore } from "@tether/core"
+import type * as Driver from "@tether/core/Driver"
 import { AnthropicServer, Harness, ResponsesServer } from "@tether/testing"
 import { Toolkit } from "@tether/tool"
 import * as Effect from "effect/Effect"
@@ -98,6 +99,45 @@ const listFiles = (dir: string): ReadonlyArray<string> => {
   return out
 }
 
+/**
+ * A command that writes the workspace's `repeat.txt` (`prompt` of that path), run on one thread with
+ * the host answering `allowForSession`, then on another thread (another process, another session),
+ * where the host denies it: what was asked, whether each run wrote the file. The agent is closed
+ * (no process left) before this returns.
+ */
+const commandOnTwoSessions = (driver: Driver.Driver, prompt: (target: string) => string) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Harness.sandbox
+    const target = Path.join(sandbox.workspace, "repeat.txt")
+    const asked: Array<Approval.ApprovalRequest> = []
+    const { marker, firstWrote, secondWrote } = yield* Effect.gen(function*() {
+      const agent = yield* Agent.make({
+        driver,
+        definition: { instructions: "", skills: [], tools: Toolkit.empty },
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        approvals: {
+          deadline: "1 minute",
+          handler: (request) =>
+            Effect.sync(() => {
+              asked.push(request)
+              return asked.length === 1 ? Approval.allowForSession : Approval.deny("No.")
+            })
+        }
+      })
+      const first = yield* agent.thread("first")
+      yield* first.run(prompt(target))
+      const firstWrote = Fs.existsSync(target)
+      yield* first.close
+      Fs.rmSync(target, { force: true })
+      const second = yield* agent.thread("second")
+      yield* Effect.exit(second.run(prompt(target)))
+      return { marker: agent.marker, firstWrote, secondWrote: Fs.existsSync(target) }
+    }).pipe(Effect.scoped)
+    yield* noneLeft(marker)
+    return { asked, firstWrote, secondWrote, sandbox }
+  })
+
 describe("ACP allowForSession stays within the call's kind and the provider session (real adapters)", () => {
   it.live(
     "claude-agent-acp: allowForSession on a file write does not let a later rm run unasked",
@@ -110,39 +150,15 @@ describe("ACP allowForSession stays within the call's kind and the provider sess
     () =>
       Effect.gen(function*() {
         const server = yield* model()
-        const sandbox = yield* Harness.sandbox
-        const asked: Array<Approval.ApprovalRequest> = []
-        const marker = yield* Effect.gen(function*() {
-          const agent = yield* Agent.make({
-            driver: H.claudeAgentDriver(server.url),
-            definition: { instructions: "", skills: [], tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: {
-              deadline: "1 minute",
-              handler: (request) =>
-                Effect.sync(() => {
-                  asked.push(request)
-                  return asked.length === 1 ? Approval.allowForSession : Approval.deny("No.")
-                })
-            }
-          })
-          const target = Path.join(sandbox.workspace, "repeat.txt")
-          const first = yield* agent.thread("claude-first")
-          yield* first.run(`RUN: touch ${target}`)
-          expect(Fs.existsSync(target)).toBe(true)
-          yield* first.close
-          Fs.rmSync(target)
-          // Another thread: another claude-agent-acp process, another session.
-          const second = yield* agent.thread("claude-second")
-          yield* Effect.exit(second.run(`RUN: touch ${target}`))
-          expect({ asked: asked.map((r) => r.kind), written: Fs.existsSync(target) }).toEqual({
-            asked: ["command", "command"],
-            written: false
-          })
-          return agent.marker
-        }).pipe(Effect.scoped)
-        yield* noneLeft(marker)
+        const { asked, firstWrote, secondWrote, sandbox } = yield* commandOnTwoSessions(
+          H.claudeAgentDriver(server.url),
+          (target) => `RUN: touch ${target}`
+        )
+        expect({ asked: asked.map((r) => r.kind), firstWrote, secondWrote }).toEqual({
+          asked: ["command", "command"],
+          firstWrote: true,
+          secondWrote: false
+        })
         // Claude Code saves an "Always Allow" for a command to the workspace's .claude/settings.local.json.
         const settings = listFiles(sandbox.workspace).filter((f) => f.includes(".claude"))
           .map((f) => `${Path.relative(sandbox.workspace, f)}: ${Fs.readFileSync(f, "utf8").replace(/\s+/g, " ")}`)
@@ -173,45 +189,25 @@ describe("ACP allowForSession stays within the call's kind and the provider sess
             return ResponsesServer.text("reply")
           }
         })
-        const sandbox = yield* Harness.sandbox
-        const asked: Array<Approval.ApprovalRequest> = []
-        const marker = yield* Effect.gen(function*() {
-          const agent = yield* Agent.make({
-            driver: H.codexAgentDriver(model.baseUrl),
-            definition: { instructions: "", skills: [], tools: Toolkit.empty },
-            workspace: sandbox.workspace,
-            profile: sandbox.selection,
-            approvals: {
-              deadline: "1 minute",
-              handler: (request) =>
-                Effect.sync(() => {
-                  asked.push(request)
-                  return asked.length === 1 ? Approval.allowForSession : Approval.deny("No.")
-                })
-            }
-          })
-          const target = Path.join(sandbox.workspace, "repeat.txt")
-          const first = yield* agent.thread("codex-first")
-          yield* first.run("write it [touch]")
-          expect(Fs.existsSync(target)).toBe(true)
-          expect(asked.map((r) => r.options?.map((o) => o.id))).toEqual([
-            ["approved", "approved-execpolicy-amendment", "abort"]
-          ])
-          yield* first.close
-          Fs.rmSync(target)
-          // Another thread: another codex-acp process, another session.
-          const second = yield* agent.thread("codex-second")
-          yield* Effect.exit(second.run("write it again [touch]"))
-          const rules = listFiles(sandbox.root).filter((f) => f.includes(`${Path.sep}rules${Path.sep}`))
-            .map((f) => `${Path.basename(f)}: ${Fs.readFileSync(f, "utf8").trim()}`)
-          expect({
-            asked: asked.length,
-            written: Fs.existsSync(target),
-            rules
-          }).toEqual({ asked: 2, written: false, rules: [] })
-          return agent.marker
-        }).pipe(Effect.scoped)
-        yield* noneLeft(marker)
+        const { asked, firstWrote, secondWrote, sandbox } = yield* commandOnTwoSessions(
+          H.codexAgentDriver(model.baseUrl),
+          () => "write it [touch]"
+        )
+        const rules = listFiles(sandbox.root).filter((f) => f.includes(`${Path.sep}rules${Path.sep}`))
+          .map((f) => `${Path.basename(f)}: ${Fs.readFileSync(f, "utf8").trim()}`)
+        expect({
+          options: asked[0]?.options?.map((o) => o.id),
+          asked: asked.length,
+          firstWrote,
+          secondWrote,
+          rules
+        }).toEqual({
+          options: ["approved", "approved-execpolicy-amendment", "abort"],
+          asked: 2,
+          firstWrote: true,
+          secondWrote: false,
+          rules: []
+        })
       }).pipe(Effect.scoped, Effect.provide([Harness.layer, ThreadStore.layerMemory])),
     120_000
   )
