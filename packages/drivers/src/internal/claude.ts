@@ -474,14 +474,30 @@ export const approverTool: Driver.ApproverTool = {
 }
 
 /**
- * The CLI's suggestions of a permission request, each scoped to the running session, but never a
- * mode: the one Claude Code suggests for a file write, `acceptEdits`, also runs filesystem
- * commands (`rm`, `mv`, `cp`, `sed`, `touch`, `mkdir`, `rmdir`) unasked (Claude Code 2.1), which
- * the host decided nothing about. A write allowed for the session is then allowed this once.
+ * The tools whose session grant Claude Code writes as a path rule or a directory: a file write's
+ * suggestion is its `acceptEdits` mode (which also runs `rm`, `mv`, `cp`, `sed`, `touch`, `mkdir` and
+ * `rmdir` unasked) and, outside the workspace, `addDirectories` (the directory becomes a working
+ * one: Read, Grep, Glob and read-only commands such as `cat` run there unasked); a Read's is a rule
+ * for its whole parent tree (`Read(//dir/**)`), which read-only commands also pass (Claude Code
+ * 2.1). Allowed for the session, they are allowed this once.
+ */
+const thisCallOnly = new Set(["Read", "Grep", "Glob", ...Object.keys(fileTools)])
+
+/**
+ * The CLI's suggestions of a permission request kept to the running session, and only the allow
+ * rules for the asked tool itself (a Bash command prefix, an MCP tool, a fetched domain): never a
+ * mode, a working directory or another tool's rule, which would let calls the host decided nothing
+ * about run unasked. None for the tools of `thisCallOnly`.
  */
 const sessionPermissions = (raw: unknown) => {
-  const suggestions = isRecord(raw) && Array.isArray(raw["permission_suggestions"])
-    ? raw["permission_suggestions"].filter((suggestion) => isRecord(suggestion) && suggestion["type"] !== "setMode")
+  const toolName = isRecord(raw) ? raw["tool_name"] : undefined
+  const suggestions = isRecord(raw) && Array.isArray(raw["permission_suggestions"]) &&
+      typeof toolName === "string" && !thisCallOnly.has(toolName)
+    ? raw["permission_suggestions"].filter((suggestion) =>
+      isRecord(suggestion) && suggestion["type"] === "addRules" && suggestion["behavior"] === "allow" &&
+      Array.isArray(suggestion["rules"]) && suggestion["rules"].length > 0 &&
+      suggestion["rules"].every((rule) => isRecord(rule) && rule["toolName"] === toolName)
+    )
     : []
   return suggestions.length === 0
     ? {}
