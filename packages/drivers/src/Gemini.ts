@@ -43,7 +43,8 @@
  * approvals (`approvals.live`: asked on live threads only; a one-shot `-p` run of such an agent
  * fails before spawn), each `session/request_permission` is asked of the host and answered with
  * the offered option of the decision's kind (`allow` → `allow_once`, `allowForSession` →
- * `allow_always`, `deny` → `reject_once`; the model is told only that the call was canceled: ACP's reject carries
+ * `allow_always`, which for a command or a file change reaches this call only: docs/approvals.md;
+ * `deny` → `reject_once`; the model is told only that the call was canceled: ACP's reject carries
  * no message, and Gemini CLI takes no input during a turn, so the deny message does not reach it). Without
  * approvals the CLI's permission requests are denied (its reject option; the tool call fails).
  *
