@@ -10,6 +10,7 @@ import * as FastCheck from "effect/FastCheck"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
 import * as Path from "node:path"
+import * as OneEdit from "./OneEdit.js"
 
 const tokenVariable = "TETHER_TOKEN_A1B2C3D4E5F60708"
 
@@ -366,6 +367,77 @@ describe("Cursor.parse", () => {
       }),
     { fastCheck: { numRuns: 25 } }
   )
+})
+
+describe("Cursor.parse without JSON.parse", () => {
+  // Messages and thinking records written as Cursor's CLI writes them are read by pattern
+  // (cursorParse.ts, P3 in docs/contributing.md); every other line by `JSON.parse`.
+  const message = (role: string, text: string, tail = "") =>
+    `{"type":"${role}","message":{"role":"${role}","content":[{"type":"text","text":"${text}"}]},"session_id":"${sid}"${tail}}`
+  const thinking = (text: string | undefined, stamp = "1787521421085") =>
+    text === undefined
+      ? `{"type":"thinking","subtype":"completed","session_id":"${sid}","timestamp_ms":${stamp}}`
+      : `{"type":"thinking","subtype":"delta","text":"${text}","session_id":"${sid}","timestamp_ms":${stamp}}`
+  const tails = ["", `,"model_call_id":"m1"`, `,"timestamp_ms":1787521421085`, `,"model_call_id":"","timestamp_ms":0`]
+  const end = JSON.stringify({ type: "result", subtype: "success", is_error: false, result: "r", session_id: sid })
+  /** The same line re-serialized with a space after each brace: `JSON.parse` reads it, no pattern does. */
+  const reserialized = (line: string) => JSON.stringify(JSON.parse(line), null, 1).replace(/\n/g, "")
+  /** The outputs of `line` between a turn's init and its result (the result carries the last message). */
+  const read = (line: string) =>
+    Effect.map(parse([lines(turn)[0], line, end]), (out) => Either.getOrThrow(out).slice(1))
+
+  it.effect.prop(
+    "any text, and any line one or two edits away from a message or a thinking record, reads as JSON.parse reads it",
+    [
+      FastCheck.string({ unit: "binary" }),
+      FastCheck.nat({ max: 5 }),
+      FastCheck.constantFrom(...tails),
+      OneEdit.edits
+    ],
+    ([text, kind, tail, edits]) =>
+      Effect.gen(function*() {
+        const template = kind === 0
+          ? message("user", text, tail)
+          : kind === 1 || kind === 2
+          ? message("assistant", text, tail)
+          : kind === 3
+          ? thinking(text)
+          : kind === 4
+          ? thinking(undefined)
+          : thinking("", "0")
+        const line = OneEdit.edited(template, edits)
+        const record = OneEdit.parsedRecord(line)
+        const out = yield* read(line)
+        if (record === "non_json") expect(out[0]).toMatchObject({ _tag: "Notice", kind: "cursor.non_json" })
+        else if (record !== undefined) expect(out).toEqual(yield* read(reserialized(line)))
+      }),
+    { fastCheck: { numRuns: 400 } }
+  )
+
+  it.effect("lines a pattern could misread: a repeated key, escapes, a leading zero, another role, after the result", () =>
+    Effect.gen(function*() {
+      const texts = (out: ReadonlyArray<Driver.Output>) =>
+        out.map((o) => o._tag === "Message" || o._tag === "ReasoningDelta" ? o.text : o._tag)
+      expect(texts(yield* read(message("assistant", "a\\\"b")))).toEqual([`a"b`, "Terminal"])
+      expect(yield* read(message("assistant", "x", `,"session_id":"y"`))).toEqual(
+        yield* read(reserialized(message("assistant", "x", `,"session_id":"y"`)))
+      )
+      const repeated = message("assistant", `a"}]},"message":{"content":[{"type":"text","text":"b`)
+      expect(texts(yield* read(repeated))).toEqual(["b", "Terminal"])
+      expect(yield* read(thinking("t", "01"))).toMatchObject([{ _tag: "Notice", kind: "cursor.non_json" }, {}])
+      expect(texts(yield* read(message("user", "u").replace(`"role":"user"`, `"role":"assistant"`)))).toEqual([
+        "u",
+        "Terminal"
+      ])
+      // The last assistant message is the turn's text; a user message is not.
+      expect(yield* read(message("assistant", "final"))).toMatchObject([{}, { _tag: "Terminal", text: "final" }])
+      expect(yield* read(message("user", "asked"))).toMatchObject([{}, { _tag: "Terminal", text: "r" }])
+      const after = Either.getOrThrow(yield* parse([lines(turn)[0], end, message("assistant", "late"), thinking("t")]))
+      expect(after.slice(2)).toMatchObject([
+        { _tag: "Notice", kind: "cursor.assistant" },
+        { _tag: "Notice", kind: "cursor.thinking" }
+      ])
+    }))
 })
 
 describe("Cursor.driver classifyExit", () => {

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import type * as Driver from "@tether/core/Driver"
-import { Claude, CodeBuddy, Gemini } from "@tether/drivers"
+import { Claude, CodeBuddy, Cursor, Gemini } from "@tether/drivers"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
@@ -30,6 +30,11 @@ const claudeDelta = (text: string, tail = "") =>
   `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${text}"}}${tail}}`
 const geminiDelta = (content: string, timestamp = "2025-01-01T00:00:00.000Z") =>
   `{"type":"message","timestamp":"${timestamp}","role":"assistant","content":"${content}","delta":true}`
+
+const cursorMessage = (text: string) =>
+  `{"type":"assistant","message":{"role":"assistant","content":[{"type":"text","text":"${text}"}]},"session_id":"s"}`
+const cursorThinking = (text: string, stamp: string) =>
+  `{"type":"thinking","subtype":"delta","text":"${text}","session_id":"s","timestamp_ms":${stamp}}`
 
 /** The same line as `JSON.parse` reads it, written with every member re-serialized (never matched). */
 const reserialized = (line: string) => JSON.stringify(JSON.parse(line), null, 1).replace(/\n/g, "")
@@ -70,7 +75,9 @@ describe("the plain text delta patterns", () => {
       ["claude long key", Claude.parse, (size) => claudeDelta("x", `,"${"a".repeat(size)}`)],
       ["claude long values, bad end", Claude.parse, (size) => claudeDelta("x", `,"a":"${"b".repeat(size)}"`) + " "],
       ["gemini unclosed timestamp", Gemini.parse, (size) => geminiDelta("x", "a".repeat(size)).slice(0, -30)],
-      ["gemini unclosed content", Gemini.parse, (size) => geminiDelta("a".repeat(size)).slice(0, -15)]
+      ["gemini unclosed content", Gemini.parse, (size) => geminiDelta("a".repeat(size)).slice(0, -15)],
+      ["cursor unclosed message", Cursor.parse, (size) => cursorMessage("a".repeat(size)).slice(0, -40)],
+      ["cursor long stamp, bad end", Cursor.parse, (size) => `${cursorThinking("x", "1".repeat(size))} `]
     ]
     for (const [name, parse, line] of cases) {
       const small = line(n / 4)

@@ -140,6 +140,45 @@ const usageOf = (usage: unknown): Usage | undefined => {
   return usageFrom(inputTokens, outputTokens, cachedInputTokens)
 }
 
+/**
+ * A message or a thinking record written exactly as Cursor's CLI writes one (the member order of
+ * its stream-json output), with no escape, quote or control character in its strings, so that
+ * each string's text is its value. `plainMessage`: group 1 is the role (`user` or `assistant`),
+ * group 2 the text. `plainThinking`: group 1 is a delta's text, absent for `completed`.
+ */
+const plainMessage =
+  /^\{"type":"(user|assistant)","message":\{"role":"(?:user|assistant)","content":\[\{"type":"text","text":"([^"\\\x00-\x1f]*)"\}\]\},"session_id":"[^"\\\x00-\x1f]*"(?:,"model_call_id":"[^"\\\x00-\x1f]*")?(?:,"timestamp_ms":(?:0|[1-9][0-9]*))?\}$/
+const plainThinking =
+  /^\{"type":"thinking","subtype":"(?:delta","text":"([^"\\\x00-\x1f]*)|completed)","session_id":"[^"\\\x00-\x1f]*","timestamp_ms":(?:0|[1-9][0-9]*)\}$/
+
+/**
+ * The outputs of a line `plainMessage` or `plainThinking` matches, read without `JSON.parse`
+ * (which reads the same record from it: a property in `Cursor.test.ts` checks both against each
+ * other); `undefined` for any other line, which is parsed. Messages and thinking are most of a
+ * turn's lines that are not tool calls, and `JSON.parse` building their nested objects to read one
+ * string costs several times the match (P3 in docs/contributing.md). Which pattern to try is told
+ * by the record type's first letters: a tool call line tries none.
+ */
+const plainLine = (state: State, line: string): Driver.Output | ReadonlyArray<Driver.Output> | undefined => {
+  // `{"type":"` is 9 characters: the type's first letter, then its second.
+  const first = line.charCodeAt(9)
+  if (first === 97 || first === 117) { // a, u
+    const match = plainMessage.exec(line)
+    if (match === null) return undefined
+    const text = match[2]!
+    if (match[1] === "user") return { _tag: "Message", role: "user", text }
+    state.lastText = text
+    return { _tag: "Message", role: "assistant", text }
+  }
+  if (first === 116 && line.charCodeAt(10) === 104) { // t, h
+    const match = plainThinking.exec(line)
+    if (match === null) return undefined
+    const text = match[1]
+    return text ? { _tag: "ReasoningDelta", text } : none
+  }
+  return undefined
+}
+
 /** One stdout line → outputs (the state is updated in place). @internal */
 export const step = (
   state: State,
@@ -147,6 +186,10 @@ export const step = (
   context: Driver.ParseContext
 ): Driver.Output | ReadonlyArray<Driver.Output> | Driver.ProtocolError => {
   if (isBlank(line)) return none
+  if (!state.done) {
+    const plain = plainLine(state, line)
+    if (plain !== undefined) return plain
+  }
   let record: unknown
   try {
     record = JSON.parse(line)
