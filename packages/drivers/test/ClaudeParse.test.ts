@@ -325,7 +325,7 @@ const hostileValues: ReadonlyArray<readonly [string, string]> = [
   ["arrays nested 10,000 deep", "[".repeat(10_000) + "]".repeat(10_000)]
 ]
 
-describe("Claude's and CodeBuddy's parsers read a plain text delta without JSON.parse, as JSON.parse reads it", () => {
+describe("Claude's and CodeBuddy's parsers read plain text deltas and quiet events without JSON.parse, as JSON.parse does", () => {
   const parsers = { claude: Claude.parse, codebuddy: CodeBuddy.parse }
   const outputs = (parse: Driver.Driver["parse"], line: string) =>
     parse(Stream.make(line), { hostedKey: "tether", session: newSession() }).pipe(
@@ -381,6 +381,54 @@ describe("Claude's and CodeBuddy's parsers read a plain text delta without JSON.
       }),
     { fastCheck: { numRuns: 300 } }
   )
+
+  /** The same line re-serialized with a space after each brace: `JSON.parse` reads it, no pattern does. */
+  const reserialized = (line: string) => JSON.stringify(JSON.parse(line), null, 1).replace(/\n/g, "")
+  const quiet = (kind: number, index: number, text: string, rest: object) =>
+    JSON.stringify({
+      type: "stream_event",
+      event: kind === 0
+        ? { type: "content_block_stop", index }
+        : kind === 1
+        ? { type: "message_stop" }
+        : { type: "content_block_start", index, content_block: { type: "text", text } },
+      ...rest
+    })
+
+  it.effect.prop(
+    "any line one or two edits away from a block's stop or start or the message's stop reads as JSON.parse reads it",
+    [
+      FastCheck.constantFrom("claude" as const, "codebuddy" as const),
+      FastCheck.nat({ max: 2 }),
+      FastCheck.nat(),
+      FastCheck.string({ unit: "binary" }),
+      members,
+      OneEdit.edits
+    ],
+    ([cli, kind, index, text, rest, edits]) =>
+      Effect.gen(function*() {
+        const line = OneEdit.edited(quiet(kind, index, text, rest), edits)
+        const record = OneEdit.parsedRecord(line)
+        const out = yield* outputs(parsers[cli], line)
+        if (record === "non_json") expect(out).toMatchObject([{ _tag: "Notice", kind: "malformed" }])
+        else expect(out).toEqual(yield* outputs(parsers[cli], reserialized(line)))
+      }),
+    { fastCheck: { numRuns: 300 } }
+  )
+
+  it.effect("a quiet event's line a pattern could misread: a repeated event or type, a number JSON refuses", () =>
+    Effect.gen(function*() {
+      const stop = `{"type":"stream_event","event":{"type":"content_block_stop","index":1}`
+      const text = `"event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"b"}}`
+      for (const parse of [Claude.parse, CodeBuddy.parse]) {
+        expect(yield* outputs(parse, `${stop},"uuid":"u"}`)).toEqual([])
+        expect(yield* outputs(parse, `${stop},${text}}`)).toEqual([{ _tag: "TextDelta", text: "b" }])
+        expect(yield* outputs(parse, `${stop},"type":"mystery"}`)).toMatchObject([{ _tag: "Notice" }])
+        expect(yield* outputs(parse, `${stop.replace(`"index":1`, `"index":01`)}}`)).toMatchObject([
+          { _tag: "Notice", kind: "malformed" }
+        ])
+      }
+    }))
 
   it.effect("lines a pattern could misread: a repeated type or event, escapes, a number JSON refuses", () =>
     Effect.gen(function*() {

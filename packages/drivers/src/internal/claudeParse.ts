@@ -225,6 +225,15 @@ const plainTextDelta =
   /^\{"type":"stream_event","event":\{"type":"content_block_delta","index":(?:0|[1-9][0-9]*),"delta":\{"type":"text_delta","text":"([^"\\\x00-\x1f]*)"\}\}(?:,"(?!type"|event")[A-Za-z_]+":(?:null|"[^"\\\x00-\x1f]*"))*\}$/
 
 /**
+ * A `stream_event` with nothing to report written exactly as Claude Code (and CodeBuddy Code)
+ * write one, with the same members after the event as `plainTextDelta`: a block's or the
+ * message's stop, or the start of a text block (its text comes in the deltas). They are a third
+ * of a turn's stream events; `streamEventOf` maps each to no output.
+ */
+const quietStreamEvent =
+  /^\{"type":"stream_event","event":\{"type":"(?:content_block_stop","index":(?:0|[1-9][0-9]*)|message_stop"|content_block_start","index":(?:0|[1-9][0-9]*),"content_block":\{"type":"text","text":"[^"\\\x00-\x1f]*"\})\}(?:,"(?!type"|event")[A-Za-z_]+":(?:null|"[^"\\\x00-\x1f]*"))*\}$/
+
+/**
  * The text of a line `plainTextDelta` matches, read without `JSON.parse` (which reads the same
  * record from it and maps it to the same `TextDelta`); `undefined` for any other line, which is
  * parsed. Deltas are the bulk of a turn's records, and `JSON.parse` building each one's nested
@@ -404,6 +413,7 @@ const lineOutputs = (
     state.sawPartial = true
     return { _tag: "TextDelta", text }
   }
+  if (quietStreamEvent.test(line)) return none
   let record: unknown
   try {
     record = JSON.parse(line)
