@@ -356,6 +356,65 @@ describe("Cursor.parse", () => {
       ])
     }))
 
+  it.effect("a tool result's outcome: each of Cursor's failures is an error, a finished outcome is not", () =>
+    Effect.gen(function*() {
+      const completed = (kind: string, result: unknown, args: unknown = { path: "a.txt" }) => ({
+        type: "tool_call",
+        subtype: "completed",
+        call_id: "c",
+        tool_call: { [kind]: { args, result } },
+        session_id: sid
+      })
+      const ends = (records: ReadonlyArray<unknown>) =>
+        Effect.map(
+          parse(records),
+          (out) => Either.getOrThrow(out).map((o) => o._tag === "ToolCall" ? [o.name, o.output, o.isError] : o._tag)
+        )
+      expect(
+        yield* ends([
+          completed("readToolCall", { fileNotFound: { path: "a.txt" } }),
+          completed("readToolCall", { permissionDenied: { reason: "denied", isReadonly: false } }),
+          completed("shellToolCall", { timeout: { command: "sleep 10", timeoutMs: 1000 } }),
+          completed("shellToolCall", { spawnError: { command: "missing", error: "ENOENT" } }),
+          completed("shellToolCall", {
+            rejected: { command: "python3 hello.py", workingDirectory: "/w", reason: "", isReadonly: false }
+          }),
+          completed("mcpToolCall", { toolNotFound: { name: "gone", availableTools: ["here"] } }, {
+            providerIdentifier: "github",
+            toolName: "gone"
+          }),
+          completed("readToolCall", { aFutureOutcome: { message: "something new went wrong" } })
+        ])
+      ).toEqual([
+        ["read", { fileNotFound: { path: "a.txt" } }, true],
+        ["read", "denied", true],
+        ["shell", { timeout: { command: "sleep 10", timeoutMs: 1000 } }, true],
+        ["shell", "ENOENT", true],
+        ["shell", {
+          rejected: { command: "python3 hello.py", workingDirectory: "/w", reason: "", isReadonly: false }
+        }, true],
+        ["github-gone", { toolNotFound: { name: "gone", availableTools: ["here"] } }, true],
+        ["read", "something new went wrong", true]
+      ])
+      expect(
+        yield* ends([
+          completed("shellToolCall", {
+            success: { exitCode: 0, stdout: "hi\n" },
+            pid: 123,
+            sandboxPolicy: "workspace"
+          }),
+          completed("awaitToolCall", { complete: {} }),
+          completed("recordScreenToolCall", { saveSuccess: { path: "/tmp/r.mp4" } }),
+          completed("globToolCall", { pid: 1 })
+        ])
+      ).toEqual([
+        ["shell", { exitCode: 0, stdout: "hi\n" }, false],
+        ["await", {}, false],
+        ["recordScreen", { path: "/tmp/r.mp4" }, false],
+        ["glob", { pid: 1 }, false]
+      ])
+    }))
+
   it.effect.prop(
     "arbitrary lines end in outputs or a typed ProtocolError, with at most one terminal",
     [FastCheck.array(FastCheck.oneof(FastCheck.string(), FastCheck.constantFrom(...lines(turn))), { maxLength: 14 })],

@@ -83,51 +83,78 @@ export const toolCallOf = (
     name = kind.endsWith("ToolCall") ? kind.slice(0, -8) : kind
   }
   if (phase === "start") return { _tag: "ToolCall", phase, callId, name, source, input: args }
-  const result = bodyRecord === undefined ? undefined : bodyRecord["result"]
-  return {
-    _tag: "ToolCall",
-    phase,
-    callId,
-    name,
-    source,
-    input: args,
-    output: outputOf(result),
-    isError: isErrorOf(result)
-  }
+  const [output, isError] = resultOf(bodyRecord === undefined ? undefined : bodyRecord["result"])
+  return { _tag: "ToolCall", phase, callId, name, source, input: args, output, isError }
 }
 
-/** A tool result's output: MCP content texts joined, the failure's message, else the result itself. */
-const outputOf = (result: unknown): unknown => {
-  if (!isRecord(result)) return result
-  const success = result["success"]
-  if (isRecord(success)) {
-    const content = success["content"]
-    if (!Array.isArray(content)) return success
+/**
+ * What a tool result says happened: `result` holds one outcome, named by its key (`success`, or
+ * one of Cursor's failures: `error`, `failure`, `rejected`, `timeout`, `permissionDenied`,
+ * `fileNotFound`, `spawnError`, …), beside members that describe the call (a `pid`). `success` is
+ * read first; else `error`, `failure` or `rejected` (their payload may be a bare string); else
+ * the first member holding an object. `undefined` when there is none (the result is then read as
+ * it is).
+ */
+const outcomeOf = (result: Json): string | undefined => {
+  if (result["success"] !== undefined) return "success"
+  if (result["error"] !== undefined) return "error"
+  if (result["failure"] !== undefined) return "failure"
+  if (result["rejected"] !== undefined) return "rejected"
+  for (const key in result) {
+    if (Object.hasOwn(result, key) && isRecord(result[key])) return key
+  }
+  return undefined
+}
+
+/**
+ * Outcomes that are not failures besides `success` (which carries its own `isError`): a task
+ * finished or registered, a `…Success` (a screen recording's start, save or discard), and the
+ * outcomes of a call still under way (approved, running in the background). Any other outcome is a
+ * failure: a result Cursor adds later is reported as failed rather than as done.
+ */
+const fine = (outcome: string): boolean =>
+  outcome === "complete" || outcome === "registered" || outcome === "approved" || outcome === "async" ||
+  outcome === "stillRunning" || outcome.endsWith("Success")
+
+/** A failure's message: its `error`, `message` or `reason` text, or the failure itself as a string. */
+const failureMessage = (failure: unknown): string | undefined => {
+  if (typeof failure === "string") return failure
+  if (!isRecord(failure)) return undefined
+  for (const key of ["error", "message", "reason"] as const) {
+    const text = failure[key]
+    if (typeof text === "string" && text !== "") return text
+  }
+  return undefined
+}
+
+/**
+ * A tool result's output and whether it failed: MCP content texts joined (or the success as it
+ * is), a failure's message (else the whole result, which names the outcome), a fine outcome's
+ * payload; a result without an outcome as it is, not failed.
+ */
+const resultOf = (result: unknown): readonly [output: unknown, isError: boolean] => {
+  if (!isRecord(result)) return [result, false]
+  const outcome = outcomeOf(result)
+  if (outcome === undefined) return [result, false]
+  const payload = result[outcome]
+  if (outcome === "success") {
+    if (!isRecord(payload)) return [payload, false]
+    const isError = payload["isError"] === true
+    const content = payload["content"]
+    if (!Array.isArray(content)) return [payload, isError]
     // A loop, not flatMap + join: one result per tool call line, most with one text part.
     let text = ""
     for (let i = 0; i < content.length; i++) {
       const part: unknown = content[i]
       const inner = isRecord(part) ? part["text"] : undefined
       const partText = isRecord(inner) ? inner["text"] : undefined
-      if (typeof partText !== "string") return content
+      if (typeof partText !== "string") return [content, isError]
       text = i === 0 ? partText : `${text}\n${partText}`
     }
-    return text
+    return [text, isError]
   }
-  const failure = result["error"] ?? result["failure"] ?? result["rejected"]
-  if (failure !== undefined) {
-    const message = isRecord(failure) ? str(failure["error"]) ?? str(failure["message"]) : str(failure)
-    return message ?? failure
-  }
-  return result
-}
-
-/** Whether a tool result is an error: a success flagged `isError`, or a failure. */
-const isErrorOf = (result: unknown): boolean => {
-  if (!isRecord(result)) return false
-  const success = result["success"]
-  if (isRecord(success)) return success["isError"] === true
-  return (result["error"] ?? result["failure"] ?? result["rejected"]) !== undefined
+  if (fine(outcome)) return [payload, false]
+  return [failureMessage(payload) ?? result, true]
 }
 
 const usageOf = (usage: unknown): Usage | undefined => {
