@@ -103,6 +103,31 @@ describe("the strict form of a published schema (Codex --output-schema)", () => 
     expect(Schema.decodeUnknownEither(Plan, { onExcessProperty: "error" })(value)._tag).toBe("Right")
   })
 
+  it("reads a union's answer as the branch it fits all the way down, nested objects and unions included", () => {
+    // The two branches differ only inside `inner` (and inside a nested union's branch).
+    const Change = Schema.Struct({
+      change: Schema.Union(
+        Schema.Struct({ inner: Schema.Struct({ a: Schema.String }) }),
+        Schema.Struct({ inner: Schema.Struct({ b: Schema.String, note: Schema.optional(Schema.String) }) })
+      ),
+      items: Schema.Array(Schema.Union(
+        Schema.Struct({ at: Schema.Struct({ line: Schema.Number }) }),
+        Schema.Struct({ at: Schema.Struct({ file: Schema.String, why: Schema.optional(Schema.String) }) })
+      ))
+    })
+    const schema = Either.getOrThrow(Catalog.outputSchema(Change)).jsonSchema
+    const answer = {
+      change: { inner: { b: "x", note: null } },
+      items: [{ at: { line: 1 } }, { at: { file: "a.ts", why: null } }, { at: { file: "b.ts", why: "w" } }]
+    }
+    const value = unstrict(schema, answer)
+    expect(value).toEqual({
+      change: { inner: { b: "x" } },
+      items: [{ at: { line: 1 } }, { at: { file: "a.ts" } }, { at: { file: "b.ts", why: "w" } }]
+    })
+    expect(Schema.decodeUnknownEither(Change, { onExcessProperty: "error" })(value)._tag).toBe("Right")
+  })
+
   it("leaves a union's answer that fits no branch as it is, for the Schema to reject", () => {
     // `kind` is neither literal, and a null for a required property fits no branch either.
     for (const step of [{ kind: "other", summary: null }, { kind: "edit", path: null, note: null }]) {

@@ -164,9 +164,9 @@ const jsonType = (v: unknown): string =>
  * introduced are removed; anything else is left for the Schema's own validation. Under a union
  * (`anyOf`, `oneOf`) the value is read as the first branch it fits, its `null`s included: a
  * branch fits when the value has its JSON type, its `const` and `enum`, the branch's required
- * properties and no property the branch closes out, each property of the type the branch gives
- * it, and a `null` only where the branch left the property optional or admits it. A value that
- * fits no branch is left as it is. @internal
+ * properties and no property the branch closes out, a `null` only where the branch left the
+ * property optional or admits it, and each property's value (each item's) fitting in turn, nested
+ * objects and unions included. A value that fits no branch is left as it is. @internal
  */
 export const unstrict = (schema: unknown, value: unknown): unknown => {
   const root = isRecord(schema) ? schema : {}
@@ -196,6 +196,13 @@ export const unstrict = (schema: unknown, value: unknown): unknown => {
     if (!isRecord(node) || typeof node["$ref"] !== "string" || depth > 64) return node
     return resolve(pointer(node["$ref"]), depth + 1)
   }
+  /** The schema of an array's item `i`: its `prefixItems` entry, else its `items` (an array of them: Draft-07's tuple form). */
+  const itemOf = (s: Json, i: number): unknown => {
+    const prefix = s["prefixItems"]
+    if (Array.isArray(prefix) && i < prefix.length) return prefix[i]
+    const items = s["items"]
+    return Array.isArray(items) ? items[i] : isRecord(items) ? items : undefined
+  }
   const branchesOf = (s: Json): ReadonlyArray<unknown> | undefined =>
     Array.isArray(s["anyOf"]) ? s["anyOf"] : Array.isArray(s["oneOf"]) ? s["oneOf"] : undefined
   /** Whether `v` has the type, `const` and `enum` of `node` (shallow: an object's properties are not looked at). */
@@ -214,24 +221,43 @@ export const unstrict = (schema: unknown, value: unknown): unknown => {
     const branches = branchesOf(s)
     return branches === undefined || branches.some((branch) => typeFits(branch, v, depth + 1))
   }
-  /** Whether `v` can be the strict answer for the (resolved) branch `s`. */
-  const fits = (s: Json, v: unknown): boolean => {
+  /**
+   * Whether `v` can be the strict answer for `node`, all the way down: its type, `const` and
+   * `enum`; an object's required properties, no property it closes out, a `null` only where the
+   * property is optional or admits it, and each property's value fitting the property; an array's
+   * items fitting theirs; under a union, some branch fitting. (Looking one level deep would read
+   * two structs that differ only inside a nested object as the first, and keep the other's nulls.)
+   */
+  const fits = (node: unknown, v: unknown, depth: number): boolean => {
+    const s = resolve(node, 0)
+    if (!isRecord(s) || depth > 64) return true
     if (!typeFits(s, v, 0)) return false
-    const properties = s["properties"]
-    if (!isRecord(v) || !isRecord(properties)) return true
+    const branches = branchesOf(s)
+    if (branches !== undefined && !branches.some((branch) => fits(branch, v, depth + 1))) return false
+    if (Array.isArray(s["allOf"]) && !s["allOf"].every((part) => fits(part, v, depth + 1))) return false
+    if (Array.isArray(v)) {
+      return v.every((item, i) => {
+        const schema = itemOf(s, i)
+        return schema === undefined || fits(schema, item, depth + 1)
+      })
+    }
+    if (!isRecord(v)) return true
+    const properties = isRecord(s["properties"]) ? s["properties"] : undefined
+    const additional = s["additionalProperties"]
     const required = requiredOf(s)
     for (const key of required) if (!Object.hasOwn(v, key)) return false
     for (const [key, item] of Object.entries(v)) {
-      const property = properties[key]
+      const property = properties !== undefined && Object.hasOwn(properties, key) ? properties[key] : undefined
       if (property === undefined) {
-        if (s["additionalProperties"] === false) return false
+        if (additional === false) return false
+        if (isRecord(additional) && !fits(additional, item, depth + 1)) return false
         continue
       }
       if (item === null) {
         if (required.includes(key) && !admitsNull(resolve(property, 0))) return false
         continue
       }
-      if (!typeFits(property, item, 0)) return false
+      if (!fits(property, item, depth + 1)) return false
     }
     return true
   }
@@ -240,27 +266,17 @@ export const unstrict = (schema: unknown, value: unknown): unknown => {
     if (!isRecord(s) || depth > 256) return v
     const branches = branchesOf(s)
     if (branches !== undefined) {
-      const branch = branches.find((b) => {
-        const resolved = resolve(b, 0)
-        return isRecord(resolved) && fits(resolved, v)
-      })
+      const branch = branches.find((b) => isRecord(resolve(b, 0)) && fits(b, v, 0))
       return branch === undefined ? v : walk(branch, v, depth + 1)
     }
     if (Array.isArray(s["allOf"])) {
       for (const part of s["allOf"]) v = walk(part, v, depth + 1)
     }
     if (Array.isArray(v)) {
-      const prefix = Array.isArray(s["prefixItems"]) ? s["prefixItems"] : []
-      const items = s["items"]
-      return v.map((item, i) =>
-        i < prefix.length
-          ? walk(prefix[i], item, depth + 1)
-          : Array.isArray(items)
-          ? (i < items.length ? walk(items[i], item, depth + 1) : item)
-          : isRecord(items)
-          ? walk(items, item, depth + 1)
-          : item
-      )
+      return v.map((item, i) => {
+        const schema = itemOf(s, i)
+        return schema === undefined ? item : walk(schema, item, depth + 1)
+      })
     }
     if (!isRecord(v)) return v
     const properties = isRecord(s["properties"]) ? s["properties"] : {}
