@@ -91,11 +91,24 @@ export const layout: ProfileLayout = internal.layout
 export const mcpFile: string = internal.mcpFile
 
 /**
+ * The CLI's settings file, relative to the clone, that the driver rewrites for each run: the
+ * user's copied settings, with an allow rule (`Mcp(<server>:<tool>)`) for each of the turn's
+ * hosted tools and each of the definition's MCP sources (headless, the CLI rejects an MCP tool
+ * call no rule allows unless `force` is set).
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const cliConfigFile: string = internal.cliConfigFile
+
+/**
  * The Cursor driver.
  *
  * `prepare` fails with `ProtocolError` for instructions, a sandbox level or a fork (core refuses
- * them earlier from `capabilities`), missing siblings, an `mcp.json` that is not a JSON object,
- * or one that already declares the hosted key (`HostedToolsUnavailable`) or a source's key.
+ * them earlier from `capabilities`), missing siblings, an `mcp.json` or `cli-config.json` that is
+ * not a JSON object, an `mcp.json` that already declares the hosted key
+ * (`HostedToolsUnavailable`) or a source's key, and a project's `.cursor/mcp.json` (in the
+ * workspace or a directory above it, which the CLI also reads and prefers) that declares either.
  * `parse` maps the stream-json protocol: `system/init` → `SessionStarted` (a resumed session
  * that comes back with another id fails with `ResumeRejected`), `user` / `assistant` →
  * `Message`, `thinking` deltas → `ReasoningDelta`, `tool_call` `started` / `completed` →

@@ -151,6 +151,78 @@ describe("Cursor.driver prepare", () => {
       expect(Either.isLeft(yield* Effect.either(Cursor.driver().prepare(request(broken))))).toBe(true)
     })))
 
+  // Headless, Cursor's CLI rejects an MCP tool call that neither `--force` nor an `Mcp(server:tool)`
+  // allow rule of `cli-config.json` covers, also from a server `--approve-mcps` approved (users'
+  // reports of the real CLI: github.com/Ar9av/agent-manual/pull/24, skyhook-io/radar#1523); the
+  // fake (bin/cursor-agent.mjs) does the same.
+  it.effect("allows the turn's hosted tools and the definition's sources in cli-config.json; the user's rules stay", () =>
+    run(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* clone()
+      const user = {
+        version: 1,
+        editor: { vimMode: true },
+        permissions: { allow: ["Shell(ls)"], deny: ["Read(.env)"] }
+      }
+      yield* fs.writeFileString(Path.join(dir, Cursor.cliConfigFile), JSON.stringify(user))
+      const config = (inv: Driver.Invocation) =>
+        JSON.parse(inv.files.find((f) => f.path === Cursor.cliConfigFile)!.content) as typeof user
+      const first = yield* Cursor.driver().prepare(request(dir, {
+        mcp: [{ _tag: "stdio", key: "files", command: "/bin/fs", args: [], env: {} }],
+        hosted: { ...request(dir).hosted, tools: ["lookup_issue", "close_issue"] }
+      }))
+      expect(config(first)).toEqual({
+        ...user,
+        permissions: {
+          allow: ["Shell(ls)", "Mcp(tether:lookup_issue)", "Mcp(tether:close_issue)", "Mcp(files:*)"],
+          deny: ["Read(.env)"]
+        }
+      })
+      expect(first.files.find((f) => f.path === Cursor.cliConfigFile)?.mode).toBe(0o600)
+      // A later, narrower turn on the same clone: the earlier turn's hosted rules are not kept.
+      yield* fs.writeFileString(Path.join(dir, Cursor.cliConfigFile), JSON.stringify(config(first)))
+      const second = yield* Cursor.driver().prepare(request(dir, {
+        mcp: [{ _tag: "stdio", key: "files", command: "/bin/fs", args: [], env: {} }]
+      }))
+      expect(config(second).permissions.allow).toEqual(["Shell(ls)", "Mcp(files:*)", "Mcp(tether:lookup_issue)"])
+      const fresh = yield* Cursor.driver().prepare(request(yield* clone()))
+      expect(config(fresh)).toEqual({ version: 1, permissions: { deny: [], allow: ["Mcp(tether:lookup_issue)"] } })
+    })))
+
+  // The CLI also reads `.cursor/mcp.json` in the workspace and the directories above it, a project's
+  // entry wins over the configuration directory's of the same name, and `--approve-mcps` approves it.
+  it.effect("a project .cursor/mcp.json in or above the workspace declaring a key the run needs is refused", () =>
+    run(Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* clone()
+      const root = yield* fs.makeTempDirectoryScoped({ prefix: "tether-cursor-project-" })
+      const workspace = Path.join(root, "repo", "packages", "app")
+      yield* fs.makeDirectory(workspace, { recursive: true })
+      const declare = (at: string, servers: object) =>
+        Effect.zipRight(
+          fs.makeDirectory(Path.join(at, ".cursor"), { recursive: true }),
+          fs.writeFileString(Path.join(at, ".cursor", Cursor.mcpFile), JSON.stringify({ mcpServers: servers }))
+        )
+      const source = { _tag: "stdio" as const, key: "files", command: "/bin/fs", args: [], env: {} }
+      const prepare = Effect.either(Cursor.driver().prepare(request(dir, { workspace, mcp: [source] })))
+      yield* declare(workspace, { unrelated: { command: "/bin/x" } })
+      expect(Either.isRight(yield* prepare)).toBe(true)
+      yield* declare(Path.join(root, "repo"), { files: { command: "/bin/other" } })
+      expect(yield* Effect.map(prepare, Either.flip)).toMatchObject(Either.right({ reason: "ProviderError" }))
+      // With comments, as the editor reads it.
+      yield* fs.writeFileString(
+        Path.join(workspace, ".cursor", Cursor.mcpFile),
+        `{ // the repository's\n "mcpServers": { "tether": { "command": "/bin/sh", "args": ["-c", "cat"] } } }`
+      )
+      const refused = yield* prepare
+      expect(Either.isLeft(refused) && [refused.left.reason, refused.left.detail]).toEqual([
+        "HostedToolsUnavailable",
+        `${
+          Path.join(workspace, ".cursor", Cursor.mcpFile)
+        } declares MCP server "tether", which Cursor's CLI would run instead of the hosted tools`
+      ])
+    })))
+
   it.effect("refuses instructions, sandbox levels and forks (capabilities declare none of them)", () =>
     run(Effect.gen(function*() {
       const dir = yield* clone()
@@ -413,6 +485,31 @@ describe("Cursor.parse", () => {
         ["recordScreen", { path: "/tmp/r.mp4" }, false],
         ["glob", { pid: 1 }, false]
       ])
+    }))
+
+  it.effect("records of kinds the turn does not map (retries, reconnections, interaction queries) are notices", () =>
+    Effect.gen(function*() {
+      const out = Either.getOrThrow(
+        yield* parse([
+          turn[0],
+          { type: "retry", subtype: "starting", session_id: sid, attempt: 2, is_resume: true },
+          { type: "connection", subtype: "reconnecting", session_id: sid, attempt: 4 },
+          { type: "interaction_query", subtype: "request", session_id: sid, query_type: "permission", query: {} },
+          { type: "system", subtype: "task_notification", session_id: sid, task_id: "t" },
+          turn.at(-2),
+          turn.at(-1)
+        ])
+      )
+      expect(out.map((o) => o._tag === "Notice" ? o.kind : o._tag)).toEqual([
+        "SessionStarted",
+        "cursor.retry",
+        "cursor.connection",
+        "cursor.interaction_query",
+        "cursor.system.task_notification",
+        "Message",
+        "Terminal"
+      ])
+      expect(out.at(-1)).toMatchObject({ ok: true, text: "It is open.", session: sid })
     }))
 
   it.effect.prop(

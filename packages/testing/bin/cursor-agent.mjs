@@ -11,6 +11,15 @@
 //   `${env:VAR}` is resolved from this process's environment. Chats are stored under
 //   `$CURSOR_DATA_DIR` (default: the config dir) in `chats/<md5(workspace)>/<session_id>.json`.
 //
+// Project MCP configuration: `.cursor/mcp.json` in the workspace and each directory above it is
+// read too, and a project's entry replaces the configuration directory's under the same name (the
+// nearest project first), as the real CLI's project > global precedence.
+//
+// Permissions: headless, an MCP tool call runs only under `--force` or an allow rule of
+// `$CURSOR_CONFIG_DIR/cli-config.json` (`permissions.allow`: `Mcp(<server>:<tool>)`, either part
+// may be `*`); otherwise it ends `rejected`, as the real CLI's does ("All the MCP tool calls were
+// rejected"), and a deny rule wins over an allow rule.
+//
 // MCP (only with --approve-mcps, as headless Cursor requires): for each URL server it first
 // sends `initialize` WITHOUT the Authorization header and requires a 401 (an endpoint that
 // accepts an unauthenticated request fails the turn: that is the security oracle of the tests),
@@ -139,8 +148,25 @@ const resolveEnv = (text, missing) =>
   })
 
 const servers = new Map()
-const mcpFile = Path.join(configDir, "mcp.json")
-const declared = Fs.existsSync(mcpFile) ? JSON.parse(Fs.readFileSync(mcpFile, "utf8")).mcpServers ?? {} : {}
+const readServers = (file) => (Fs.existsSync(file) ? JSON.parse(Fs.readFileSync(file, "utf8")).mcpServers ?? {} : {})
+const declared = readServers(Path.join(configDir, "mcp.json"))
+const projects = []
+for (let dir = options.workspace;; dir = Path.dirname(dir)) {
+  projects.push(readServers(Path.join(dir, ".cursor", "mcp.json")))
+  if (Path.dirname(dir) === dir) break
+}
+for (const project of projects.reverse()) Object.assign(declared, project)
+
+const cliConfigFile = Path.join(configDir, "cli-config.json")
+const permissions = Fs.existsSync(cliConfigFile) ? JSON.parse(Fs.readFileSync(cliConfigFile, "utf8")).permissions ?? {} : {}
+const ruleCovers = (rule, server, tool) => {
+  const match = /^Mcp\(([^:()]+)(?::([^()]+))?\)$/.exec(rule)
+  return match !== null && (match[1] === "*" || match[1] === server) &&
+    (match[2] === undefined || match[2] === "*" || match[2] === tool)
+}
+const permitted = (server, tool) =>
+  !(permissions.deny ?? []).some((rule) => ruleCovers(rule, server, tool)) &&
+  (flags.has("--force") || (permissions.allow ?? []).some((rule) => ruleCovers(rule, server, tool)))
 for (const [name, entry] of Object.entries(declared)) {
   if (typeof entry.url !== "string") {
     process.stderr.write(`MCP server ${name}: only URL servers are implemented by this fake\n`)
@@ -263,14 +289,19 @@ for (const line of prompt.split("\n")) {
     })
     let result
     let text
-    try {
-      const answer = await servers.get(found.server).client.callTool({ name: found.tool, arguments: args })
-      const content = (answer.content ?? []).map((c) => (c.type === "text" ? { text: { text: c.text } } : c))
-      text = (answer.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n")
-      result = { success: { content, isError: answer.isError === true } }
-    } catch (error) {
-      text = `error: ${error?.message ?? String(error)}`
-      result = { error: { error: error?.message ?? String(error) } }
+    if (!permitted(found.server, found.tool)) {
+      text = "rejected"
+      result = { rejected: { reason: "" } }
+    } else {
+      try {
+        const answer = await servers.get(found.server).client.callTool({ name: found.tool, arguments: args })
+        const content = (answer.content ?? []).map((c) => (c.type === "text" ? { text: { text: c.text } } : c))
+        text = (answer.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n")
+        result = { success: { content, isError: answer.isError === true } }
+      } catch (error) {
+        text = `error: ${error?.message ?? String(error)}`
+        result = { error: { error: error?.message ?? String(error) } }
+      }
     }
     results.push(`${found.tool} -> ${text}`)
     write({

@@ -4,6 +4,8 @@ import * as Path from "@effect/platform/Path"
 import * as Driver from "@tether/core/Driver"
 import type { ProfileLayout } from "@tether/profile/ProfileLayout"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Jsonc from "jsonc-parser"
 import type { Config } from "../Cursor.js"
 import * as Binary from "./binary.js"
 import * as parser from "./cursorParse.js"
@@ -11,6 +13,9 @@ import * as Env from "./env.js"
 
 /** @internal */
 export const mcpFile = "mcp.json"
+
+/** The CLI's settings in its configuration directory, `permissions` among them. @internal */
+export const cliConfigFile = "cli-config.json"
 
 /** @internal */
 export const capabilities: Driver.Capabilities = {
@@ -113,21 +118,74 @@ export const renderMcp = (
     return JSON.stringify({ ...current, mcpServers: servers }, null, 2) + "\n"
   })
 
-const readMcp = (request: Driver.InvocationRequest) =>
+/** A rule this driver writes for the hosted tools (this turn's or an earlier one's). */
+const isHostedRule = (key: string, rule: unknown): boolean =>
+  typeof rule === "string" && (rule === `Mcp(${key})` || rule.startsWith(`Mcp(${key}:`))
+
+/**
+ * The clone's `cli-config.json`: the user's copied settings, with an allow rule for each of the
+ * turn's hosted tools and each of the definition's MCP sources. Headless, the CLI rejects every
+ * MCP tool call that neither `--force` nor an `Mcp(server:tool)` allow rule covers, even from a
+ * server `--approve-mcps` approved. An earlier turn's hosted rules are replaced (a narrower
+ * policy leaves the tools it drops unallowed); the user's other rules, deny rules included, stay.
+ * @internal
+ */
+export const renderCliConfig = (request: Driver.InvocationRequest, current: Json): string => {
+  const permissions = isRecord(current["permissions"]) ? current["permissions"] : {}
+  const allow: Array<unknown> = Array.isArray(permissions["allow"])
+    ? permissions["allow"].filter((rule) => !isHostedRule(request.hosted.key, rule))
+    : []
+  const ours = [
+    ...request.hosted.tools.map((tool) => `Mcp(${request.hosted.key}:${tool})`),
+    ...request.mcp.map((server) => `Mcp(${server.key}:*)`)
+  ]
+  for (const rule of ours) if (!allow.includes(rule)) allow.push(rule)
+  return JSON.stringify({ version: 1, ...current, permissions: { deny: [], ...permissions, allow } }, null, 2) + "\n"
+}
+
+/** A JSON object file of the clone (`{}` when absent or blank). */
+const readJson = (request: Driver.InvocationRequest, name: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const file = path.join(request.profileDir, mcpFile)
+    const file = path.join(request.profileDir, name)
     if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return {}
     const text = yield* fs.readFileString(file).pipe(
-      Effect.mapError(() => providerError(`cannot read ${mcpFile} in the execution clone`))
+      Effect.mapError(() => providerError(`cannot read ${name} in the execution clone`))
     )
     const parsed = yield* Effect.try({
       try: () => (text.trim().length === 0 ? {} : JSON.parse(text)) as unknown,
-      catch: () => providerError(`${mcpFile} in the profile is not valid JSON`)
+      catch: () => providerError(`${name} in the profile is not valid JSON`)
     })
-    if (!isRecord(parsed)) return yield* Effect.fail(providerError(`${mcpFile} in the profile is not a JSON object`))
+    if (!isRecord(parsed)) return yield* Effect.fail(providerError(`${name} in the profile is not a JSON object`))
     return parsed
+  })
+
+/**
+ * A project's MCP configuration that would replace a server the run declares: the CLI also reads
+ * `.cursor/mcp.json` in the workspace and each directory above it, a project's entry wins over
+ * the configuration directory's under the same name, and `--approve-mcps` approves it. The first
+ * such file and the key, or `undefined`. Read as the editor's configuration is (comments allowed;
+ * what cannot be read declares nothing).
+ */
+const projectCollision = (request: Driver.InvocationRequest) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const keys = [request.hosted.key, ...request.mcp.map((server) => server.key)]
+    for (let dir = request.workspace;;) {
+      const file = path.join(dir, ".cursor", mcpFile)
+      const text = yield* Effect.option(fs.readFileString(file))
+      if (Option.isSome(text)) {
+        const parsed: unknown = Jsonc.parse(text.value, [], { allowTrailingComma: true })
+        const servers = isRecord(parsed) && isRecord(parsed["mcpServers"]) ? parsed["mcpServers"] : {}
+        const key = keys.find((k) => Object.hasOwn(servers, k))
+        if (key !== undefined) return { file, key }
+      }
+      const parent = path.dirname(dir)
+      if (parent === dir) return undefined
+      dir = parent
+    }
   })
 
 const buildEnv = (config: Config, request: Driver.InvocationRequest, home: string, tmp: string) =>
@@ -154,7 +212,19 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (home === undefined || tmp === undefined) {
       return yield* Effect.fail(providerError("the execution clone has no `home` and `tmp` siblings"))
     }
-    const mcp = yield* renderMcp(request, yield* readMcp(request))
+    const mcp = yield* renderMcp(request, yield* readJson(request, mcpFile))
+    const cliConfig = renderCliConfig(request, yield* readJson(request, cliConfigFile))
+    const collision = yield* projectCollision(request)
+    if (collision !== undefined) {
+      return yield* Effect.fail(
+        new Driver.ProtocolError({
+          reason: collision.key === request.hosted.key ? "HostedToolsUnavailable" : "ProviderError",
+          detail: `${collision.file} declares MCP server "${collision.key}", which Cursor's CLI would run instead of ${
+            collision.key === request.hosted.key ? "the hosted tools" : "the definition's source"
+          }`
+        })
+      )
+    }
     const args: Array<string> = [
       "-p",
       "--output-format",
@@ -176,7 +246,10 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
       env: buildEnv(config, request, home, tmp),
       cwd: request.workspace,
       stdin: request.prompt,
-      files: [{ path: mcpFile, content: mcp, mode: 0o600 }]
+      files: [
+        { path: mcpFile, content: mcp, mode: 0o600 },
+        { path: cliConfigFile, content: cliConfig, mode: 0o600 }
+      ]
     } satisfies Driver.Invocation
   })
 
