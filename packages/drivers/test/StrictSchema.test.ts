@@ -128,6 +128,32 @@ describe("the strict form of a published schema (Codex --output-schema)", () => 
     expect(Schema.decodeUnknownEither(Change, { onExcessProperty: "error" })(value)._tag).toBe("Right")
   })
 
+  it("reads a recursive union's reply in time that grows with its size, not doubling per level", () => {
+    // An expression tree whose operator comes after its operands, as a model writes it: a branch is
+    // refused only after its subtree was read.
+    type Expr =
+      | { readonly left: Expr; readonly right: Expr; readonly op: "add" }
+      | { readonly left: Expr; readonly right: Expr; readonly op: "mul" }
+      | { readonly value: number }
+    const Expr: Schema.Schema<Expr> = Schema.Union(
+      Schema.Struct({ left: Schema.suspend(() => Expr), right: Schema.suspend(() => Expr), op: Schema.Literal("add") }),
+      Schema.Struct({ left: Schema.suspend(() => Expr), right: Schema.suspend(() => Expr), op: Schema.Literal("mul") }),
+      Schema.Struct({ value: Schema.Number })
+    ).annotations({ identifier: "Expr" })
+    const Out = Schema.Struct({ expr: Expr })
+    const schema = Either.getOrThrow(Catalog.outputSchema(Out)).jsonSchema
+    let expr: Expr = { value: 0 }
+    for (let i = 1; i <= 17; i++) expr = { left: expr, right: { value: i }, op: "mul" }
+    const start = performance.now()
+    const value = unstrict(schema, { expr })
+    const elapsed = performance.now() - start
+    expect(value).toEqual({ expr })
+    expect(Schema.decodeUnknownEither(Out)(value)._tag).toBe("Right")
+    // 35 nodes read in about a millisecond; doubling per level took seconds (the event loop
+    // blocked: the reply is read in the parser). Loose, for a loaded machine.
+    expect(elapsed).toBeLessThan(1_000)
+  })
+
   it("leaves a union's answer that fits no branch as it is, for the Schema to reject", () => {
     // `kind` is neither literal, and a null for a required property fits no branch either.
     for (const step of [{ kind: "other", summary: null }, { kind: "edit", path: null, note: null }]) {

@@ -228,9 +228,26 @@ export const unstrict = (schema: unknown, value: unknown): unknown => {
    * items fitting theirs; under a union, some branch fitting. (Looking one level deep would read
    * two structs that differ only inside a nested object as the first, and keep the other's nulls.)
    */
+  const fitted = new WeakMap<object, Map<Json, boolean>>()
   const fits = (node: unknown, v: unknown, depth: number): boolean => {
     const s = resolve(node, 0)
     if (!isRecord(s) || depth > 64) return true
+    if (typeof v !== "object" || v === null) return fitsNow(s, v, depth)
+    // Each (schema node, value) pair is fitted once per reply: a union's branch refused only
+    // after its subtree was read (a tree whose operator comes after its operands) would otherwise
+    // have every enclosing union read that subtree again, each level doubling the work.
+    let known = fitted.get(v)
+    if (known === undefined) fitted.set(v, known = new Map())
+    const hit = known.get(s)
+    if (hit !== undefined) return hit
+    // A reference that comes back to this pair before it is decided is taken to fit, as the depth
+    // bound does.
+    known.set(s, true)
+    const result = fitsNow(s, v, depth)
+    known.set(s, result)
+    return result
+  }
+  const fitsNow = (s: Json, v: unknown, depth: number): boolean => {
     if (!typeFits(s, v, 0)) return false
     const branches = branchesOf(s)
     if (branches !== undefined && !branches.some((branch) => fits(branch, v, depth + 1))) return false
