@@ -998,8 +998,8 @@ export const execute = (
     Effect.gen(function*() {
       // The turn resumes the record's session with its committed turns (`fromTurns`).
       const resumedTurns = request.opening?.fromTurns
-      // Whether the process may serve the next turn: a turn that failed in the protocol or lost
-      // its process leaves it to be shut down.
+      // Whether the process may serve the next turn: a turn that failed in the protocol, at the
+      // provider or in its commit, or lost its process, leaves it to be shut down.
       let healthy = true
       let ended = false
       let failure: Driver.ProtocolError | undefined
@@ -1126,6 +1126,10 @@ export const execute = (
         ended = true
         warm.steer = undefined
         if (!state.terminal.ok) {
+          // The process now carries the failed turn, which the thread did not commit: it does not
+          // serve the next turn, which resumes the last committed checkpoint on a fresh process
+          // (as a one-shot thread's next turn does).
+          healthy = false
           return yield* fail({
             reason: "ProviderFailed",
             detail: state.terminal.error ?? "the provider reported a failure"
@@ -1140,7 +1144,13 @@ export const execute = (
           state.committing = true
           warm.committing()
           yield* request.commit(result).pipe(
-            Effect.catchAll((error) => fail({ reason: "CheckpointFailed", detail: error.message, cause: error }))
+            // Not committed: the process carries a turn the thread does not have, so it goes too.
+            Effect.catchAll((error) =>
+              Effect.zipRight(
+                Effect.sync(() => (healthy = false)),
+                fail({ reason: "CheckpointFailed", detail: error.message, cause: error })
+              )
+            )
           )
           // The CLI stays up and may still be writing the turn into its session (Claude Code writes
           // the last message up to ~100 ms after its result): once its files are quiet, what changed
