@@ -21,7 +21,10 @@
  *   rules of `AiToolkit` (a name both define fails, naming both owners). `toolChoice: "none"`
  *   serves none of the toolkit's tools, `"auto"` and `{ oneOf }` serve those; a CLI cannot be
  *   forced to call a tool, so `"required"`, `{ tool }` and `{ mode: "required" }` fail with
- *   `UnsupportedRequest` (`ToolChoice`).
+ *   `UnsupportedRequest` (`ToolChoice`). The CLI runs the tool loop itself, and @effect/ai does
+ *   not hand `disableToolCallResolution` to a provider: it is not honoured, and every call of a
+ *   served tool runs its handler. Keep a tool whose calls the app must decide on out of the
+ *   toolkit, or give it a handler that asks.
  * - **Response**: text and reasoning arrive as `text-*` / `reasoning-*` parts as the CLI
  *   streams them (`generateText` joins each block into one part); the toolkit's calls, which
  *   the CLI made through the gateway, are provider-executed `tool-call` parts, and a call that

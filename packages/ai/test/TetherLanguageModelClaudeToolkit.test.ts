@@ -1,7 +1,7 @@
 /**
  * The toolkit passed to a LanguageModel call on the real Claude Code CLI (offline: the scripted
  * Anthropic server is the model): calls the gateway refuses, interruption while a handler runs,
- * a Void tool's result, concurrent calls with their own handlers, a toolkit with generateObject.
+ * a Void or Undefined tool's result, concurrent calls with their own handlers, a toolkit with generateObject.
  */
 import * as LanguageModel from "@effect/ai/LanguageModel"
 import * as AiTool from "@effect/ai/Tool"
@@ -35,6 +35,13 @@ const WhoAmI = AiTool.make("whoami", {
   success: Schema.Struct({ user: Schema.String })
 }).annotate(AiToolkit.Revision, "whoami/v1")
 const Session = AiTools.make(WhoAmI)
+
+const Reset = AiTool.make("reset_cache", {
+  description: "Resets the cache.",
+  parameters: { key: Schema.String },
+  success: Schema.Undefined
+}).annotate(AiToolkit.Revision, "reset_cache/v1")
+const Cache = AiTools.make(Reset)
 
 const withModel = <A, E, R>(server: AnthropicServer.AnthropicServer, body: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
@@ -213,6 +220,29 @@ describe("a LanguageModel call's toolkit on the real Claude CLI", () => {
         expect(bob.toolResults.map((r) => r.result)).toEqual([{ user: "bob" }])
         expect(alice.text).toContain("alice")
         expect(bob.text).toContain("bob")
+      }).pipe(Effect.scoped),
+    90_000
+  )
+
+  it.live(
+    "a tool whose success is Schema.Undefined: its result part decodes (sent as null, handed over as undefined)",
+    () =>
+      Effect.gen(function*() {
+        const server = yield* AnthropicServer.make({
+          script: [AnthropicServer.callTool("reset_cache", { key: "k" }), AnthropicServer.reply("Reset.")]
+        })
+        const reset: Array<string> = []
+        const response = yield* withModel(
+          server,
+          LanguageModel.generateText({ prompt: "Reset k.", toolkit: Cache }).pipe(
+            Effect.provide(Cache.toLayer({ reset_cache: ({ key }) => Effect.sync(() => void reset.push(key)) }))
+          )
+        )
+        expect(reset).toEqual(["k"])
+        expect(response.text).toBe("Reset.")
+        expect(response.toolResults.map((r) => [r.name, r.isFailure, r.result])).toEqual([
+          ["reset_cache", false, undefined]
+        ])
       }).pipe(Effect.scoped),
     90_000
   )

@@ -135,7 +135,7 @@ const toolInfos = (toolkit: AiToolkit.AiToolkitLike | undefined): ReadonlyMap<st
   new Map(
     Object.values(toolkit?.tools ?? {}).map((tool) => {
       const adapted = AiToolkit.adapt(tool) as Tool.Any
-      return [adapted.name, Parts.toolInfo(adapted.outputSchema, tool.parametersSchema)] as const
+      return [adapted.name, Parts.toolInfo(adapted.outputSchema, tool.parametersSchema, tool.successSchema)] as const
     })
   )
 

@@ -17,6 +17,11 @@ export interface ToolInfo {
   readonly wrapped: boolean
   /** `true` for an encoded result of the tool's `success` Schema. */
   readonly isEncodedSuccess: (u: unknown) => boolean
+  /**
+   * The tool's `success` is `Schema.Void` or `Schema.Undefined`: sent as `null` (JSON has no
+   * `undefined`), and handed to @effect/ai as `undefined`, which both decode.
+   */
+  readonly nothing: boolean
   /** `true` for params the tool's `parameters` Schema decodes as the gateway decodes a call's input. */
   readonly acceptsParams: (u: unknown) => boolean
 }
@@ -44,11 +49,16 @@ const isObjectOutput = (ast: AST.AST): boolean => {
 const gatewayInput: AST.ParseOptions = { onExcessProperty: "error", errors: "first" }
 
 /** @internal */
-export const toolInfo = (output: Schema.Schema.Any, parameters: Schema.Schema.Any): ToolInfo => {
+export const toolInfo = (
+  output: Schema.Schema.Any,
+  parameters: Schema.Schema.Any,
+  success: Schema.Schema.Any
+): ToolInfo => {
   const decodeParams = Schema.decodeUnknownEither(parameters as Schema.Schema.AnyNoContext, gatewayInput)
   return {
     wrapped: !isObjectOutput(output.ast),
     isEncodedSuccess: Schema.is(Schema.encodedSchema(output as Schema.Schema.AnyNoContext)),
+    nothing: success.ast._tag === "VoidKeyword" || success.ast._tag === "UndefinedKeyword",
     acceptsParams: (u) => Either.isRight(decodeParams(u))
   }
 }
@@ -129,6 +139,7 @@ const encodedOutput = (output: unknown, info: ToolInfo): Either.Either<unknown, 
     if (typeof value !== "object" || value === null || !("result" in value)) return Either.left(undefined)
     value = (value as { readonly result: unknown }).result
   }
+  if (info.nothing) return value === null ? Either.right(undefined) : Either.left(undefined)
   return info.isEncodedSuccess(value) ? Either.right(value) : Either.left(undefined)
 }
 
