@@ -72,6 +72,7 @@
  */
 import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Agent from "@tether/core/Agent"
+import type * as Approval from "@tether/core/Approval"
 import type * as Mcp from "@tether/core/Mcp"
 import type * as Skill from "@tether/core/Skill"
 import type * as Tool from "@tether/tool/Tool"
@@ -88,7 +89,9 @@ import * as internal from "./internal/languageModel.js"
  * - `ToolChoice`: a tool choice that forces a tool call (`"required"`, `{ tool }`,
  *   `{ mode: "required" }`): a coding-agent CLI decides on its own whether to call a tool;
  * - `FilePart`: a file in the prompt;
- * - `EmptyPrompt`: a prompt with nothing but system messages.
+ * - `EmptyPrompt`: a prompt with nothing but system messages;
+ * - `Approvals`: `approvals` without a `handler` (event mode waits for `agent.approve`, which
+ *   no `LanguageModel` call can reach: each request would wait for the deadline).
  *
  * It reaches the caller as the `cause` of an `AiError.MalformedInput`.
  *
@@ -98,7 +101,7 @@ import * as internal from "./internal/languageModel.js"
 export class UnsupportedRequest extends Schema.TaggedError<UnsupportedRequest>("@tether/ai/UnsupportedRequest")(
   "UnsupportedRequest",
   {
-    reason: Schema.Literal("ToolChoice", "FilePart", "EmptyPrompt"),
+    reason: Schema.Literal("ToolChoice", "FilePart", "EmptyPrompt", "Approvals"),
     detail: Schema.String
   }
 ) {
@@ -117,8 +120,14 @@ export class UnsupportedRequest extends Schema.TaggedError<UnsupportedRequest>("
  * @category models
  */
 export interface Options<Tools extends Toolkit.Any>
-  extends Omit<Agent.Options<Tools>, "definition" | "events" | "threads">
+  extends Omit<Agent.Options<Tools>, "definition" | "events" | "threads" | "approvals">
 {
+  /**
+   * Approvals of the CLI's built-in tools, answered by `handler`: a `LanguageModel` call has no
+   * `approve`, so there is no event mode here (a request would wait for the deadline; a call
+   * made with approvals but no handler fails `UnsupportedRequest` `Approvals`).
+   */
+  readonly approvals?: Approval.Options & { readonly handler: NonNullable<Approval.Options["handler"]> }
   readonly definition?: {
     readonly instructions?: string
     readonly skills?: ReadonlyArray<Skill.Skill>

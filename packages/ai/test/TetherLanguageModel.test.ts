@@ -397,6 +397,24 @@ describe("TetherLanguageModel on the reference driver", () => {
       expect(yield* agentProcesses).toEqual(before)
     }).pipe(Effect.provide([script, WordsLive])))
 
+  it.live("approvals without a handler fail each call as MalformedInput (Approvals), before any process starts", () =>
+    Effect.gen(function*() {
+      const before = yield* agentProcesses
+      const sandbox = yield* Harness.sandbox
+      // Past the types: `Options.approvals` needs a handler (nothing can call `approve` here).
+      const options = {
+        driver: Reference.driver({ respond: (prompt: string) => Reference.answer(prompt) }),
+        workspace: sandbox.workspace,
+        profile: sandbox.selection,
+        approvals: { deadline: "10 minutes" }
+      } as unknown as TetherLanguageModel.Options<Toolkit.Toolkit<{}>>
+      const error = yield* Effect.flip(
+        LanguageModel.generateText({ prompt: "x" }).pipe(Effect.provide(TetherLanguageModel.layer(options)))
+      )
+      expectMalformed(error as AiError.AiError, "Approvals")
+      expect(yield* agentProcesses).toEqual(before)
+    }).pipe(Effect.scoped, Effect.provide(Harness.layer)))
+
   it.live("a failed run is an UnknownError whose cause is the RunError", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(LanguageModel.generateText({ prompt: "x" }))

@@ -155,6 +155,14 @@ export const make = (options: Options<Toolkit.Any>) =>
     ): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> =>
       Stream.unwrapScoped(
         Effect.gen(function*() {
+          // Typed out (`Options.approvals` needs a handler); a caller past the types is told here.
+          if (agentOptions.approvals !== undefined && agentOptions.approvals.handler === undefined) {
+            return yield* new UnsupportedRequest({
+              reason: "Approvals",
+              detail: "approvals without a handler wait for agent.approve, which a LanguageModel call cannot " +
+                "reach: give approvals a handler"
+            })
+          }
           const toolkit = yield* callToolkit(providerOptions)
           const rendered = yield* Prompt.render(providerOptions.prompt)
           const tools = yield* AiToolkit.merge([
