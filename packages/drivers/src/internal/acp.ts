@@ -241,12 +241,16 @@ export const attach = (
           const answer = AcpApproval.outcomeOf(decision, params.options)
           const title = params.toolCall.title ?? params.toolCall.toolCallId
           const outcome = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled"
-          deliver([notice(
-            decision._tag === "Deny" ? "warning" : "info",
-            "acp.permission",
-            `the agent asked permission for "${title}": ${decision._tag} (answered ${outcome})`,
-            { request: params, ask: AcpApproval.askOf(params), decision }
-          )])
+          deliver([
+            notice(
+              decision._tag === "Deny" ? "warning" : "info",
+              "acp.permission",
+              `the agent asked permission for "${title}": ${decision._tag} (answered ${outcome})`,
+              { request: params, ask: AcpApproval.askOf(params), decision }
+            ),
+            // A refused call the agent reports nowhere else (Gemini CLI) is still a failed call.
+            ...(decision._tag === "Deny" ? mapper.refused(params.toolCall, decision.message) : [])
+          ])
           return answer
         })))
       .connect({ readable, writable })

@@ -140,6 +140,13 @@ export interface Mapper {
   readonly failed: (error: string, raw: unknown) => Array<Driver.Output>
   /** What a tool call of the running turn is, by its id (named from everything seen of it so far). */
   readonly identity: (callId: string) => ToolIdentity | undefined
+  /**
+   * A call the host refused in a permission request (`toolCall`, the request's own) → its start
+   * and its failed end (`output`: what the model was told), when the agent reported nothing of it
+   * (Gemini CLI sends a call it asks about only in the request, and nothing once refused); none
+   * when the agent announced it (its own update ends it). Later updates of it are dropped.
+   */
+  readonly refused: (toolCall: unknown, output: string) => ReadonlyArray<Driver.Output>
 }
 
 const chunkText = (update: Json): string | undefined =>
@@ -316,9 +323,30 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
     })
   }
 
+  /** Calls reported by `refused`: the agent's own later updates of them are dropped. */
+  const refusedIds = new Set<string>()
+
   const mapper: Mapper = {
     session: undefined,
     model: undefined,
+    refused: (toolCall, output) => {
+      if (!isRecord(toolCall)) return none
+      const callId = str(toolCall["toolCallId"])
+      if (callId === undefined || calls.get(callId) !== undefined || held.has(callId)) return none
+      refusedIds.add(callId)
+      const out: Array<Driver.Output> = []
+      const identity = start(toolCall, callId, out)
+      out.push({
+        _tag: "ToolCall",
+        phase: "end",
+        callId,
+        name: identity.name,
+        source: identity.source,
+        output,
+        isError: true
+      })
+      return out
+    },
     identity: (callId) => {
       const known = calls.get(callId)
       if (known !== undefined) return known
@@ -331,6 +359,7 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
       // `clear` allocates a new table even for an empty map, and most turns hold no call.
       calls.clear()
       if (held.size > 0) held.clear()
+      if (refusedIds.size > 0) refusedIds.clear()
     },
     messageChunk: (sessionId, text) =>
       mapper.session !== undefined && sessionId !== mapper.session ? none : messageText(text),
@@ -361,6 +390,7 @@ export const makeMapper = (hostedKey: string, naming: Naming): Mapper => {
         case "tool_call_update": {
           const callId = str(update["toolCallId"])
           if (callId === undefined) return notice("warning", `acp.${kind}`, "a tool call without toolCallId", update)
+          if (refusedIds.size > 0 && refusedIds.has(callId)) return none
           const known = calls.get(callId)
           if (
             known === undefined && update["status"] === "pending" && isRecord(update["rawInput"]) &&

@@ -90,7 +90,8 @@ const toolEnd = (item: Json, callId: string, name: string, source: Source): Outp
     }
     case "file_change":
       output = { status: item["status"] }
-      isError = status === "failed"
+      // A patch the approval refused is `declined`, as a refused command is.
+      isError = status === "failed" || status === "declined"
       break
     default:
       output = { query: item["query"] }
