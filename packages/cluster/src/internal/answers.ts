@@ -41,6 +41,13 @@ const migrations = Migrator.fromRecord({
   })
 })
 
+/**
+ * The `turn_id` column's form of a turn id: its JSON text. An id is any string, and the thread
+ * store keeps it exactly, but PostgreSQL's TEXT refuses a NUL and UTF-8 cannot hold a lone
+ * surrogate; JSON escapes both, and two ids never share a form.
+ */
+const turnColumn = (turn: string): string => JSON.stringify(turn)
+
 const inMemory = Effect.sync((): Answers => {
   const answers = new Map<string, { readonly turn: string; readonly result: Result }>()
   return {
@@ -64,9 +71,9 @@ const inSql = (sql: SqlClient.SqlClient) =>
     return {
       save: (key, turn, result) =>
         Effect.flatMap(encode(result), (answer) =>
-          sql`INSERT INTO tether_turn_answers (entity_id, turn_id, answer) VALUES (${
-            entityIdOf(key)
-          }, ${turn}, ${answer})
+          sql`INSERT INTO tether_turn_answers (entity_id, turn_id, answer) VALUES (${entityIdOf(key)}, ${
+            turnColumn(turn)
+          }, ${answer})
             ON CONFLICT (entity_id) DO UPDATE SET turn_id = excluded.turn_id, answer = excluded.answer`).pipe(
             Effect.asVoid,
             // A lost answer only matters if this turn is delivered again: it then fails with
@@ -77,7 +84,7 @@ const inSql = (sql: SqlClient.SqlClient) =>
           ),
       find: (key, turn) =>
         sql<{ readonly answer: string }>`SELECT answer FROM tether_turn_answers
-          WHERE entity_id = ${entityIdOf(key)} AND turn_id = ${turn}`.pipe(
+          WHERE entity_id = ${entityIdOf(key)} AND turn_id = ${turnColumn(turn)}`.pipe(
           Effect.flatMap((rows) => rows[0] === undefined ? Effect.succeedNone : Effect.asSome(decode(rows[0].answer))),
           Effect.catchAll((error) =>
             Effect.as(Effect.logWarning("reading a turn's answer failed", error), Option.none())
