@@ -326,6 +326,28 @@ describe("ExecutionProfile.materialize", () => {
       ])
     })))
 
+  it.live("a skill folder it writes holds only the batch's files: the source skill's copies under it go", () =>
+    run(Effect.gen(function*() {
+      const w = yield* world
+      write(w.source, "skills/local/scripts/run.sh", "echo source\n")
+      write(w.source, "skills/local/notes/more.md", "source notes\n")
+      const clone = yield* Profile.clone(Profile.cloneFrom(w.source, w.root), w.layout, owner)
+      const files = (dir: string) =>
+        (NodeFs.readdirSync(dir, { recursive: true }) as Array<string>)
+          .filter((rel) => NodeFs.statSync(NodePath.join(dir, rel)).isFile()).sort()
+      yield* clone.materialize([{ path: "skills/local/SKILL.md", content: "# the agent's\n" }])
+      expect(files(NodePath.join(clone.dir, "skills/local"))).toEqual(["SKILL.md"])
+      // The other skills and the source are untouched.
+      expect(files(NodePath.join(clone.dir, "skills/ext"))).toEqual(["SKILL.md"])
+      expect(files(NodePath.join(w.source, "skills/local"))).toEqual(["SKILL.md", "notes/more.md", "scripts/run.sh"])
+      // A copy the CLI changed in the clone is no longer the clone's own: refused, nothing written.
+      const other = yield* Profile.clone(Profile.cloneFrom(w.source, w.root), w.layout, { agentId: "agent-2" })
+      NodeFs.writeFileSync(NodePath.join(other.dir, "skills/local/scripts/run.sh"), "echo changed\n")
+      expect(yield* Effect.flip(other.materialize([{ path: "skills/local/SKILL.md", content: "# x\n" }])))
+        .toMatchObject({ _tag: "ProfileCollision", reason: "Unowned", path: "skills/local/scripts/run.sh" })
+      expect(NodeFs.readFileSync(NodePath.join(other.dir, "skills/local/SKILL.md"), "utf8")).toBe("# local\n")
+    })))
+
   it.live("refuses entries it does not own, changed entries, links on the way and invalid paths, writing nothing", () =>
     run(Effect.gen(function*() {
       const w = yield* world

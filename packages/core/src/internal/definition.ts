@@ -52,7 +52,7 @@ export interface View {
 /** @internal */
 export interface Validated {
   readonly view: View
-  /** The snapshots of the skills, in definition order. */
+  /** The snapshots of the skills, by name. */
   readonly skills: ReadonlyArray<Skill.Loaded>
   /** The catalog of the direct tools (without `read_skill`). */
   readonly catalog: Catalog.Catalog
@@ -217,7 +217,11 @@ export const validate = (
       tools,
       mcp: copied
     })
-    return { view, skills: Object.freeze(loaded), catalog }
+    // By name (unique): the order of the list is no part of the definition, as a toolkit's is
+    // not. Hosts that list skills from a directory (whose order differs between file systems)
+    // keep one fingerprint, and `read_skill` lists them alike.
+    const byName = [...loaded].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    return { view, skills: Object.freeze(byName), catalog }
   })
 
 /**

@@ -48,7 +48,9 @@ export const isSkill = (u: unknown): u is Skill.Skill => Predicate.hasProperty(u
 export const dir = (path: string, options?: { readonly name?: string | undefined }): Skill.Skill =>
   Object.freeze(Object.assign(Object.create(Proto), {
     _tag: "Dir" as const,
-    name: options?.name ?? NodePath.basename(path),
+    // A path that is not a string (a JavaScript caller's unset variable) is refused when the agent
+    // is built (`NotFound`), never thrown here.
+    name: options?.name ?? (typeof path === "string" ? NodePath.basename(path) : String(path)),
     path
   }))
 

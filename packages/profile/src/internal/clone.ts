@@ -211,6 +211,28 @@ const materialize = (
         return yield* invalid(rel, "materialized both as a file and as a directory in one batch")
       }
     }
+    // A skill folder written here (the folder of a `SKILL.md`) is the agent's skill alone: the
+    // clone's copies of a source-profile skill of the same name under it that this batch does not
+    // write go, or the CLI would load them with the agent's skill (a script it never mentions).
+    // One the CLI changed since the seeding is not the clone's copy any more: refused.
+    const skillDirs = planned.filter(({ rel }) => rel.endsWith("/SKILL.md")).map(({ rel }) => rel.slice(0, -9))
+    const stale: Array<string> = []
+    if (skillDirs.length > 0) {
+      for (const [rel, seeded] of state.seeded) {
+        if (seen.has(rel) || !skillDirs.some((dir) => rel.startsWith(`${dir}/`))) continue
+        const absolute = path.join(profileDir, ...rel.split("/"))
+        if ((yield* lstat(absolute)) === undefined) continue
+        if (!(yield* stillSeeded(absolute, seeded))) {
+          return yield* new ProfileCollision({ reason: "Unowned", path: rel })
+        }
+        stale.push(rel)
+      }
+    }
+    for (const rel of stale) {
+      const absolute = path.join(profileDir, ...rel.split("/"))
+      yield* sync(absolute, () => NodeFs.rmSync(absolute, { force: true }))
+      state.seeded.delete(rel)
+    }
     for (const { absolute, file, rel } of planned) {
       const mode = (file.mode ?? 0o600) & 0o777
       const content = typeof file.content === "string" ? new TextEncoder().encode(file.content) : file.content
