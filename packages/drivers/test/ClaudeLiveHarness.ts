@@ -87,6 +87,21 @@ export const respond: AnthropicServer.Responder = (request) => {
   return AnthropicServer.reply(`answer to ${line}`)
 }
 
+/** `CALL: <Tool> <json input>` in the last user message: the model calls that built-in tool. */
+export const callModel = () =>
+  AnthropicServer.make({
+    respond: AnthropicServer.roundTrip(
+      (request) => {
+        const prompt = AnthropicServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
+        const call = /CALL: (\w+) (.*)$/m.exec(prompt)
+        return call === null
+          ? AnthropicServer.reply("No call.")
+          : AnthropicServer.callTool(call[1]!, JSON.parse(call[2]!))
+      },
+      (results) => AnthropicServer.reply(`TOOL ${results[0]?.isError === true ? "ERROR" : "OK"}: ${results[0]?.text}`)
+    )
+  })
+
 export const driverFor = (server: AnthropicServer.AnthropicServer, config: Claude.Config = {}) =>
   Claude.driver({
     binary: claudeBinary,

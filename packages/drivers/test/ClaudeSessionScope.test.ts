@@ -13,21 +13,6 @@ import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 import * as Live from "./ClaudeLiveHarness.js"
 
-/** `CALL: <Tool> <json input>` in the last user message: the model calls that built-in tool. */
-const callModel = () =>
-  AnthropicServer.make({
-    respond: AnthropicServer.roundTrip(
-      (request) => {
-        const prompt = AnthropicServer.transcript(request).filter(([role]) => role === "user").at(-1)?.[1] ?? ""
-        const call = /CALL: (\w+) (.*)$/m.exec(prompt)
-        return call === null
-          ? AnthropicServer.reply("No call.")
-          : AnthropicServer.callTool(call[1]!, JSON.parse(call[2]!))
-      },
-      (results) => AnthropicServer.reply(`TOOL ${results[0]?.isError === true ? "ERROR" : "OK"}: ${results[0]?.text}`)
-    )
-  })
-
 const driverFor = (server: AnthropicServer.AnthropicServer) => Live.driverFor(server, { partialMessages: false })
 
 const approvalsOf = (transcript: ReadonlyArray<Result.TranscriptEntry>) =>
@@ -44,7 +29,7 @@ const setUp = Effect.gen(function*() {
   Fs.writeFileSync(`${outside}/secret.txt`, "TOP-SECRET-1")
   Fs.writeFileSync(`${outside}/sub/deep.txt`, "TOP-SECRET-2")
   Fs.writeFileSync(`${outside}/grant-read.txt`, "readable")
-  const server = yield* callModel()
+  const server = yield* Live.callModel()
   const asked: Array<Approval.ApprovalRequest> = []
   const agent = yield* Agent.make({
     driver: driverFor(server),
