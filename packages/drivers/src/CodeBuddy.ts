@@ -125,8 +125,10 @@ export interface Config {
  * CLI's `--resume` / `--fork-session`. No sandbox level maps faithfully onto CodeBuddy Code's
  * permission modes, so every sandbox request is refused. Skills are also projected natively into
  * the clone's `skills/<name>/` (the CLI lists them in its Skill tool), beside `read_skill`, but
- * for a skill whose SKILL.md (or one in a sub-folder) holds "!`command`": the CLI runs those
- * through its shell when the model loads the skill, asking no permission; `read_skill` serves it.
+ * for a skill whose SKILL.md (or one in a sub-folder) holds "!`command`" or `$ARGUMENTS`: the CLI
+ * runs those commands through its shell when the model loads the skill, asking no permission, and
+ * puts the model's `args` in place of `$ARGUMENTS` first (commands and `@path` reads of the
+ * model's choosing); `read_skill` serves it.
  *
  * @since 0.1.0
  * @category constants

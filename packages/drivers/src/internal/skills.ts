@@ -42,12 +42,15 @@ const pluginManifest = (path: string): boolean => path.split("/").includes(".cla
 
 /**
  * Whether a SKILL.md of the skill (its own or one in a sub-folder, which CodeBuddy Code loads as a
- * skill of its own) holds "!`command`": CodeBuddy Code 2.117 runs each such command through its
- * shell when the model loads the skill, asking no permission (even with no shell tool offered).
+ * skill of its own) holds "!`command`" or `$ARGUMENTS`: CodeBuddy Code 2.117 runs each such command
+ * through its shell when the model loads the skill, asking no permission (even with no shell tool
+ * offered), and it first puts the model's `args` of the Skill call in place of `$ARGUMENTS` (then
+ * reads the `@path` references of the result): the args would run commands and read files unasked.
  */
 const inlineShell = (skill: Driver.SkillFiles): boolean =>
   skill.files.some((file) =>
-    (file.path === "SKILL.md" || file.path.endsWith("/SKILL.md")) && /!`[^`]+`/.test(file.content)
+    (file.path === "SKILL.md" || file.path.endsWith("/SKILL.md")) &&
+    (/!`[^`]+`/.test(file.content) || /\$ARGUMENTS\b/.test(file.content))
   )
 
 /**
