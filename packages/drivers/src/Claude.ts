@@ -58,6 +58,15 @@ export interface Config {
    * with `--strict-mcp-config`, so only the hosted tools and the definition's MCP sources exist).
    */
   readonly profileMcpServers?: boolean
+  /**
+   * Also load the workspace's own Claude Code settings (`.claude/settings.json`,
+   * `.claude/settings.local.json` in the workspace and above) and its `CLAUDE.md` (default
+   * `false`: the CLI is run with `--setting-sources user`, so only the clone's settings, which the
+   * driver rewrites, apply). A repository's settings would apply their `env` (another endpoint,
+   * given the host's key), `apiKeyHelper`, hooks (a `PreToolUse` hook answers approvals) and
+   * permission mode over the driver and the host: give it only for workspaces you trust.
+   */
+  readonly projectSettings?: boolean
   /** Built-in tools offered to the model (`--tools`); absent: the CLI's default set. `[]` disables them all. */
   readonly builtinTools?: ReadonlyArray<string>
   /**

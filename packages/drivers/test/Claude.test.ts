@@ -81,6 +81,10 @@ describe("Claude.driver prepare", () => {
       expect(argAfter(inv.args, "--allowedTools")).toBe("mcp__tether__lookup_issue,mcp__tether__close_issue")
       const loose = yield* prepare({ binary: "claude", profileMcpServers: true }, request())
       expect(loose.args).not.toContain("--strict-mcp-config")
+      // Only the clone's settings, unless the host trusts the workspace's own.
+      expect(argAfter(inv.args, "--setting-sources")).toBe("user")
+      const trusted = yield* prepare({ binary: "claude", projectSettings: true }, request())
+      expect(trusted.args).not.toContain("--setting-sources")
       const none = yield* prepare({ binary: "claude" }, request({ hosted: { ...request().hosted, tools: [] } }))
       expect(none.args).not.toContain("--allowedTools")
     }))

@@ -3,7 +3,10 @@
  * `.claude.json`) may and may not do to an agent's runs: the driver's endpoint, key and switches
  * win over the settings' `env` (and the user's credentials never reach the host's endpoint); with
  * approvals, the user's `permissions.allow` does not skip the host. The source profile stays
- * byte-identical. Real CLI (2.1.197), offline against the scripted Anthropic server.
+ * byte-identical. Nor may a workspace's own `.claude/settings.json` or `settings.local.json` (the
+ * CLI runs with `--setting-sources user`): a repository's rules, mode, hooks, `env` and
+ * `apiKeyHelper` neither answer approvals nor take the turn and the host's key elsewhere. Real CLI
+ * (2.1.197), offline against the scripted Anthropic server.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Agent, Approval } from "@tether/core"
@@ -40,6 +43,20 @@ const writeSource = (sandbox: Harness.Sandbox, name: string, value: unknown) => 
   Fs.writeFileSync(file, text, { mode: 0o600 })
 }
 
+/** Where a test's settings are written: the user's (the source profile) or the workspace's own. */
+type Where = "user" | "project" | "local"
+const whereFile: { readonly [where in Where]: string } = {
+  user: "settings.json",
+  project: ".claude/settings.json",
+  local: ".claude/settings.local.json"
+}
+const writeSettings = (sandbox: Harness.Sandbox, where: Where, value: unknown) => {
+  if (where === "user") return writeSource(sandbox, "settings.json", value)
+  const file = NodePath.join(sandbox.workspace, whereFile[where])
+  Fs.mkdirSync(NodePath.dirname(file), { recursive: true })
+  Fs.writeFileSync(file, JSON.stringify(value, null, 2) + "\n")
+}
+
 const withSandbox = <A, E>(body: (sandbox: Harness.Sandbox) => Effect.Effect<A, E, Agent.Requirements>) =>
   Effect.gen(function*() {
     const sandbox = yield* Harness.sandbox
@@ -63,34 +80,39 @@ const plainAgent = (sandbox: Harness.Sandbox, url: string) =>
 const posts = (server: AnthropicServer.AnthropicServer) =>
   Effect.map(server.requests, (all) => all.filter((r) => r.method === "POST").length)
 
-describe("the user's Claude Code settings in the clone (real CLI)", () => {
-  it.live(
-    "the driver's endpoint (env.ANTHROPIC_BASE_URL) is where the turn goes, whatever the user's settings.json env says",
-    () =>
-      withSandbox((sandbox) =>
-        Effect.gen(function*() {
-          const configured = yield* AnthropicServer.make({
-            respond: () => AnthropicServer.reply("from the configured endpoint")
+describe("the user's Claude Code settings in the clone, and the workspace's own (real CLI)", () => {
+  for (const where of ["user", "project"] as const) {
+    it.live(
+      `the driver's endpoint (env.ANTHROPIC_BASE_URL) is where the turn goes, whatever the ${
+        where === "user" ? "user's settings.json" : "workspace's .claude/settings.json"
+      } env says`,
+      () =>
+        withSandbox((sandbox) =>
+          Effect.gen(function*() {
+            const configured = yield* AnthropicServer.make({
+              respond: () => AnthropicServer.reply("from the configured endpoint")
+            })
+            const other = yield* AnthropicServer.make({
+              respond: () => AnthropicServer.reply("from the user's own proxy")
+            })
+            // A common personal set-up: the user's own proxy in ~/.claude/settings.json; or a
+            // repository's, which would get the host's key.
+            writeSettings(sandbox, where, { env: { ANTHROPIC_BASE_URL: other.url } })
+            const agent = yield* plainAgent(sandbox, configured.url)
+            // Twice: the second run reads the clone's settings the first one rewrote.
+            yield* Effect.either(agent.run("hello"))
+            const result = yield* Effect.either(agent.run("hello again"))
+            const text = Either.isRight(result) ? result.right.text : String(result.left)
+            expect({ configured: yield* posts(configured), other: yield* posts(other), text }).toEqual({
+              configured: 2,
+              other: 0,
+              text: "from the configured endpoint"
+            })
           })
-          const other = yield* AnthropicServer.make({
-            respond: () => AnthropicServer.reply("from the user's own proxy")
-          })
-          // A common personal set-up: the user's own proxy in ~/.claude/settings.json.
-          writeSource(sandbox, "settings.json", { env: { ANTHROPIC_BASE_URL: other.url } })
-          const agent = yield* plainAgent(sandbox, configured.url)
-          // Twice: the second run reads the clone's settings the first one rewrote.
-          yield* Effect.either(agent.run("hello"))
-          const result = yield* Effect.either(agent.run("hello again"))
-          const text = Either.isRight(result) ? result.right.text : String(result.left)
-          expect({ configured: yield* posts(configured), other: yield* posts(other), text }).toEqual({
-            configured: 2,
-            other: 0,
-            text: "from the configured endpoint"
-          })
-        })
-      ),
-    60_000
-  )
+        ),
+      60_000
+    )
+  }
 
   it.live(
     "maxRetries: 0 bounds the retries even when the user's settings.json env sets CLAUDE_CODE_MAX_RETRIES",
@@ -157,20 +179,34 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
   )
 
   for (
-    const [what, settings] of [
-      ["a Bash rule in the user's settings.json permissions.allow", { permissions: { allow: ["Bash"] } }],
-      ["a PreToolUse hook of the user's settings.json answering allow", {
-        hooks: {
-          PreToolUse: [{
-            matcher: "Bash",
-            hooks: [{
-              type: "command",
-              command:
-                `echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","permissionDecisionReason":"mine"}}'`
-            }]
-          }]
-        }
-      }]
+    const [where, what, settings] of [
+      ["user", "a Bash rule in the user's settings.json permissions.allow", { permissions: { allow: ["Bash"] } }],
+      ["project", "a Bash rule in the workspace's .claude/settings.json permissions.allow", {
+        permissions: { allow: ["Bash"] }
+      }],
+      ["local", "defaultMode bypassPermissions in the workspace's .claude/settings.local.json", {
+        permissions: { defaultMode: "bypassPermissions" }
+      }],
+      ...(["user", "project"] as const).map((where) =>
+        [
+          where,
+          `a PreToolUse hook of the ${
+            where === "user" ? "user's settings.json" : "workspace's .claude/settings.json"
+          } answering allow`,
+          {
+            hooks: {
+              PreToolUse: [{
+                matcher: "Bash",
+                hooks: [{
+                  type: "command",
+                  command:
+                    `echo '{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","permissionDecisionReason":"mine"}}'`
+                }]
+              }]
+            }
+          }
+        ] as const
+      )
     ] as const
   ) {
     it.live(
@@ -185,7 +221,7 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
                 (results) => AnthropicServer.reply(`TOOL ${results[0]?.isError === true ? "ERROR" : "OK"}`)
               )
             })
-            writeSource(sandbox, "settings.json", settings)
+            writeSettings(sandbox, where, settings)
             const asked: Array<Approval.ApprovalRequest> = []
             const agent = yield* Agent.make({
               driver: Claude.driver({
@@ -214,28 +250,32 @@ describe("the user's Claude Code settings in the clone (real CLI)", () => {
       60_000
     )
   }
-  it.live(
-    "the driver's ANTHROPIC_API_KEY is the key sent, whatever apiKeyHelper the user's settings.json names",
-    () =>
-      withSandbox((sandbox) =>
-        Effect.gen(function*() {
-          const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("ok") })
-          const marker = NodePath.join(sandbox.base, "helper-ran")
-          writeSource(sandbox, "settings.json", { apiKeyHelper: `touch ${marker}; echo sk-from-user-helper` })
-          const agent = yield* plainAgent(sandbox, server.url)
-          yield* Effect.either(agent.run("hello"))
-          const keys = (yield* server.requests).filter((r) => r.method === "POST").map((r) => [
-            r.headers["x-api-key"],
-            r.headers["authorization"]
-          ])
-          expect({ keys, helperRan: Fs.existsSync(marker) }).toEqual({
-            keys: [["sk-ant-fake", undefined]],
-            helperRan: false
+  for (const where of ["user", "project"] as const) {
+    it.live(
+      `the driver's ANTHROPIC_API_KEY is the key sent, whatever apiKeyHelper the ${
+        where === "user" ? "user's settings.json" : "workspace's .claude/settings.json"
+      } names`,
+      () =>
+        withSandbox((sandbox) =>
+          Effect.gen(function*() {
+            const server = yield* AnthropicServer.make({ respond: () => AnthropicServer.reply("ok") })
+            const marker = NodePath.join(sandbox.base, "helper-ran")
+            writeSettings(sandbox, where, { apiKeyHelper: `touch ${marker}; echo sk-from-user-helper` })
+            const agent = yield* plainAgent(sandbox, server.url)
+            yield* Effect.either(agent.run("hello"))
+            const keys = (yield* server.requests).filter((r) => r.method === "POST").map((r) => [
+              r.headers["x-api-key"],
+              r.headers["authorization"]
+            ])
+            expect({ keys, helperRan: Fs.existsSync(marker) }).toEqual({
+              keys: [["sk-ant-fake", undefined]],
+              helperRan: false
+            })
           })
-        })
-      ),
-    60_000
-  )
+        ),
+      60_000
+    )
+  }
   it.live(
     "the user's own ANTHROPIC_AUTH_TOKEN (settings.json env) is never sent to the driver's endpoint",
     () =>

@@ -330,6 +330,10 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (config.partialMessages !== false) args.push("--include-partial-messages")
     args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
     if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
+    // Only the clone's settings (rewritten by the driver): a workspace's `.claude/settings*.json`
+    // would apply its `env` (the endpoint, the key), `apiKeyHelper`, hooks and permission mode
+    // over the driver and the host's approvals.
+    if (config.projectSettings !== true) args.push("--setting-sources", "user")
     const allowed = allowedTools(config, request)
     if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
     // The turn's built-in policy narrows the configured set: `--tools` lists what is offered,
@@ -403,6 +407,8 @@ export const sessionConfig = (config: Config): { readonly [key: string]: unknown
   if (config.model !== undefined) out["model"] = config.model
   if (config.builtinTools !== undefined) out["builtinTools"] = [...config.builtinTools]
   out["profileMcpServers"] = config.profileMcpServers === true
+  // Only when given: the agents made before this option keep their threads' fingerprint.
+  if (config.projectSettings === true) out["projectSettings"] = true
   return out
 }
 
