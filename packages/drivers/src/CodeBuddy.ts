@@ -98,6 +98,14 @@ export interface Config {
    * with `--strict-mcp-config`, so only the hosted tools and the definition's MCP sources exist).
    */
   readonly profileMcpServers?: boolean
+  /**
+   * Also load the workspace's own CodeBuddy Code settings (`.codebuddy/settings.json`,
+   * `.codebuddy/settings.local.json`) and its memory files (default `false`: the CLI is run with
+   * `--setting-sources user`, so only the clone's settings, which the driver rewrites, apply). A
+   * repository's settings would apply their `env` (another endpoint, given the host's key), hooks
+   * and permissions over the driver: give it only for workspaces you trust.
+   */
+  readonly projectSettings?: boolean
   /** Built-in tools offered to the model (`--tools`); absent: the CLI's default set. `[]` disables them all. */
   readonly builtinTools?: ReadonlyArray<string>
   /**

@@ -87,6 +87,11 @@ describe("CodeBuddy.driver prepare", () => {
       expect(argAfter(narrowed.args, "--allowedTools")).toBe("mcp__tether__close_issue")
       const loose = yield* prepare({ binary: "codebuddy", profileMcpServers: true }, request())
       expect(loose.args).not.toContain("--strict-mcp-config")
+      // Only the clone's settings, unless the host trusts the workspace's own.
+      expect(inv.args.slice(inv.args.indexOf("--setting-sources"), inv.args.indexOf("--setting-sources") + 2))
+        .toEqual(["--setting-sources", "user"])
+      const trusted = yield* prepare({ binary: "codebuddy", projectSettings: true }, request())
+      expect(trusted.args).not.toContain("--setting-sources")
       const none = yield* prepare({ binary: "codebuddy" }, request({ hosted: { ...request().hosted, tools: [] } }))
       expect(none.args).not.toContain("--allowedTools")
       // Permission rules for built-in tools follow the MCP ones.

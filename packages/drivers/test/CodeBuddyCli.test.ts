@@ -62,28 +62,41 @@ describe("CodeBuddy driver with the real CLI", () => {
       expect(terminal?.usage).toMatchObject({ inputTokens: 100, cachedInputTokens: 40, outputTokens: 7 })
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)), 60_000)
 
-  it.live(
-    "the configured endpoint gets the turn and the host's key, whatever the user's settings.json env says",
-    () =>
-      Effect.gen(function*() {
-        const root = yield* tempRoot
-        const token = `tok-${crypto.randomUUID()}`
-        const mcp = yield* mcpServer(token)
-        const configured = yield* ChatCompletionsServer.make({ script: () => ChatCompletionsServer.text("configured") })
-        const other = yield* ChatCompletionsServer.make({ script: () => ChatCompletionsServer.text("other") })
-        // The user's own endpoint and key in the settings copied into the clone.
-        const settings = JSON.stringify({
-          env: { CODEBUDDY_BASE_URL: other.baseUrl, CODEBUDDY_API_KEY: "sk-user-own" }
-        })
-        Fs.writeFileSync(Path.join(root.profile, "settings.json"), settings)
-        const driver = CodeBuddy.driver({ endpoint: { baseUrl: configured.baseUrl, apiKey: Redacted.make("sk-host") } })
-        const turn = yield* runTurn(driver, baseRequest(root, mcp.url, { prompt: "go" }), token)
-        expect(terminalOf(turn.outputs)).toMatchObject({ ok: true, text: "configured" })
-        expect(yield* other.requests).toEqual([])
-        expect((yield* configured.requests).every((r) => !JSON.stringify(r.headers).includes("sk-user-own"))).toBe(true)
-      }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
-    60_000
-  )
+  for (const where of ["user", "workspace"] as const) {
+    it.live(
+      `the configured endpoint gets the turn and the host's key, whatever the ${
+        where === "user" ? "user's settings.json" : "workspace's .codebuddy/settings.json"
+      } env says`,
+      () =>
+        Effect.gen(function*() {
+          const root = yield* tempRoot
+          const token = `tok-${crypto.randomUUID()}`
+          const mcp = yield* mcpServer(token)
+          const configured = yield* ChatCompletionsServer.make({
+            script: () => ChatCompletionsServer.text("configured")
+          })
+          const other = yield* ChatCompletionsServer.make({ script: () => ChatCompletionsServer.text("other") })
+          // The user's own endpoint and key in the settings copied into the clone.
+          const settings = JSON.stringify({
+            env: { CODEBUDDY_BASE_URL: other.baseUrl, CODEBUDDY_API_KEY: "sk-user-own" }
+          })
+          // A repository's own settings would get the turn, and the host's key, sent elsewhere.
+          const dir = where === "user" ? root.profile : Path.join(root.work, ".codebuddy")
+          Fs.mkdirSync(dir, { recursive: true })
+          Fs.writeFileSync(Path.join(dir, "settings.json"), settings)
+          const driver = CodeBuddy.driver({
+            endpoint: { baseUrl: configured.baseUrl, apiKey: Redacted.make("sk-host") }
+          })
+          const turn = yield* runTurn(driver, baseRequest(root, mcp.url, { prompt: "go" }), token)
+          expect(terminalOf(turn.outputs)).toMatchObject({ ok: true, text: "configured" })
+          expect(yield* other.requests).toEqual([])
+          expect((yield* configured.requests).every((r) => !JSON.stringify(r.headers).includes("sk-user-own"))).toBe(
+            true
+          )
+        }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)),
+      60_000
+    )
+  }
 
   it.live(
     "without partial messages, reasoning still arrives and the final text is the last message",

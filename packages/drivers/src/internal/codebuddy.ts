@@ -167,6 +167,9 @@ export const prepare = (config: Config, binary: Binary.Binary) => (request: Driv
     if (config.partialMessages !== false) args.push("--include-partial-messages")
     args.push("--mcp-config", path.join(request.profileDir, mcpConfigFile))
     if (config.profileMcpServers !== true) args.push("--strict-mcp-config")
+    // Only the clone's settings (rewritten by the driver): a workspace's `.codebuddy/settings*.json`
+    // would apply its `env` (the endpoint, the key), hooks and permissions over the driver.
+    if (config.projectSettings !== true) args.push("--setting-sources", "user")
     const allowed = allowedTools(config, request)
     if (allowed.length > 0) args.push("--allowedTools", allowed.join(","))
     if (config.builtinTools !== undefined) args.push("--tools", config.builtinTools.join(","))
@@ -226,6 +229,8 @@ export const sessionConfig = (config: Config): { readonly [key: string]: unknown
   if (config.model !== undefined) out["model"] = config.model
   if (config.builtinTools !== undefined) out["builtinTools"] = [...config.builtinTools]
   out["profileMcpServers"] = config.profileMcpServers === true
+  // Only when given: the agents made before this option keep their threads' fingerprint.
+  if (config.projectSettings === true) out["projectSettings"] = true
   return out
 }
 
