@@ -337,6 +337,32 @@ describe("ACP update mapping", () => {
     expect(out.map((o) => o._tag)).toEqual(["ToolCall", "Terminal"])
     expect(out[0]).toMatchObject({ phase: "start", callId: "t2", name: "Read", input: {} })
   })
+
+  it("a refused call the agent reported nowhere is a failed call once; one it announced is its own to end", () => {
+    const mapper = AcpMap.makeMapper("tether", AcpMap.genericNaming)
+    mapper.session = "s"
+    const asked = { toolCallId: "r1", title: "Shell", kind: "execute", rawInput: { command: "rm -r x" } }
+    expect(mapper.refused(asked, "No.")).toEqual([
+      {
+        _tag: "ToolCall",
+        phase: "start",
+        callId: "r1",
+        name: "Shell",
+        source: "builtin",
+        input: { command: "rm -r x" }
+      },
+      { _tag: "ToolCall", phase: "end", callId: "r1", name: "Shell", source: "builtin", output: "No.", isError: true }
+    ])
+    // The agent's own later word on it is not a second call.
+    expect(mapper.update(update("tool_call_update", { toolCallId: "r1", status: "failed" }))).toEqual([])
+    // Announced first (a call, or one held for its input): the agent's update ends it.
+    mapper.update(update("tool_call", { toolCallId: "a1", status: "in_progress", title: "Edit" }))
+    mapper.update(update("tool_call", { toolCallId: "h1", status: "pending", rawInput: {}, title: "Read" }))
+    expect([mapper.refused({ toolCallId: "a1" }, "No."), mapper.refused({ toolCallId: "h1" }, "No.")]).toEqual([[], []])
+    expect(mapper.update(update("tool_call_update", { toolCallId: "a1", status: "failed" }))).toMatchObject([
+      { phase: "end", callId: "a1", isError: true }
+    ])
+  })
 })
 
 const parseAll = (lines: ReadonlyArray<string>, session: Driver.SessionRequest) =>
